@@ -1,0 +1,31 @@
+# Two entry points (the README's quick start):
+#   make run    set up, then run the main job
+#   make test   set up, then lint and run the test suite (what .ci/run does)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test setup lint clean
+
+$(STAMP): pyproject.toml requirements-cuda.txt CMakeLists.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --no-deps -r requirements-cuda.txt
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/benanza models zoo models/zoo
+	$(BIN)/benanza layers models/zoo
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) build

@@ -1,0 +1,3 @@
+from benanza.cli import main
+
+main()

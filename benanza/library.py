@@ -1,0 +1,203 @@
+"""The vocabulary of benanza: one Enum per concept and tables to the C++ spellings.
+
+Nothing else in the package branches on a data type, an API or a fusion pattern:
+it looks the answer up here (after CUTLASS's ``cutlass_library/library.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Precision(str, Enum):
+    """What a benchmark computes in: storage type plus math mode (the ``--dtype`` values)."""
+
+    FP32 = "fp32"  # fp32 storage, FMA math (no Tensor Cores)
+    TF32 = "tf32"  # fp32 storage, TF32 Tensor Core math
+    FP16 = "fp16"  # fp16 storage, fp32 accumulate, Tensor Core math
+    BF16 = "bf16"  # bf16 storage, fp32 accumulate, Tensor Core math
+
+
+class Math(str, Enum):
+    FMA = "fma"
+    TF32 = "tf32_tensor_op"
+    TENSOR_OP = "tensor_op"
+    NONE = "n/a"  # ops without a math mode (pooling, activation, ...)
+
+
+@dataclass(frozen=True)
+class PrecisionSpec:
+    """C++ spellings of one precision; templates read these fields, never branch on names."""
+
+    cpp_type: str  # storage type in the harness
+    cudnn_dtype: str
+    cudnn_compute: str  # compute type of convolution descriptors
+    cudnn_math: str
+    cudnn_layout: str  # the layout cuDNN prefers for this precision
+    cuda_dtype: str  # cudaDataType_t for cuBLAS
+    cublas_compute: str
+    math: Math
+    tolerance: float  # max |out - ref| / max |ref| accepted by the output check
+    tensor_core: bool
+
+
+PRECISIONS: dict[Precision, PrecisionSpec] = {
+    Precision.FP32: PrecisionSpec("float", "CUDNN_DATA_FLOAT", "CUDNN_DATA_FLOAT", "CUDNN_FMA_MATH",
+                                  "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F", Math.FMA, 1e-4, False),
+    Precision.TF32: PrecisionSpec("float", "CUDNN_DATA_FLOAT", "CUDNN_DATA_FLOAT", "CUDNN_DEFAULT_MATH",
+                                  "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F_FAST_TF32",
+                                  Math.TF32, 1e-2, True),
+    Precision.FP16: PrecisionSpec("__half", "CUDNN_DATA_HALF", "CUDNN_DATA_FLOAT", "CUDNN_TENSOR_OP_MATH",
+                                  "CUDNN_TENSOR_NHWC", "CUDA_R_16F", "CUBLAS_COMPUTE_32F", Math.TENSOR_OP, 1e-2, True),
+    Precision.BF16: PrecisionSpec("__nv_bfloat16", "CUDNN_DATA_BFLOAT16", "CUDNN_DATA_FLOAT",
+                                  "CUDNN_TENSOR_OP_MATH", "CUDNN_TENSOR_NHWC", "CUDA_R_16BF", "CUBLAS_COMPUTE_32F",
+                                  Math.TENSOR_OP, 5e-2, True),
+}
+
+
+class Api(str, Enum):
+    """A library call a layer maps to; the value is the C/C++ function name as logs print it."""
+
+    CONV_FWD = "cudnnConvolutionForward"
+    CONV_BIAS_ACT = "cudnnConvolutionBiasActivationForward"
+    GRAPH_CONV = "cudnn_frontend::graph::conv_fprop"  # graph (backend) API, every engine config
+    GRAPH_MATMUL = "cudnn_frontend::graph::matmul"
+    BATCHNORM_INF = "cudnnBatchNormalizationForwardInference"
+    ACTIVATION = "cudnnActivationForward"
+    POOLING = "cudnnPoolingForward"
+    SOFTMAX = "cudnnSoftmaxForward"
+    LRN = "cudnnLRNCrossChannelForward"
+    ADD_TENSOR = "cudnnAddTensor"
+    OP_TENSOR = "cudnnOpTensor"
+    GEMM_EX = "cublasGemmEx"
+    LT_MATMUL = "cublasLtMatmul"
+    SGEMV = "cublasSgemv"
+    COPY = "roofline"  # non-library layer: bounded by bytes moved at measured bandwidth
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    template: str  # file under templates/ that renders this API's benchmark source
+    tensor_core: bool  # whether Tensor Core precisions make sense for it
+    library: str  # "cudnn", "cublas", "none"
+
+
+APIS: dict[Api, ApiSpec] = {
+    Api.CONV_FWD: ApiSpec("cudnn_conv_fwd.cu.j2", True, "cudnn"),
+    Api.CONV_BIAS_ACT: ApiSpec("cudnn_conv_bias_act.cu.j2", True, "cudnn"),
+    Api.GRAPH_CONV: ApiSpec("cudnn_graph_conv.cu.j2", True, "cudnn"),
+    Api.GRAPH_MATMUL: ApiSpec("cudnn_graph_matmul.cu.j2", True, "cudnn"),
+    Api.BATCHNORM_INF: ApiSpec("cudnn_batchnorm.cu.j2", False, "cudnn"),
+    Api.ACTIVATION: ApiSpec("cudnn_activation.cu.j2", False, "cudnn"),
+    Api.POOLING: ApiSpec("cudnn_pooling.cu.j2", False, "cudnn"),
+    Api.SOFTMAX: ApiSpec("cudnn_softmax.cu.j2", False, "cudnn"),
+    Api.LRN: ApiSpec("cudnn_lrn.cu.j2", False, "cudnn"),
+    Api.ADD_TENSOR: ApiSpec("cudnn_add_tensor.cu.j2", False, "cudnn"),
+    Api.OP_TENSOR: ApiSpec("cudnn_op_tensor.cu.j2", False, "cudnn"),
+    Api.GEMM_EX: ApiSpec("cublas_gemm_ex.cu.j2", True, "cublas"),
+    Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas"),
+    Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas"),
+    Api.COPY: ApiSpec("copy.cu.j2", False, "none"),
+}
+
+
+# ONNX op -> library calls (DESIGN.md's table, kept as data).  Ops absent here are
+# unknown: the model processor reports them and still lists every other layer.
+OP_APIS: dict[str, tuple[Api, ...]] = {
+    "Conv": (Api.CONV_FWD, Api.GRAPH_CONV),
+    "BatchNormalization": (Api.BATCHNORM_INF,),
+    "Relu": (Api.ACTIVATION,),
+    "Sigmoid": (Api.ACTIVATION,),
+    "Tanh": (Api.ACTIVATION,),
+    "Clip": (Api.ACTIVATION,),
+    "Elu": (Api.ACTIVATION,),
+    "LeakyRelu": (Api.ACTIVATION,),
+    "MaxPool": (Api.POOLING,),
+    "AveragePool": (Api.POOLING,),
+    "GlobalAveragePool": (Api.POOLING,),
+    "GlobalMaxPool": (Api.POOLING,),
+    "Softmax": (Api.SOFTMAX,),
+    "LRN": (Api.LRN,),
+    "Add": (Api.ADD_TENSOR, Api.OP_TENSOR),
+    "Sum": (Api.OP_TENSOR,),
+    "Mul": (Api.OP_TENSOR,),
+    "Gemm": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL),
+    "MatMul": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL),
+    "Concat": (Api.COPY,),
+    "Reshape": (Api.COPY,),
+    "Flatten": (Api.COPY,),
+    "Transpose": (Api.COPY,),
+    "Dropout": (Api.COPY,),
+    "Unsqueeze": (Api.COPY,),
+    "Squeeze": (Api.COPY,),
+    "Identity": (Api.COPY,),
+    "Pad": (Api.COPY,),
+}
+
+# Ops that only alias or reshape memory: their roofline bound moves no bytes.
+NO_COPY_OPS = frozenset({"Reshape", "Flatten", "Dropout", "Unsqueeze", "Squeeze", "Identity"})
+
+
+class ConvFwdAlgo(str, Enum):
+    """The 8 legacy forward algorithms, in cudnnConvolutionFwdAlgo_t order."""
+
+    IMPLICIT_GEMM = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM"
+    IMPLICIT_PRECOMP_GEMM = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM"
+    GEMM = "CUDNN_CONVOLUTION_FWD_ALGO_GEMM"
+    DIRECT = "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT"
+    FFT = "CUDNN_CONVOLUTION_FWD_ALGO_FFT"
+    FFT_TILING = "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING"
+    WINOGRAD = "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD"
+    WINOGRAD_NONFUSED = "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"
+
+
+class Activation(str, Enum):
+    """ONNX activation op -> cudnnActivationMode_t."""
+
+    RELU = "CUDNN_ACTIVATION_RELU"
+    SIGMOID = "CUDNN_ACTIVATION_SIGMOID"
+    TANH = "CUDNN_ACTIVATION_TANH"
+    CLIPPED_RELU = "CUDNN_ACTIVATION_CLIPPED_RELU"
+    ELU = "CUDNN_ACTIVATION_ELU"
+    IDENTITY = "CUDNN_ACTIVATION_IDENTITY"
+
+
+ONNX_ACTIVATIONS: dict[str, Activation] = {
+    "Relu": Activation.RELU,
+    "Sigmoid": Activation.SIGMOID,
+    "Tanh": Activation.TANH,
+    "Clip": Activation.CLIPPED_RELU,
+    "Elu": Activation.ELU,
+}
+
+
+class Fusion(str, Enum):
+    """Fusion patterns benchmarked as one call (named by the ops they fuse)."""
+
+    NONE = "none"
+    CONV_BIAS = "conv+bias"
+    CONV_BIAS_ACT = "conv+bias+act"
+    CONV_BIAS_ADD_ACT = "conv+bias+add+act"  # residual add before the activation
+    CONV_BN = "conv+bn"  # BatchNormalization folded into the convolution's weights and bias
+    CONV_BN_ACT = "conv+bn+act"
+    GEMM_BIAS = "gemm+bias"
+    GEMM_BIAS_ACT = "gemm+bias+act"
+
+
+class Status(str, Enum):
+    """Outcome of one benchmark; every outcome is recorded, none crashes the run."""
+
+    OK = "ok"
+    NOT_SUPPORTED = "not_supported"
+    OUT_OF_MEMORY = "out_of_memory"
+    CHECK_FAILED = "check_failed"  # ran, but its output disagrees with the reference
+    FAILED = "failed"  # a library or CUDA error other than the above
+    CRASHED = "crashed"  # the process died (signal) while running it
+    TIMEOUT = "timeout"
+    GARBAGE = "garbage"  # the process printed something that is not a result line
+
+
+class L2(str, Enum):
+    WARM = "warm"  # inputs left in L2 between repetitions (the lower bound)
+    COLD = "cold"  # L2 flushed before every repetition

@@ -1,0 +1,106 @@
+"""The layer IR: what every stage after the model processor sees.
+
+It never imports ``onnx`` (ONNX stays at the edge, in ``onnx_import``), so the
+planner, codegen, database and analyzer work on plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from benanza.library import OP_APIS, Api
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # numpy spelling: "float32", "float16", "int64", ...
+    constant: bool = False  # a weight or other folded value (not produced by a layer)
+
+
+@dataclass
+class Layer:
+    """One ONNX node after constant folding and shape inference."""
+
+    name: str  # node name as the model spells it: untrusted text, never put into C++ or a shell
+    op: str
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    attrs: dict[str, Any]  # normalized: defaults filled in, auto_pad resolved to explicit pads
+    macs: int = 0
+    flops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    index: int = 0  # position in the model's topological order
+    key: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.key = layer_key(self.op, self.attrs, self.inputs, self.outputs)
+
+    @property
+    def apis(self) -> tuple[Api, ...]:
+        """Library calls this layer maps to; empty for an op the table does not know."""
+        return OP_APIS.get(self.op, ())
+
+    @property
+    def supported(self) -> bool:
+        return self.op in OP_APIS
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+def layer_key(op: str, attrs: dict[str, Any], inputs: list[Tensor], outputs: list[Tensor]) -> str:
+    """Stable hash of everything that decides a layer's cost; names are not part of it.
+
+    Exact by construction: every attribute and every dimension takes part, so no
+    "0 means any" match can happen downstream (the original Benanza's pad bug).
+    """
+    canon = {
+        "op": op,
+        "attrs": {k: _plain(v) for k, v in sorted(attrs.items())},
+        "inputs": [[list(t.shape), t.dtype, t.constant] for t in inputs],
+        "outputs": [[list(t.shape), t.dtype] for t in outputs],
+    }
+    text = json.dumps(canon, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return value  # keep floats as floats: 1.0 and 1 are different attributes
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+@dataclass(frozen=True)
+class FusionCandidate:
+    """A chain of layers that one fused library call could replace."""
+
+    pattern: str  # a benanza.library.Fusion value
+    layers: tuple[int, ...]  # layer indices, in execution order
+
+
+@dataclass
+class Model:
+    name: str
+    path: str
+    batch: int
+    layers: list[Layer]
+    graph: nx.DiGraph  # nodes: layer indices; edges: producer -> consumer
+    fusions: list[FusionCandidate] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each: unknown ops, ...
+
+    @property
+    def unique_keys(self) -> set[str]:
+        return {layer.key for layer in self.layers}
