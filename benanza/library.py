@@ -7,10 +7,10 @@ it looks the answer up here (after CUTLASS's ``cutlass_library/library.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Precision(str, Enum):
+class Precision(StrEnum):
     """What a benchmark computes in: storage type plus math mode (the ``--dtype`` values)."""
 
     FP32 = "fp32"  # fp32 storage, FMA math (no Tensor Cores)
@@ -19,7 +19,7 @@ class Precision(str, Enum):
     BF16 = "bf16"  # bf16 storage, fp32 accumulate, Tensor Core math
 
 
-class Math(str, Enum):
+class Math(StrEnum):
     FMA = "fma"
     TF32 = "tf32_tensor_op"
     TENSOR_OP = "tensor_op"
@@ -56,7 +56,7 @@ PRECISIONS: dict[Precision, PrecisionSpec] = {
 }
 
 
-class Api(str, Enum):
+class Api(StrEnum):
     """A library call a layer maps to; the value is the C/C++ function name as logs print it."""
 
     CONV_FWD = "cudnnConvolutionForward"
@@ -139,7 +139,7 @@ OP_APIS: dict[str, tuple[Api, ...]] = {
 NO_COPY_OPS = frozenset({"Reshape", "Flatten", "Dropout", "Unsqueeze", "Squeeze", "Identity"})
 
 
-class ConvFwdAlgo(str, Enum):
+class ConvFwdAlgo(StrEnum):
     """The 8 legacy forward algorithms, in cudnnConvolutionFwdAlgo_t order."""
 
     IMPLICIT_GEMM = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM"
@@ -152,7 +152,7 @@ class ConvFwdAlgo(str, Enum):
     WINOGRAD_NONFUSED = "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"
 
 
-class Activation(str, Enum):
+class Activation(StrEnum):
     """ONNX activation op -> cudnnActivationMode_t."""
 
     RELU = "CUDNN_ACTIVATION_RELU"
@@ -172,7 +172,7 @@ ONNX_ACTIVATIONS: dict[str, Activation] = {
 }
 
 
-class Fusion(str, Enum):
+class Fusion(StrEnum):
     """Fusion patterns benchmarked as one call (named by the ops they fuse)."""
 
     NONE = "none"
@@ -185,7 +185,7 @@ class Fusion(str, Enum):
     GEMM_BIAS_ACT = "gemm+bias+act"
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """Outcome of one benchmark; every outcome is recorded, none crashes the run."""
 
     OK = "ok"
@@ -198,6 +198,6 @@ class Status(str, Enum):
     GARBAGE = "garbage"  # the process printed something that is not a result line
 
 
-class L2(str, Enum):
+class L2(StrEnum):
     WARM = "warm"  # inputs left in L2 between repetitions (the lower bound)
     COLD = "cold"  # L2 flushed before every repetition
