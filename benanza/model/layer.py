@@ -89,6 +89,18 @@ class FusionCandidate:
 
     pattern: str  # a benanza.library.Fusion value
     layers: tuple[int, ...]  # layer indices, in execution order
+    layer_keys: tuple[str, ...] = ()  # the member layers' keys, in the same order
+    activation: str = ""  # a benanza.library.Activation value ("" when the chain has no activation)
+    key: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", fusion_key(self.pattern, self.layer_keys, self.activation))
+
+
+def fusion_key(pattern: str, layer_keys: tuple[str, ...], activation: str) -> str:
+    """Stable hash of a fused benchmark: the same chain of layer keys fuses into one benchmark."""
+    text = json.dumps([pattern, list(layer_keys), activation], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass

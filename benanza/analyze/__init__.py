@@ -1,0 +1,27 @@
+"""The analyzer: pure functions from (model, measurements, profile) to tables with units.
+
+``analyze(Inputs(...)) -> Report``; the writers in ``benanza.report`` only format it.
+Definitions of every figure: docs/METRICS.md.
+"""
+
+from benanza.analyze.choose import Choice, Miss, MissingReason, Policy, Source, choose
+from benanza.analyze.core import analyze
+from benanza.analyze.inputs import (
+    ApiFamily,
+    Ceilings,
+    Constraints,
+    ExecutedCall,
+    Inputs,
+    KernelSpan,
+    LayerProfile,
+    OverheadKind,
+    Profile,
+    UnmappedWork,
+)
+from benanza.analyze.tables import Report, Span, Table
+
+__all__ = [
+    "ApiFamily", "Ceilings", "Choice", "Constraints", "ExecutedCall", "Inputs", "KernelSpan", "LayerProfile",
+    "Miss", "MissingReason", "OverheadKind", "Policy", "Profile", "Report", "Source", "Span", "Table",
+    "UnmappedWork", "analyze", "choose",
+]

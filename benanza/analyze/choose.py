@@ -1,0 +1,210 @@
+"""Which measured latency stands for a layer: the policies, as pure functions.
+
+A layer either gets a :class:`Choice` (a latency and where it came from) or a
+:class:`Miss` that says exactly why not; no layer is ever silently zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from benanza.analyze.inputs import Ceilings, Constraints, Inputs
+from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision
+from benanza.model.layer import FusionCandidate, Layer
+from benanza.records import Result
+
+
+class Policy(StrEnum):
+    """How a layer's latency is chosen among its benchmarks."""
+
+    BEST = "best"  # fastest ok benchmark under the constraints
+    AS_EXECUTED = "as-executed"  # the algorithm/engine the framework ran (from the library logs)
+    HEURISTIC = "heuristic"  # the library heuristic's first choice that ran ok
+
+
+class Source(StrEnum):
+    BENCHMARK = "benchmark"  # a measured micro-benchmark
+    ROOFLINE = "roofline"  # non-library layer: bytes moved / measured bandwidth
+    FUSED = "fused"  # ran inside another layer's fused call (its time is counted there)
+
+
+class MissingReason(StrEnum):
+    NO_MAPPING = "op has no library mapping"
+    NO_RESULTS = "no benchmark results for this key"
+    NONE_OK = "no benchmark ran ok"
+    NONE_ALLOWED = "no ok benchmark under the constraints"
+    NO_BANDWIDTH = "non-library layer and no measured bandwidth"
+    NO_PROFILE = "no profile given"
+    NOT_EXECUTED = "profile has no as-executed call for this layer"
+    NOT_BENCHMARKED = "as-executed call was not benchmarked"
+    NO_HEURISTIC = "no heuristic ranking among the ok benchmarks"
+
+
+@dataclass(frozen=True)
+class Choice:
+    latency_ms: float
+    source: Source
+    result: Result | None = None  # None for roofline and fused layers
+
+    @property
+    def precision(self) -> Precision | None:
+        return Precision(self.result.dtype) if self.result and _is_precision(self.result.dtype) else None
+
+    def describe(self) -> str:
+        """'api / algorithm / dtype' of the chosen benchmark, or the source for the others."""
+        if self.result is None:
+            return self.source.value
+        r = self.result
+        fusion = "" if r.fusion == Fusion.NONE.value else f" [{r.fusion}]"
+        return f"{r.api} / {r.algorithm} / {r.dtype}{fusion}"
+
+
+@dataclass(frozen=True)
+class Miss:
+    reason: MissingReason
+    detail: str = ""
+
+    def describe(self) -> str:
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+
+
+def _is_precision(value: str) -> bool:
+    return value in {p.value for p in Precision}
+
+
+def usable(rows: Iterable[Result]) -> list[Result]:
+    """Rows that count as latencies: status ok, warm L2 (the lower bound), with a median."""
+    return [r for r in rows if r.ok and r.l2 == L2.WARM.value and r.median_ms is not None]
+
+
+def fastest(rows: Iterable[Result]) -> Result | None:
+    # Ties broken by the full key so that the choice never depends on row order.
+    return min(rows, key=lambda r: (r.median_ms, r.key()), default=None)
+
+
+def _best_of(rows: Sequence[Result], constraints: Constraints, fusion: str) -> Result | Miss:
+    if not rows:
+        return Miss(MissingReason.NO_RESULTS)
+    ok = [r for r in usable(rows) if r.fusion == fusion]
+    if not ok:
+        statuses = Counter(r.status for r in rows)
+        return Miss(MissingReason.NONE_OK, ", ".join(f"{s} x{n}" for s, n in sorted(statuses.items())))
+    allowed = [r for r in ok if constraints.allows(r)]
+    if not allowed:
+        return Miss(MissingReason.NONE_ALLOWED, constraints.describe())
+    best = fastest(allowed)
+    assert best is not None
+    return best
+
+
+def is_copy_layer(layer: Layer) -> bool:
+    return bool(layer.apis) and all(api is Api.COPY for api in layer.apis)
+
+
+def roofline_copy_ms(layer: Layer, ceilings: Ceilings) -> float | None:
+    """Bound of a non-library layer: bytes moved at measured bandwidth (aliasing ops move none)."""
+    if layer.op in NO_COPY_OPS:
+        return 0.0
+    per_ms = ceilings.bandwidth_bytes_per_ms
+    return None if per_ms is None else layer.bytes / per_ms
+
+
+def _non_library(layer: Layer, inputs: Inputs) -> Choice | Miss:
+    measured = fastest(usable(inputs.measurements.get(layer.key, ())))
+    if measured is not None:
+        return Choice(measured.median_ms or 0.0, Source.BENCHMARK, measured)
+    bound = roofline_copy_ms(layer, inputs.ceilings)
+    if bound is None:
+        return Miss(MissingReason.NO_BANDWIDTH)
+    return Choice(bound, Source.ROOFLINE)
+
+
+def choose(layer: Layer, inputs: Inputs, policy: Policy, constraints: Constraints | None = None) -> Choice | Miss:
+    """The latency that stands for ``layer`` under ``policy`` (constraints default to the inputs')."""
+    constraints = constraints or inputs.constraints
+    if not layer.apis:
+        return Miss(MissingReason.NO_MAPPING, layer.op)
+    if is_copy_layer(layer):
+        return _non_library(layer, inputs)
+    return _POLICIES[policy](layer, inputs, constraints)
+
+
+def _choose_best(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
+    best = _best_of(inputs.measurements.get(layer.key, ()), constraints, Fusion.NONE.value)
+    return best if isinstance(best, Miss) else Choice(best.median_ms or 0.0, Source.BENCHMARK, best)
+
+
+def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
+    if inputs.profile is None:
+        return Miss(MissingReason.NO_PROFILE)
+    prof = inputs.profile.layers.get(layer.index)
+    if prof is not None and prof.fused_into is not None and prof.executed is None:
+        return Choice(0.0, Source.FUSED)
+    if prof is None or prof.executed is None:
+        return Miss(MissingReason.NOT_EXECUTED)
+    call = prof.executed
+    key = call.key or layer.key
+    rows = [r for r in inputs.measurements.get(key, ())
+            if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, call.precision, call.fusion)]
+    wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}"
+    if not rows:
+        return Miss(MissingReason.NOT_BENCHMARKED, wanted)
+    ok = fastest(usable(rows))
+    if ok is None:
+        return Miss(MissingReason.NONE_OK, f"{wanted}: {', '.join(sorted({r.status for r in rows}))}")
+    return Choice(ok.median_ms or 0.0, Source.BENCHMARK, ok)
+
+
+def heuristic_pick(rows: Sequence[Result]) -> Result | None:
+    """Per (api, precision, fusion): the ok row the heuristic ranks first; the fastest of those.
+
+    An (api, precision) with one algorithm and no ranking (pooling, activation...) has
+    nothing to choose, so its only row is the heuristic's choice too.
+    """
+    groups: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
+    for r in rows:
+        groups[(r.api, r.dtype, r.fusion)].append(r)
+    picks = []
+    for group in groups.values():
+        ranked = [r for r in group if r.heuristic_rank is not None]
+        if ranked:
+            picks.append(min(ranked, key=lambda r: (r.heuristic_rank, r.key())))
+        elif len(group) == 1:
+            picks.append(group[0])
+    return fastest(picks)
+
+
+def _choose_heuristic(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
+    rows = inputs.measurements.get(layer.key, ())
+    best = _best_of(rows, constraints, Fusion.NONE.value)
+    if isinstance(best, Miss):
+        return best
+    allowed = [r for r in usable(rows) if r.fusion == Fusion.NONE.value and constraints.allows(r)]
+    pick = heuristic_pick(allowed)
+    if pick is None:
+        return Miss(MissingReason.NO_HEURISTIC)
+    return Choice(pick.median_ms or 0.0, Source.BENCHMARK, pick)
+
+
+_POLICIES = {
+    Policy.BEST: _choose_best,
+    Policy.AS_EXECUTED: _choose_as_executed,
+    Policy.HEURISTIC: _choose_heuristic,
+}
+
+
+def fusion_key(candidate: FusionCandidate) -> str | None:
+    """The key fused benchmarks are stored under (None for a candidate without one)."""
+    return candidate.key or None
+
+
+def choose_fused(candidate: FusionCandidate, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
+    """Fastest ok fused benchmark of ``candidate`` under the constraints."""
+    key = fusion_key(candidate)
+    if key is None:
+        return Miss(MissingReason.NO_RESULTS, "fusion candidate has no key")
+    best = _best_of(inputs.measurements.get(key, ()), constraints, candidate.pattern)
+    return best if isinstance(best, Miss) else Choice(best.median_ms or 0.0, Source.BENCHMARK, best)

@@ -1,0 +1,227 @@
+"""``analyze(inputs) -> Report``: the one facade that computes every table once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benanza import SCHEMA_VERSION
+from benanza.analyze import gaps
+from benanza.analyze.choose import Choice, Miss, Policy, choose, fusion_key, usable
+from benanza.analyze.dag import critical_path, layer_graph
+from benanza.analyze.inputs import Inputs
+from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes
+from benanza.analyze.tables import Report, Table
+from benanza.analyze.timeline import timeline
+from benanza.library import Fusion, Precision
+from benanza.model.layer import Model
+
+AllChoices = dict[Policy, dict[int, Choice | Miss]]
+
+POLICY_COLUMNS = ("policy", "layers with data", "LBL_seq (ms)", "LBL_par (ms)", "BR_seq vs end-to-end",
+                  "BR_par vs end-to-end", "BR_seq vs GPU busy", "BR_par vs GPU busy")
+LAYER_COLUMNS = ("#", "layer", "op", "measured (ms)", "kernels", "as-executed (ms)", "as-executed call",
+                 "heuristic (ms)", "best (ms)", "best benchmark", "source", "bound (ms)", "efficiency (%)", "gap (ms)")
+MISSING_COLUMNS = ("policy", "kind", "#", "layer", "op", "key", "reason")
+ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensity (FLOP/B)", "achieved (FLOP/s)",
+                    "bound (ms)", "best (ms)", "efficiency (%)", "limit")
+BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """Benanza ratio and speedups: None when either side is unknown or the denominator is 0."""
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def _val(choice: Choice | Miss | None) -> float | None:
+    return choice.latency_ms if isinstance(choice, Choice) else None
+
+
+def analyze(inputs: Inputs) -> Report:
+    """Every metric of docs/METRICS.md for one model on one system, as tables."""
+    model, prof = inputs.model, inputs.profile
+    graph = layer_graph(model.graph, (layer.index for layer in model.layers))
+    choices = {policy: {layer.index: choose(layer, inputs, policy) for layer in model.layers} for policy in Policy}
+    best = choices[Policy.BEST]
+    e2e = prof.e2e_ms if prof else None
+    busy = prof.gpu_busy_ms if prof else None
+    notes: list[str] = []
+
+    lbl: dict[Policy, tuple[float, float, int]] = {}
+    policy_rows = []
+    for policy, chosen in choices.items():
+        if policy is Policy.AS_EXECUTED and prof is None:
+            notes.append("no profile: the as-executed policy, measured times and overhead are not evaluated")
+            continue
+        w = gaps.weights(chosen)
+        seq, (par, _) = sum(w.values()), critical_path(graph, w)
+        lbl[policy] = (seq, par, len(w))
+        policy_rows.append({"policy": policy.value, "layers with data": f"{len(w)}/{len(model.layers)}",
+                            "LBL_seq (ms)": seq, "LBL_par (ms)": par,
+                            "BR_seq vs end-to-end": ratio(seq, e2e), "BR_par vs end-to-end": ratio(par, e2e),
+                            "BR_seq vs GPU busy": ratio(seq, busy), "BR_par vs GPU busy": ratio(par, busy)})
+    seq, par, covered = lbl[Policy.BEST]
+    if covered < len(model.layers):
+        notes.append(f"{len(model.layers) - covered} of {len(model.layers)} layers have no data under the best "
+                     "policy (see the missing table); LBL counts only the others, so it is still a lower bound "
+                     "but a looser one")
+
+    algo = gaps.algorithm_selection(model, inputs, choices[Policy.AS_EXECUTED])
+    api_layers, api_totals = gaps.api_comparison(model, inputs)
+    outcomes = gaps.fusion_outcomes(model, inputs, best, inputs.constraints)
+    fusion_cands, fusion_patterns = gaps.fusion_tables(model, outcomes)
+    tc_table, tc_gap, _ = gaps.tensor_core(model, inputs)
+    overhead, overhead_ms = gaps.framework_overhead(inputs)
+    joint = gaps.joint_estimate(model, inputs, graph)
+    notes.extend(joint.skipped)
+
+    algo_gap = sum(algo.column("gap (ms)")) if algo.rows else None
+    _, fusions_taken, _ = gaps.select_fusions(outcomes, graph)
+    fusion_gap = sum(o.gap or 0.0 for o in fusions_taken) if any(o.gap is not None for o in outcomes) else None
+    measured = e2e if e2e is not None else busy
+    summary: dict[str, Any] = {
+        "layers": len(model.layers), "layers with data (best)": covered,
+        "LBL_seq (ms)": seq, "LBL_par (ms)": par,
+        "measured end-to-end (ms)": e2e, "GPU busy (ms)": busy,
+        "BR_seq vs end-to-end": ratio(seq, e2e), "BR_par vs end-to-end": ratio(par, e2e),
+        "BR_seq vs GPU busy": ratio(seq, busy), "BR_par vs GPU busy": ratio(par, busy),
+        "algorithm-selection gap (ms)": algo_gap,
+        "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
+        "fusion gap (ms)": fusion_gap,
+        "Tensor Core gap (ms)": tc_gap,
+        "parallelism gap (ms)": seq - par,
+        "framework overhead (ms)": overhead_ms,
+        "joint estimate LBL_par (ms)": joint.lbl_par_ms,
+        "joint fusions applied": len(joint.applied),
+        "predicted speedup vs end-to-end (x)": ratio(e2e, joint.lbl_par_ms),
+        "predicted speedup vs GPU busy (x)": ratio(busy, joint.lbl_par_ms),
+    }
+    waterfall = _waterfall(measured, joint.lbl_par_ms, [
+        ("framework overhead", overhead_ms), ("algorithm selection", algo_gap), ("Tensor Cores", tc_gap),
+        ("fusion", fusion_gap), ("parallelism", seq - par)])
+
+    roof, bench = _roofline(model, inputs, best, notes)
+    tables = {
+        "policies": Table("Lower-bound latency per policy", POLICY_COLUMNS, tuple(policy_rows)),
+        "gaps": waterfall,
+        "layers": _layer_table(model, inputs, choices),
+        "missing": _missing_table(model, inputs, choices, outcomes),
+        "algorithm": algo,
+        "api": api_layers, "api totals": api_totals,
+        "fusion": fusion_cands, "fusion patterns": fusion_patterns,
+        "tensor core": tc_table,
+        "overhead": overhead,
+        "joint": Table("Joint estimate: fusions applied", ("pattern", "layers", "fused call", "gap (ms)"),
+                       tuple({"pattern": o.candidate.pattern, "layers": ", ".join(map(str, o.candidate.layers)),
+                              "fused call": o.fused.describe(), "gap (ms)": o.gap} for o in joint.applied)),
+        "roofline": roof, "benchmarks": bench,
+    }
+    return Report(
+        schema=SCHEMA_VERSION,
+        model={"name": model.name, "path": model.path, "batch": model.batch, "layers": len(model.layers),
+               "fusion candidates": len(model.fusions), "edges": graph.number_of_edges()},
+        system=dict(inputs.system),
+        constraints=inputs.constraints.describe(),
+        ceilings={"bandwidth (GB/s)": inputs.ceilings.bandwidth_gbs,
+                  "peak (FLOP/s)": {Precision(p).value: v for p, v in inputs.ceilings.flops.items()}},
+        summary=summary, tables=tables, timeline=timeline(model, prof, graph, best, joint), notes=tuple(notes))
+
+
+def _waterfall(start: float | None, end: float, steps: list[tuple[str, float | None]]) -> Table:
+    """Measured latency, each gap taken off on its own, then what their interaction leaves."""
+    rows = []
+    known = [(name, ms) for name, ms in steps if ms is not None]
+    if start is not None:
+        rows.append({"step": "measured", "kind": "total", "ms": start})
+    rows += [{"step": name, "kind": "gap", "ms": ms} for name, ms in known]
+    if start is not None:
+        rows.append({"step": "interaction and unexplained", "kind": "residual",
+                     "ms": start - sum(ms for _, ms in known) - end})
+    rows.append({"step": "joint estimate", "kind": "total", "ms": end})
+    return Table("Gaps: from the measured latency to the joint estimate", ("step", "kind", "ms"), tuple(rows),
+                 note="each gap is measured on its own; the residual holds their overlap and what no gap explains")
+
+
+def _layer_table(model: Model, inputs: Inputs, choices: AllChoices) -> Table:
+    prof = inputs.profile
+    rows = []
+    for layer in model.layers:
+        i = layer.index
+        lp = prof.layers.get(i) if prof else None
+        best, run, heur = choices[Policy.BEST][i], choices[Policy.AS_EXECUTED][i], choices[Policy.HEURISTIC][i]
+        bound = bound_ms(layer, best.precision, inputs.ceilings) if isinstance(best, Choice) else None
+        measured = lp.gpu_ms if lp else None
+        actual = measured if measured is not None else _val(run)
+        rows.append({
+            "#": i, "layer": layer.name, "op": layer.op,
+            "measured (ms)": measured, "kernels": lp.kernel_count if lp else None,
+            "as-executed (ms)": _val(run), "as-executed call": run.describe() if isinstance(run, Choice) else None,
+            "heuristic (ms)": _val(heur), "best (ms)": _val(best),
+            "best benchmark": best.describe() if isinstance(best, Choice) else None,
+            "source": best.source.value if isinstance(best, Choice) else None,
+            "bound (ms)": bound, "efficiency (%)": efficiency_pct(bound, _val(best)),
+            "gap (ms)": actual - best.latency_ms if actual is not None and isinstance(best, Choice) else None,
+        })
+    return Table("Per layer", LAYER_COLUMNS, tuple(rows),
+                 note="gap: measured GPU time (or as-executed benchmark) minus best")
+
+
+def _missing_table(model: Model, inputs: Inputs, choices: AllChoices,
+                   outcomes: list[gaps.FusionOutcome]) -> Table:
+    rows = []
+    for policy, chosen in choices.items():
+        if policy is Policy.AS_EXECUTED and inputs.profile is None:
+            continue
+        for layer in model.layers:
+            c = chosen[layer.index]
+            if isinstance(c, Miss):
+                rows.append({"policy": policy.value, "kind": "layer", "#": layer.index, "layer": layer.name,
+                             "op": layer.op, "key": layer.key, "reason": c.describe()})
+    names = {layer.index: layer.name for layer in model.layers}
+    for o in outcomes:
+        reason = None
+        if o.unfused is None:
+            reason = "a member layer has no data"
+        elif isinstance(o.fused, Miss):
+            reason = o.fused.describe()
+        if reason:
+            rows.append({"policy": Policy.BEST.value, "kind": f"fusion {o.candidate.pattern}",
+                         "#": o.candidate.layers[0],
+                         "layer": ", ".join(names.get(i, str(i)) for i in o.candidate.layers),
+                         "op": o.candidate.pattern, "key": fusion_key(o.candidate) or "", "reason": reason})
+    return Table("Missing data (never counted as zero)", MISSING_COLUMNS, tuple(rows))
+
+
+def _roofline(model: Model, inputs: Inputs, best: gaps.Choices, notes: list[str]) -> tuple[Table, Table]:
+    ceil = inputs.ceilings
+    if ceil.bandwidth_gbs is None:
+        notes.append("no measured bandwidth: roofline bounds and efficiencies are left out")
+    missing = sorted({r.dtype for layer in model.layers for r in usable(inputs.measurements.get(layer.key, ()))
+                      if r.dtype in {p.value for p in Precision} and ceil.peak_flops(Precision(r.dtype)) is None})
+    if missing:
+        notes.append(f"no measured peak FLOP/s for {', '.join(missing)}: compute bounds for those are left out")
+    rows, bench = [], []
+    for layer in model.layers:
+        c = best[layer.index]
+        if isinstance(c, Choice):
+            p = c.precision
+            bound = bound_ms(layer, p, ceil)
+            moved = layer_bytes(layer, p)
+            memory_ms = moved / ceil.bandwidth_bytes_per_ms if ceil.bandwidth_bytes_per_ms else None
+            rows.append({"#": layer.index, "layer": layer.name, "op": layer.op, "precision": p.value if p else None,
+                         "FLOPs": layer.flops, "bytes": moved, "intensity (FLOP/B)": intensity(layer, p),
+                         "achieved (FLOP/s)": achieved_flops(layer, c.latency_ms), "bound (ms)": bound,
+                         "best (ms)": c.latency_ms, "efficiency (%)": efficiency_pct(bound, c.latency_ms),
+                         "limit": None if bound is None or memory_ms is None
+                         else ("memory" if memory_ms >= bound else "compute")})
+        for r in usable(inputs.measurements.get(layer.key, ())):
+            if r.fusion != Fusion.NONE.value:
+                continue
+            p = Precision(r.dtype) if r.dtype in {x.value for x in Precision} else None
+            b = bound_ms(layer, p, ceil)
+            bench.append({"#": layer.index, "layer": layer.name, "api": r.api, "algorithm": r.algorithm,
+                          "dtype": r.dtype, "latency (ms)": r.median_ms, "bound (ms)": b,
+                          "efficiency (%)": efficiency_pct(b, r.median_ms)})
+    return (Table("Roofline per layer (best benchmark's precision)", ROOFLINE_COLUMNS, tuple(rows)),
+            Table("Every ok benchmark against its roofline", BENCHMARK_COLUMNS, tuple(bench)))

@@ -1,0 +1,285 @@
+"""The gaps between what a framework ran and what the libraries can do, one function each.
+
+Each function is pure: (model, inputs, already-made choices) -> Table (and figures).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from benanza.analyze.choose import (
+    Choice,
+    Miss,
+    Policy,
+    choose,
+    choose_fused,
+    fastest,
+    fusion_key,
+    usable,
+)
+from benanza.analyze.dag import contract, critical_path
+from benanza.analyze.inputs import (
+    TENSOR_CORE_PRECISIONS,
+    ApiFamily,
+    Constraints,
+    Inputs,
+    OverheadKind,
+    api_family,
+)
+from benanza.analyze.tables import Table
+from benanza.library import Fusion, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+Choices = Mapping[int, Choice | Miss]
+
+
+def layer_cols(layer: Layer) -> dict[str, Any]:
+    return {"#": layer.index, "layer": layer.name, "op": layer.op}
+
+
+def weights(choices: Choices) -> dict[int, float]:
+    return {i: c.latency_ms for i, c in choices.items() if isinstance(c, Choice)}
+
+
+# --- algorithm selection -------------------------------------------------------------------
+
+def algorithm_selection(model: Model, inputs: Inputs, executed: Choices) -> Table:
+    """As-executed call vs the fastest benchmark of the same precision and fusion, per layer.
+
+    Same precision, so that this gap is about the algorithm/engine choice only (the
+    precision choice is the Tensor Core gap). The as-executed call is itself a candidate,
+    so the gap is never negative.
+    """
+    rows = []
+    for layer in model.layers:
+        choice = executed.get(layer.index)
+        if not isinstance(choice, Choice) or choice.result is None:
+            continue
+        run = choice.result
+        candidates = [r for r in usable(inputs.measurements.get(run.layer_key, ()))
+                      if r.dtype == run.dtype and r.fusion == run.fusion
+                      and (r is run or api_family(r.api) in inputs.constraints.families)]
+        best = fastest(candidates) or run
+        rows.append({**layer_cols(layer),
+                     "as-executed (ms)": choice.latency_ms, "as-executed call": choice.describe(),
+                     "best same precision (ms)": best.median_ms,
+                     "best call": Choice(best.median_ms or 0.0, choice.source, best).describe(),
+                     "gap (ms)": choice.latency_ms - (best.median_ms or 0.0)})
+    return Table("Algorithm selection: as-executed vs best of the same precision",
+                 ("#", "layer", "op", "as-executed (ms)", "as-executed call", "best same precision (ms)",
+                  "best call", "gap (ms)"), tuple(rows))
+
+
+# --- API: legacy vs graph --------------------------------------------------------------------
+
+def api_comparison(model: Model, inputs: Inputs) -> tuple[Table, Table]:
+    """Best legacy call vs best graph-API engine per layer and precision, and totals per precision."""
+    rows = []
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for layer in model.layers:
+        ok = [r for r in usable(inputs.measurements.get(layer.key, ())) if r.fusion == Fusion.NONE.value]
+        for dtype in sorted({r.dtype for r in ok}):
+            legacy = fastest(r for r in ok if r.dtype == dtype and api_family(r.api) is ApiFamily.LEGACY)
+            graph = fastest(r for r in ok if r.dtype == dtype and api_family(r.api) is ApiFamily.GRAPH)
+            if legacy is None or graph is None:
+                continue
+            lms, gms = legacy.median_ms or 0.0, graph.median_ms or 0.0
+            rows.append({**layer_cols(layer), "precision": dtype,
+                         "legacy (ms)": lms, "legacy call": f"{legacy.api} / {legacy.algorithm}",
+                         "graph (ms)": gms, "graph call": f"{graph.api} / {graph.algorithm}",
+                         "legacy - graph (ms)": lms - gms,
+                         "graph speedup (x)": lms / gms if gms > 0 else None})
+            t = totals[dtype]
+            t["layers"] += 1
+            t["graph wins"] += gms < lms
+            t["legacy (ms)"] += lms
+            t["graph (ms)"] += gms
+            t["best of both (ms)"] += min(lms, gms)
+    per_layer = Table("API: best legacy call vs best graph-API engine, per layer and precision",
+                      ("#", "layer", "op", "precision", "legacy (ms)", "legacy call", "graph (ms)", "graph call",
+                       "legacy - graph (ms)", "graph speedup (x)"), tuple(rows),
+                      note="positive legacy - graph: the graph API is faster")
+    total_rows = tuple({"precision": dtype, "layers": int(t["layers"]), "graph wins": int(t["graph wins"]),
+                        "legacy (ms)": t["legacy (ms)"], "graph (ms)": t["graph (ms)"],
+                        "legacy - graph (ms)": t["legacy (ms)"] - t["graph (ms)"],
+                        "best of both (ms)": t["best of both (ms)"]}
+                       for dtype, t in sorted(totals.items()))
+    total = Table("API gap per precision (layers with both kinds measured)",
+                  ("precision", "layers", "graph wins", "legacy (ms)", "graph (ms)", "legacy - graph (ms)",
+                   "best of both (ms)"), total_rows)
+    return per_layer, total
+
+
+# --- fusion --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FusionOutcome:
+    candidate: FusionCandidate
+    unfused: float | None
+    fused: Choice | Miss
+
+    @property
+    def gap(self) -> float | None:
+        if self.unfused is None or not isinstance(self.fused, Choice):
+            return None
+        return self.unfused - self.fused.latency_ms
+
+
+def fusion_outcomes(model: Model, inputs: Inputs, best: Choices, constraints: Constraints) -> list[FusionOutcome]:
+    """Unfused (sum of the members' best) and best fused latency of every fusion candidate."""
+    out = []
+    for cand in model.fusions:
+        members = [best.get(i) for i in cand.layers]
+        unfused = sum(m.latency_ms for m in members) if all(isinstance(m, Choice) for m in members) else None
+        out.append(FusionOutcome(cand, unfused, choose_fused(cand, inputs, constraints)))
+    return out
+
+
+def fusion_tables(model: Model, outcomes: list[FusionOutcome]) -> tuple[Table, Table]:
+    names = {layer.index: layer.name for layer in model.layers}
+    rows = []
+    per: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for o in outcomes:
+        fused = o.fused
+        members = ", ".join(names.get(i, str(i)) for i in o.candidate.layers)
+        rows.append({"pattern": o.candidate.pattern, "layers": members,
+                     "key": fusion_key(o.candidate) or "",
+                     "unfused (ms)": o.unfused,
+                     "fused (ms)": fused.latency_ms if isinstance(fused, Choice) else None,
+                     "fused call": fused.describe(), "gap (ms)": o.gap})
+        p = per[o.candidate.pattern]
+        p["candidates"] += 1
+        if o.gap is not None:
+            p["with data"] += 1
+            p["unfused (ms)"] += o.unfused or 0.0
+            p["fused (ms)"] += fused.latency_ms if isinstance(fused, Choice) else 0.0
+            p["gap (ms)"] += o.gap
+    cand = Table("Fusion candidates: sum of the members' best vs best fused call",
+                 ("pattern", "layers", "key", "unfused (ms)", "fused (ms)", "fused call", "gap (ms)"), tuple(rows),
+                 note="positive gap: the fused call is faster")
+    pattern = Table("Fusion gap per pattern (candidates with data)",
+                    ("pattern", "candidates", "with data", "unfused (ms)", "fused (ms)", "gap (ms)"),
+                    tuple({"pattern": k, "candidates": int(v["candidates"]), "with data": int(v["with data"]),
+                           "unfused (ms)": v["unfused (ms)"], "fused (ms)": v["fused (ms)"], "gap (ms)": v["gap (ms)"]}
+                          for k, v in sorted(per.items())))
+    return cand, pattern
+
+
+# --- Tensor Cores ------------------------------------------------------------------------------
+
+def tensor_core_sets(inputs: Inputs) -> tuple[Constraints, Constraints]:
+    """(non-TC, TC-allowed) constraints: the allowed precisions without / with Tensor Core math."""
+    allowed = frozenset(inputs.constraints.precisions) | frozenset(inputs.tensor_core)
+    non_tc = allowed - TENSOR_CORE_PRECISIONS or frozenset({Precision.FP32})
+    return inputs.constraints.with_precisions(non_tc), inputs.constraints.with_precisions(allowed)
+
+
+def tensor_core(model: Model, inputs: Inputs) -> tuple[Table, float, int]:
+    """Per layer best without and with Tensor Core precisions; (table, gap ms, layers compared)."""
+    non_tc, tc = tensor_core_sets(inputs)
+    rows = []
+    for layer in model.layers:
+        a = choose(layer, inputs, Policy.BEST, non_tc)
+        b = choose(layer, inputs, Policy.BEST, tc)
+        if isinstance(a, Choice) and isinstance(b, Choice):
+            rows.append({**layer_cols(layer), "non-TC (ms)": a.latency_ms, "non-TC call": a.describe(),
+                         "TC allowed (ms)": b.latency_ms, "TC call": b.describe(),
+                         "gap (ms)": a.latency_ms - b.latency_ms})
+    gap = sum(r["gap (ms)"] for r in rows)
+    table = Table(f"Tensor Cores: best with {non_tc.describe()} vs {tc.describe()}",
+                  ("#", "layer", "op", "non-TC (ms)", "non-TC call", "TC allowed (ms)", "TC call", "gap (ms)"),
+                  tuple(rows), note="layers with data under both; positive gap: Tensor Cores are faster")
+    return table, gap, len(rows)
+
+
+# --- framework overhead ------------------------------------------------------------------------
+
+def framework_overhead(inputs: Inputs) -> tuple[Table, float | None]:
+    """Idle GPU time of the run (end-to-end - GPU busy) plus GPU work that maps to no layer."""
+    prof = inputs.profile
+    if prof is None:
+        return Table("Framework overhead", ("component", "kind", "count", "ms"), note="no profile given"), None
+    rows: list[dict[str, Any]] = []
+    idle = None
+    if prof.e2e_ms is not None and prof.gpu_busy_ms is not None:
+        idle = prof.e2e_ms - prof.gpu_busy_ms
+        rows.append({"component": "GPU idle (end-to-end - GPU busy): launches, host work, syncs",
+                     "kind": "idle", "count": None, "ms": idle})
+    grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for w in prof.unmapped:
+        grouped[(OverheadKind(w.kind).value, w.name)].append(w.ms)
+    for (kind, name), values in sorted(grouped.items(), key=lambda kv: -sum(kv[1])):
+        rows.append({"component": name, "kind": kind, "count": len(values), "ms": sum(values)})
+    if idle is None and not rows:
+        return Table("Framework overhead", ("component", "kind", "count", "ms"),
+                     note="profile has neither end-to-end and GPU-busy times nor unmapped work"), None
+    total = sum(r["ms"] for r in rows)
+    note = "" if idle is not None else "end-to-end or GPU-busy time missing: idle time not counted"
+    return Table("Framework overhead", ("component", "kind", "count", "ms"), tuple(rows), note=note), total
+
+
+# --- joint estimate ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Joint:
+    lbl_par_ms: float
+    lbl_seq_ms: float
+    graph: nx.DiGraph  # contracted: fused groups are one node named by their first layer
+    weights: dict[int, float]
+    groups: dict[int, tuple[int, ...]]  # head -> members, for every node of ``graph``
+    calls: dict[int, Choice]  # head -> chosen call
+    applied: tuple[FusionOutcome, ...]
+    skipped: tuple[str, ...]
+
+
+def select_fusions(outcomes: list[FusionOutcome], graph: nx.DiGraph
+                   ) -> tuple[nx.DiGraph, tuple[FusionOutcome, ...], tuple[str, ...]]:
+    """Fusions worth applying: fused faster than its members, greedily by saving, no shared layer.
+
+    Returns the graph with each applied fusion merged into its first layer, the applied
+    outcomes and one line per candidate left out for a reason other than being slower.
+    """
+    ranked = sorted((o for o in outcomes if (o.gap or 0.0) > 0), key=lambda o: (-(o.gap or 0.0), o.candidate.layers))
+    taken: set[int] = set()
+    applied, skipped = [], []
+    g = graph
+    for o in ranked:
+        members = o.candidate.layers
+        if taken & set(members):
+            skipped.append(f"{o.candidate.pattern} at layers {list(members)}: overlaps a fusion already applied")
+            continue
+        merged = contract(g, [members])
+        if merged is None:
+            skipped.append(f"{o.candidate.pattern} at layers {list(members)}: merging would make a cycle")
+            continue
+        g = merged
+        taken |= set(members)
+        applied.append(o)
+    return g, tuple(applied), tuple(skipped)
+
+
+def joint_estimate(model: Model, inputs: Inputs, graph: nx.DiGraph) -> Joint:
+    """Best algorithm + Tensor Cores + fusion + parallel branches, all applied at once.
+
+    Per layer: best under the Tensor-Core-allowed constraints; fusions chosen by
+    :func:`select_fusions` under the same constraints; then the critical path of the
+    contracted graph.
+    """
+    _, tc = tensor_core_sets(inputs)
+    best = {layer.index: choose(layer, inputs, Policy.BEST, tc) for layer in model.layers}
+    g, applied, skipped = select_fusions(fusion_outcomes(model, inputs, best, tc), graph)
+    groups: dict[int, tuple[int, ...]] = {n: (n,) for n in g.nodes}
+    calls: dict[int, Choice] = {i: c for i, c in best.items() if isinstance(c, Choice) and i in groups}
+    for o in applied:
+        head = o.candidate.layers[0]
+        groups[head] = tuple(o.candidate.layers)
+        assert isinstance(o.fused, Choice)
+        calls[head] = o.fused
+    w = {head: c.latency_ms for head, c in calls.items()}
+    par, _ = critical_path(g, w)
+    return Joint(par, sum(w.values()), g, w, groups, calls, applied, skipped)

@@ -1,0 +1,471 @@
+"""ONNX at the edge: the only module that imports ``onnx``.
+
+``load_model`` turns one ``.onnx`` file into a ``Model`` of layers with concrete
+shapes: it folds constants (``fold``), runs ONNX shape inference once per round
+on a light copy of the graph (weights declared by shape, not copied), normalizes
+attributes (``attrs``), prices each layer (``costs``) and builds the DAG and the
+fusion candidates (``graph``).
+
+Old IR versions (the zoo's light models are IR 3) list every weight as a graph
+input that is *also* an initializer or the output of a ``ConstantOfShape`` node:
+such inputs are constants.  Only inputs that nothing produces or initializes are
+data inputs, and only their leading dimension is the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto, numpy_helper, shape_inference
+
+from benanza.errors import BenanzaError
+from benanza.library import OP_APIS
+from benanza.model import attrs as attr_rules
+from benanza.model import costs, fold, graph
+from benanza.model.layer import Layer, Model, Tensor
+
+# ONNX elem_type -> numpy spelling used in Tensor.dtype.
+DTYPES: dict[int, str] = {
+    TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16",
+    TensorProto.DOUBLE: "float64", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
+    TensorProto.INT16: "int16", TensorProto.INT8: "int8", TensorProto.UINT64: "uint64",
+    TensorProto.UINT32: "uint32", TensorProto.UINT16: "uint16", TensorProto.UINT8: "uint8",
+    TensorProto.BOOL: "bool", TensorProto.STRING: "string",
+    TensorProto.FLOAT8E4M3FN: "float8e4m3fn", TensorProto.FLOAT8E5M2: "float8e5m2",
+}
+DTYPE_ATTRS: dict[str, str] = {"Cast": "to"}  # attributes holding an ONNX elem_type
+SMALL_CONSTANT = 4096  # constants up to this many elements keep their values during shape inference
+MAX_ROUNDS = 4  # infer -> fold rounds; shape chains on activations need a second round at most
+
+
+def _dtype_name(elem_type: int) -> str:
+    return DTYPES.get(elem_type) or TensorProto.DataType.Name(elem_type).lower()
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def _read(path: Path) -> onnx.ModelProto:
+    """Parse the file (external data from its directory) or say in one line why not."""
+    try:
+        proto = onnx.load(str(path))
+    except DecodeError:
+        raise BenanzaError(f"{path}: not an ONNX model (the protobuf does not parse: truncated or garbage)") from None
+    except Exception as exc:  # external data missing, unreadable file, ...
+        raise BenanzaError(f"{path}: cannot load ONNX model: {_first_line(exc)}") from None
+    if not proto.HasField("graph") or not proto.graph.node:
+        raise BenanzaError(f"{path}: not an ONNX model (no graph nodes)")
+    return proto
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _opset(proto: onnx.ModelProto) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _attr_values(node: onnx.NodeProto) -> dict[str, Any]:
+    """Attributes as plain Python / numpy values."""
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        value = onnx.helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, TensorProto):
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, onnx.GraphProto):
+            value = f"<subgraph {value.name}>"  # control flow is not benchmarked, only named
+        elif isinstance(value, list):
+            value = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+            value = [v if isinstance(v, (int, float, str)) else str(v) for v in value]
+        out[a.name] = value
+    dtype_attr = DTYPE_ATTRS.get(node.op_type)
+    if dtype_attr in out:
+        out[dtype_attr] = _dtype_name(int(out[dtype_attr]))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe attribute values for the layer IR."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# --- constants -------------------------------------------------------------------------
+
+
+class _Consts:
+    """Known values: initializers (materialized only when a value is needed) and folded outputs."""
+
+    def __init__(self, initializers: Iterable[TensorProto]) -> None:
+        self._protos = {t.name: t for t in initializers}
+        self._values: dict[str, np.ndarray] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values or name in self._protos
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name in self._values:
+            return tuple(self._values[name].shape)
+        return tuple(int(d) for d in self._protos[name].dims)
+
+    def dtype(self, name: str) -> str:
+        if name in self._values:
+            return str(self._values[name].dtype)
+        return _dtype_name(self._protos[name].data_type)
+
+    def value(self, name: str) -> np.ndarray:
+        if name not in self._values:
+            self._values[name] = numpy_helper.to_array(self._protos[name])
+        return self._values[name]
+
+    def add(self, name: str, value: np.ndarray) -> None:
+        self._values[name] = np.asarray(value)
+
+
+@dataclass
+class _Resolved:
+    """The outcome of folding and shape inference for one batch."""
+
+    consts: _Consts
+    folded: set[int]  # indices into the topologically sorted nodes
+    shapes: dict[str, tuple[int, ...]]
+    dtypes: dict[str, str]
+
+
+def _topo_nodes(g: onnx.GraphProto, data_inputs: list[str], label: str) -> list[onnx.NodeProto]:
+    """Nodes in an order where every input is ready (the file's order when it already is)."""
+    ready = {"", *data_inputs, *(t.name for t in g.initializer)}
+    pending = list(g.node)
+    order: list[onnx.NodeProto] = []
+    while pending:
+        rest = []
+        for node in pending:
+            if all(name in ready for name in node.input):
+                order.append(node)
+                ready.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            node = rest[0]
+            missing = next(name for name in node.input if name not in ready)
+            raise BenanzaError(f"{label}: node '{node.name or node.op_type}' reads tensor '{missing}' that no "
+                               "input, initializer or node provides (or the graph has a cycle)")
+        pending = rest
+    return order
+
+
+def _fold(nodes: list[onnx.NodeProto], proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
+          label: str) -> tuple[_Consts, set[int]]:
+    """Evaluate every node whose inputs are known; Shape/Size also fold on static activations."""
+    consts = _Consts(proto.graph.initializer)
+    folded: set[int] = set()
+    for i, node in enumerate(nodes):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in fold.FOLDERS:
+            continue
+        names = [n for n in node.input if n]
+        if node.op_type in fold.SHAPE_ONLY_OPS and names and names[0] not in consts:
+            if names[0] not in shapes:
+                continue
+            inputs: list[np.ndarray | None] = [fold.shape_proxy(shapes[names[0]])]
+        elif all(n in consts for n in names):
+            inputs = [consts.value(n) if n else None for n in node.input]
+        else:
+            continue
+        try:
+            values = fold.fold_node(node.op_type, inputs, _attr_values(node))
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            raise BenanzaError(f"{label}: cannot evaluate constant {node.op_type} node "
+                               f"'{node.name or node.output[0]}': {_first_line(exc)}") from None
+        for name, value in zip(node.output, values, strict=False):
+            consts.add(name, value)
+        folded.add(i)
+    return consts, folded
+
+
+def _value_info(name: str, elem_type: int, shape: Iterable[int] | None) -> onnx.ValueInfoProto:
+    return onnx.helper.make_tensor_value_info(name, elem_type, None if shape is None else list(shape))
+
+
+def _elem_type(dtype: str) -> int:
+    return next((k for k, v in DTYPES.items() if v == dtype), TensorProto.UNDEFINED)
+
+
+def _inference_proto(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], consts: _Consts | None,
+                     data_inputs: list[onnx.ValueInfoProto], value_info: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+    """A light copy for shape inference: big constants are declared by shape, never copied."""
+    g = onnx.GraphProto(name=proto.graph.name)
+    g.node.extend(nodes)
+    g.input.extend(data_inputs)
+    produced = {o for n in nodes for o in n.output}
+    needed = dict.fromkeys(n for node in nodes for n in node.input if n and n not in produced)
+    data_names = {v.name for v in data_inputs}
+    known = consts if consts is not None else _Consts(proto.graph.initializer)
+    for name in needed:
+        if name in data_names or name not in known:
+            continue
+        shape = known.shape(name)
+        if int(np.prod(shape)) <= SMALL_CONSTANT and known.dtype(name) != "string":
+            g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(known.value(name)), name))
+        else:
+            g.input.append(_value_info(name, _elem_type(known.dtype(name)), shape))
+    for out in proto.graph.output:
+        g.output.append(_value_info(out.name, out.type.tensor_type.elem_type, None))
+    g.value_info.extend(v for v in value_info if v.name in produced)
+    light = onnx.ModelProto(ir_version=max(proto.ir_version, 4), graph=g)
+    light.opset_import.extend(proto.opset_import)
+    light.functions.extend(proto.functions)
+    return light
+
+
+def _infer(light: onnx.ModelProto, label: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """Concrete shapes (only fully static ones) and dtypes of every tensor inference reaches."""
+    try:
+        inferred = shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:  # onnx raises several error types here; all mean "inconsistent model"
+        raise BenanzaError(f"{label}: shape inference failed: {_first_line(exc)}") from None
+    shapes: dict[str, tuple[int, ...]] = {}
+    dtypes: dict[str, str] = {}
+    g = inferred.graph
+    for v in [*g.input, *g.value_info, *g.output]:
+        if not v.type.HasField("tensor_type"):
+            continue
+        tt = v.type.tensor_type
+        if tt.elem_type:
+            dtypes[v.name] = _dtype_name(tt.elem_type)
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[v.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    return shapes, dtypes
+
+
+def _used_names(proto: onnx.ModelProto) -> set[str]:
+    return {n for node in proto.graph.node for n in node.input} | {o.name for o in proto.graph.output}
+
+
+def _resolve(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], data_inputs: list[onnx.ValueInfoProto],
+             value_info: list[onnx.ValueInfoProto], label: str) -> _Resolved:
+    """Alternate shape inference and folding until every used tensor has a static shape."""
+    used = _used_names(proto)
+    light_nodes, consts = nodes, None
+    last_missing: list[tuple[str, onnx.NodeProto]] = []
+    for _ in range(MAX_ROUNDS):
+        shapes, dtypes = _infer(_inference_proto(proto, light_nodes, consts, data_inputs, value_info), label)
+        consts, folded = _fold(nodes, proto, shapes, label)
+        missing = [(o, n) for i, n in enumerate(nodes) if i not in folded
+                   for o in n.output if o and o in used and o not in shapes]
+        if not missing:
+            return _Resolved(consts, folded, shapes, dtypes)
+        if [m[0] for m in missing] == [m[0] for m in last_missing]:
+            break  # no progress: another round cannot help
+        last_missing = missing
+        light_nodes = [n for i, n in enumerate(nodes) if i not in folded]
+    name, node = last_missing[0]
+    raise BenanzaError(f"{label}: cannot resolve the shape of tensor '{name}' "
+                       f"(output of {node.op_type} node '{node.name or name}')")
+
+
+# --- batch -----------------------------------------------------------------------------
+
+
+def _data_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    g = proto.graph
+    constant = {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
+    return [v for v in g.input if v.name not in constant]
+
+
+def _leading_dim(v: onnx.ValueInfoProto) -> int | None:
+    dims = v.type.tensor_type.shape.dim
+    return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else None
+
+
+def _set_batch(data_inputs: list[onnx.ValueInfoProto], batch: int, label: str) -> None:
+    """Give every data input a static shape with ``batch`` as its leading dimension."""
+    for v in data_inputs:
+        tt = v.type.tensor_type
+        if not v.type.HasField("tensor_type") or not tt.HasField("shape"):
+            raise BenanzaError(f"{label}: input '{v.name}' has no tensor shape")
+        for axis, d in enumerate(tt.shape.dim):
+            if axis == 0:
+                d.Clear()
+                d.dim_value = batch
+            elif not d.HasField("dim_value"):
+                raise BenanzaError(f"{label}: input '{v.name}' has dynamic dimension '{d.dim_param or '?'}' at "
+                                   f"axis {axis}; only the batch (axis 0) can be set")
+
+
+def _schemaless_value_info(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], old: int | None,
+                           new: int) -> list[onnx.ValueInfoProto]:
+    """After a batch change, declared shapes are kept only where ONNX cannot infer them.
+
+    Those are outputs of ops without a schema (custom domains); their leading dim
+    follows the batch when it was the old batch (or dynamic).
+    """
+    schemaless = {o for n in nodes if not onnx.defs.has(n.op_type, n.domain) for o in n.output}
+    kept = []
+    for v in proto.graph.value_info:
+        if v.name not in schemaless:
+            continue
+        v = onnx.ValueInfoProto.FromString(v.SerializeToString())
+        dims = v.type.tensor_type.shape.dim
+        if dims and (not dims[0].HasField("dim_value") or dims[0].dim_value == old):
+            dims[0].Clear()
+            dims[0].dim_value = new
+        kept.append(v)
+    return kept
+
+
+def _repoint_reshapes(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], resolved: _Resolved,
+                      old: int, new: int) -> None:
+    """Reshape shape constants whose leading entry is the old batch get the new batch.
+
+    The zoo files hard-code batch 1 in them.  Each such Reshape gets its own new
+    initializer (the old one may be shared); anything else that hard-codes the batch
+    is caught by the element-count check after re-inference.
+    """
+    taken = {t.name for t in proto.graph.initializer}
+    for i, node in enumerate(nodes):
+        if i in resolved.folded or node.op_type != "Reshape" or len(node.input) < 2:
+            continue
+        data, target = node.input[0], node.input[1]
+        if data in resolved.consts or target not in resolved.consts:
+            continue
+        value = resolved.consts.value(target).reshape(-1).astype(np.int64)
+        in_shape = resolved.shapes.get(data)
+        if value.size and int(value[0]) == old and in_shape and in_shape[0] == old:
+            value = value.copy()
+            value[0] = new
+            name = f"{target}__batch{new}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            proto.graph.initializer.append(numpy_helper.from_array(value, name))
+            node.input[1] = name
+
+
+# --- layers ----------------------------------------------------------------------------
+
+
+def _tensor(name: str, r: _Resolved) -> Tensor:
+    if name in r.consts:
+        return Tensor(name, r.consts.shape(name), r.consts.dtype(name), constant=True)
+    return Tensor(name, r.shapes[name], r.dtypes.get(name, "float32"))
+
+
+def _layer(node: onnx.NodeProto, index: int, r: _Resolved, used: set[str], opset: int, label: str) -> Layer:
+    default_domain = node.domain in ("", "ai.onnx")
+    op = node.op_type if default_domain else f"{node.domain}.{node.op_type}"
+    name = node.name or f"{node.op_type}_{index}"
+    raw = _attr_values(node)
+    moved = attr_rules.VALUE_INPUTS.get(op, {})
+    inputs = []
+    for pos, tname in enumerate(node.input):
+        if not tname:
+            continue
+        if pos in moved and tname in r.consts:
+            raw[moved[pos]] = r.consts.value(tname).tolist()
+        else:
+            inputs.append(_tensor(tname, r))
+    outputs = [_tensor(o, r) for o in node.output if o and (o in r.shapes or o in used)]
+    try:
+        attrs = attr_rules.normalize(op, raw, [t.shape for t in inputs], opset)
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        raise BenanzaError(f"{label}: {op} node '{name}' has bad attributes: {_first_line(exc)}") from None
+    attrs = {k: _plain(v) for k, v in attrs.items()}
+    layer = Layer(name=name, op=op, inputs=inputs, outputs=outputs, attrs=attrs, index=index)
+    cost = costs.layer_cost(op, inputs, outputs, attrs)
+    layer.macs, layer.flops = cost.macs, cost.flops
+    layer.bytes_read, layer.bytes_written = cost.bytes_read, cost.bytes_written
+    return layer
+
+
+def _check_reshape(layer: Layer, label: str, batch_changed: bool) -> None:
+    if layer.op != "Reshape" or not layer.inputs or not layer.outputs:
+        return
+    src, dst = layer.inputs[0].shape, layer.outputs[0].shape
+    if costs.numel(src) != costs.numel(dst):
+        why = "it hard-codes a shape that does not follow the batch" if batch_changed else "element counts differ"
+        raise BenanzaError(f"{label}: Reshape node '{layer.name}' maps {list(src)} to {list(dst)}: {why}")
+
+
+def load_model(path: str | Path, batch: int | None = None) -> Model:
+    """One ONNX file -> Model; ``batch`` replaces the leading dim of the data inputs."""
+    path = Path(path)
+    if not path.exists():
+        raise BenanzaError(f"{path}: no such file")
+    if path.is_dir():
+        raise BenanzaError(f"{path}: is a directory (use load_models)")
+    if batch is not None and batch < 1:
+        raise BenanzaError(f"{path}: batch must be >= 1, got {batch}")
+    label = str(path)
+    proto = _read(path)
+    data_inputs = _data_inputs(proto)
+    nodes = _topo_nodes(proto.graph, [v.name for v in data_inputs], label)
+    old = _leading_dim(data_inputs[0]) if data_inputs else None
+    target = batch if batch is not None else (old or 1)
+    declared = list(proto.graph.value_info)
+    if old is not None and target != old:
+        at_old = _resolve(proto, nodes, data_inputs, declared, label)
+        _repoint_reshapes(proto, nodes, at_old, old, target)
+    if target != old:
+        declared = _schemaless_value_info(proto, nodes, old, target)
+    _set_batch(data_inputs, target, label)
+    resolved = _resolve(proto, nodes, data_inputs, declared, label)
+
+    opset = _opset(proto)
+    used = _used_names(proto)
+    layers: list[Layer] = []
+    problems: list[str] = []
+    for i, node in enumerate(nodes):
+        if i in resolved.folded:
+            continue
+        layer = _layer(node, len(layers), resolved, used, opset, label)
+        _check_reshape(layer, label, target != old)
+        if layer.op not in OP_APIS:
+            problems.append(f"{label}: op '{layer.op}' (node '{layer.name}') has no library mapping")
+        layers.append(layer)
+    outputs = {o.name for o in proto.graph.output}
+    return Model(name=path.stem, path=label, batch=target, layers=layers, graph=graph.build_graph(layers),
+                 fusions=graph.find_fusions(layers, outputs), problems=problems)
+
+
+def model_files(path: str | Path) -> list[Path]:
+    """The ONNX files a path names: itself, or every ``*.onnx`` in a directory (sorted)."""
+    path = Path(path)
+    if not path.exists():
+        raise BenanzaError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.glob("*.onnx") if p.is_file())
+    if not files:
+        raise BenanzaError(f"{path}: directory has no *.onnx files")
+    return files
+
+
+def load_models(path: str | Path, batch: int | None = None) -> tuple[list[Model], list[str]]:
+    """Every model a path names, plus one error line per file that could not be loaded.
+
+    A directory with one bad file still yields all the others; a single bad file
+    (or a missing path, or an empty directory) raises BenanzaError.
+    """
+    files = model_files(path)
+    if len(files) == 1 and not Path(path).is_dir():
+        return [load_model(files[0], batch)], []
+    models, errors = [], []
+    for f in files:
+        try:
+            models.append(load_model(f, batch))
+        except BenanzaError as exc:
+            errors.append(str(exc))
+    return models, errors

@@ -1,0 +1,336 @@
+"""The analyzer's metrics against hand-computed values on small real models.
+
+Latencies are test inputs (tests/test_analyze_fixtures.py), chosen so that each expected
+value below can be worked out on paper; the comments show the arithmetic.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_analyze_fixtures import (
+    CEILINGS,
+    GEMM,
+    NASTY,
+    SYSTEM,
+    R,
+    branchy_inputs,
+    chain_model,
+    measurements,
+    profile,
+)
+
+from benanza import SCHEMA_VERSION
+from benanza.analyze import (
+    ApiFamily,
+    Ceilings,
+    Choice,
+    Constraints,
+    ExecutedCall,
+    Inputs,
+    LayerProfile,
+    Miss,
+    MissingReason,
+    Policy,
+    Profile,
+    Source,
+    analyze,
+    choose,
+)
+from benanza.analyze.dag import contract, earliest_start, lanes
+from benanza.analyze.roofline import bound_ms
+from benanza.library import Api, Fusion, Precision
+
+ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
+FP32 = frozenset({Precision.FP32})
+
+
+def approx(x: float) -> object:
+    return pytest.approx(x, rel=1e-9, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def report():
+    return analyze(branchy_inputs())
+
+
+def by_index(table, index: int) -> dict:
+    (row,) = [r for r in table.rows if r["#"] == index]
+    return row
+
+
+# --- policies and LBL -----------------------------------------------------------------------
+
+def test_best_policy_picks_fastest_ok_warm_allowed(report):
+    layers = report.tables["layers"]
+    # conv1: fastest allowed (fp32, tf32) ok warm is graph tf32 eng2 0.08; the cold FFT 0.05 and the
+    # check_failed DIRECT 0.01 never count, fp16 0.0075 is not allowed.
+    assert by_index(layers, 0)["best (ms)"] == approx(0.08)
+    assert "eng2 / tf32" in by_index(layers, 0)["best benchmark"]
+    assert by_index(layers, 2)["best (ms)"] == approx(0.05)
+    assert by_index(layers, 6)["best (ms)"] == approx(0.02)
+
+
+def test_lbl_seq_and_par_for_branchy_model(report):
+    # best: conv1 .08 + relu1 .01 + conv2 .05 + pool .02 + concat (roofline) + flatten 0 + gemm .02
+    seq = 0.08 + 0.01 + 0.05 + 0.02 + ROOF_CONCAT + 0.0 + 0.02
+    par = 0.08 + 0.01 + 0.05 + ROOF_CONCAT + 0.0 + 0.02  # pool runs beside conv2
+    assert report.summary["LBL_seq (ms)"] == approx(seq)
+    assert report.summary["LBL_par (ms)"] == approx(par)
+    assert report.summary["LBL_par (ms)"] < report.summary["LBL_seq (ms)"]
+    assert report.summary["parallelism gap (ms)"] == approx(0.02)
+
+
+def test_lbl_par_equals_seq_for_a_chain():
+    model = chain_model()
+    rep = analyze(Inputs(model, measurements(model), SYSTEM, CEILINGS))
+    assert rep.summary["LBL_seq (ms)"] == approx(0.08 + 0.01 + 0.05)
+    assert rep.summary["LBL_par (ms)"] == approx(rep.summary["LBL_seq (ms)"])
+    assert rep.summary["parallelism gap (ms)"] == approx(0.0)
+
+
+def test_benanza_ratios(report):
+    s = report.summary
+    assert s["BR_seq vs end-to-end"] == approx(s["LBL_seq (ms)"] / 0.9)
+    assert s["BR_par vs end-to-end"] == approx(s["LBL_par (ms)"] / 0.9)
+    assert s["BR_seq vs GPU busy"] == approx(s["LBL_seq (ms)"] / 0.35)
+    assert s["BR_par vs GPU busy"] == approx(s["LBL_par (ms)"] / 0.35)
+    assert s["BR_seq vs GPU busy"] <= 1.0
+
+
+def test_policy_table_lists_each_policy(report):
+    rows = {r["policy"]: r for r in report.tables["policies"].rows}
+    # heuristic: conv1 fastest of the per-(api, dtype) rank-0 rows is graph tf32 eng1 0.10;
+    # conv2: tf32 GEMM 0.05; gemm: tf32 0.02
+    assert rows["heuristic"]["LBL_seq (ms)"] == approx(0.10 + 0.01 + 0.05 + 0.02 + ROOF_CONCAT + 0.02)
+    # as-executed: conv1 eng1 tf32 .10, conv2 GEMM fp32 .10, pool .02, concat; relu1/gemm lack data
+    assert rows["as-executed"]["LBL_seq (ms)"] == approx(0.10 + 0.10 + 0.02 + ROOF_CONCAT)
+    assert rows["as-executed"]["layers with data"] == "5/8"
+
+
+def test_as_executed_picks_the_matching_algorithm_string():
+    inputs = branchy_inputs()
+    layer = inputs.model.layers[0]
+    choice = choose(layer, inputs, Policy.AS_EXECUTED)
+    assert isinstance(choice, Choice)
+    assert (choice.result.api, choice.result.algorithm, choice.result.dtype) == (Api.GRAPH_CONV.value, "eng1", "tf32")
+    assert choice.latency_ms == approx(0.10)  # not the faster eng2
+    conv2 = choose(inputs.model.layers[2], inputs, Policy.AS_EXECUTED)
+    assert conv2.result.algorithm == GEMM and conv2.result.dtype == "fp32"
+
+
+def test_as_executed_fused_call_and_fused_member():
+    inputs = branchy_inputs()
+    fkey = inputs.model.fusions[0].key
+    layers = dict(inputs.profile.layers)
+    layers[0] = LayerProfile(0.08, 1, ExecutedCall(Api.GRAPH_CONV.value, "eng9", "tf32",
+                                                   Fusion.CONV_BIAS_ACT.value, fkey))
+    layers[1] = LayerProfile(None, 0, None, fused_into=0)
+    inputs = branchy_inputs(profile=Profile(layers, 0.9, 0.35))
+    head = choose(inputs.model.layers[0], inputs, Policy.AS_EXECUTED)
+    member = choose(inputs.model.layers[1], inputs, Policy.AS_EXECUTED)
+    assert head.latency_ms == approx(0.07) and head.result.fusion == Fusion.CONV_BIAS_ACT.value
+    assert member == Choice(0.0, Source.FUSED)
+
+
+def test_missing_table_lists_exactly_the_layers_without_data(report):
+    missing = {(r["policy"], r["#"]): r["reason"] for r in report.tables["missing"].rows if r["kind"] == "layer"}
+    assert set(missing) == {("best", 7), ("heuristic", 7), ("as-executed", 7), ("as-executed", 1),
+                            ("as-executed", 6)}
+    assert missing[("as-executed", 1)] == MissingReason.NOT_EXECUTED.value
+    assert missing[("as-executed", 6)].startswith(MissingReason.NOT_BENCHMARKED.value)
+    assert "algo99" in missing[("as-executed", 6)]
+    assert missing[("best", 7)].startswith(MissingReason.NO_MAPPING.value)
+    assert by_index(report.tables["layers"], 7)["best (ms)"] is None  # never a silent zero
+
+
+def test_missing_reasons_for_statuses_and_constraints():
+    inputs = branchy_inputs()
+    conv1 = inputs.model.layers[0]
+    only_bad = {conv1.key: [R(conv1.key, Api.CONV_FWD, "x", "fp32", None, status="not_supported"),
+                            R(conv1.key, Api.CONV_FWD, "y", "fp32", 0.1, status="timeout")]}
+    miss = choose(conv1, branchy_inputs(measurements=only_bad), Policy.BEST)
+    assert isinstance(miss, Miss) and miss.reason is MissingReason.NONE_OK
+    assert "not_supported x1" in miss.detail and "timeout x1" in miss.detail
+    fp16_only = {conv1.key: [R(conv1.key, Api.CONV_FWD, "x", "fp16", 0.1, 0)]}
+    miss = choose(conv1, branchy_inputs(measurements=fp16_only), Policy.BEST)
+    assert isinstance(miss, Miss) and miss.reason is MissingReason.NONE_ALLOWED
+    assert choose(conv1, branchy_inputs(measurements={}), Policy.BEST).reason is MissingReason.NO_RESULTS
+
+
+def test_constraints_precision_and_api_family():
+    inputs = branchy_inputs()
+    conv1 = inputs.model.layers[0]
+    fp32 = Constraints(precisions=FP32)
+    assert choose(conv1, inputs, Policy.BEST, fp32).latency_ms == approx(0.20)
+    legacy = Constraints(families=frozenset({ApiFamily.LEGACY}))
+    assert choose(conv1, inputs, Policy.BEST, legacy).latency_ms == approx(0.12)
+    graph16 = Constraints(precisions=frozenset({Precision.FP16}), families=frozenset({ApiFamily.GRAPH}))
+    assert choose(conv1, inputs, Policy.BEST, graph16).latency_ms == approx(0.0075)
+    # heuristic under fp32 only: rank-0 rows are legacy PRECOMP .20 and graph eng0 .25
+    assert choose(conv1, inputs, Policy.HEURISTIC, fp32).latency_ms == approx(0.20)
+
+
+def test_non_library_layers_get_roofline_not_zero(report):
+    concat, flatten = by_index(report.tables["layers"], 4), by_index(report.tables["layers"], 5)
+    assert concat["best (ms)"] == approx(ROOF_CONCAT) and concat["source"] == Source.ROOFLINE.value
+    assert flatten["best (ms)"] == 0.0 and flatten["source"] == Source.ROOFLINE.value  # aliasing moves no bytes
+    # without a measured bandwidth a copy cannot be bounded: listed as missing, not zero
+    rep = analyze(branchy_inputs(ceilings=Ceilings()))
+    missing = {r["#"]: r["reason"] for r in rep.tables["missing"].rows if r["policy"] == "best"}
+    assert missing[4] == MissingReason.NO_BANDWIDTH.value
+    assert 5 not in missing
+
+
+# --- gaps -------------------------------------------------------------------------------------
+
+def test_algorithm_selection_gap(report):
+    rows = {r["#"]: r for r in report.tables["algorithm"].rows}
+    assert rows[0]["gap (ms)"] == approx(0.10 - 0.08)  # eng1 vs eng2, both tf32
+    assert rows[2]["gap (ms)"] == approx(0.10 - 0.06)  # legacy GEMM fp32 vs graph eng0 fp32
+    assert rows[3]["gap (ms)"] == approx(0.0)
+    assert all(r["gap (ms)"] >= 0 for r in rows.values())
+    assert report.summary["algorithm-selection gap (ms)"] == approx(0.06)
+
+
+def test_api_gap_per_layer_and_precision(report):
+    rows = {(r["#"], r["precision"]): r for r in report.tables["api"].rows}
+    assert set(rows) == {(0, "fp32"), (0, "tf32"), (0, "fp16"), (2, "fp32")}
+    assert rows[(0, "fp16")]["graph speedup (x)"] == approx(0.15 / 0.0075)  # the graph API wins 20x in fp16
+    assert rows[(0, "fp32")]["legacy - graph (ms)"] == approx(0.20 - 0.25)  # and loses in fp32
+    totals = {r["precision"]: r for r in report.tables["api totals"].rows}
+    assert totals["fp32"]["legacy - graph (ms)"] == approx((0.20 - 0.25) + (0.09 - 0.06))
+    assert totals["fp32"]["graph wins"] == 1 and totals["fp32"]["layers"] == 2
+    assert report.summary["API gap legacy - graph (ms)"]["fp16"] == approx(0.1425)
+
+
+def test_fusion_gap_sign_per_candidate_and_pattern(report):
+    rows = {r["pattern"]: r for r in report.tables["fusion"].rows}
+    cba = rows[Fusion.CONV_BIAS_ACT.value]
+    assert cba["unfused (ms)"] == approx(0.08 + 0.01) and cba["fused (ms)"] == approx(0.07)
+    assert cba["gap (ms)"] == approx(0.02) and cba["gap (ms)"] > 0
+    assert rows[Fusion.CONV_BIAS.value]["gap (ms)"] == approx(0.05 - 0.2)  # negative: the fused call is slower
+    # the summary counts only fusions worth applying
+    assert report.summary["fusion gap (ms)"] == approx(0.02)
+    fp32 = analyze(branchy_inputs(constraints=Constraints(precisions=FP32)))
+    cba32 = {r["pattern"]: r for r in fp32.tables["fusion"].rows}[Fusion.CONV_BIAS_ACT.value]
+    assert cba32["gap (ms)"] == approx(0.20 + 0.01 - 0.15)
+
+
+def test_fusion_without_fused_data_is_missing():
+    inputs = branchy_inputs()
+    m = {k: v for k, v in measurements(inputs.model).items() if k != inputs.model.fusions[0].key}
+    rep = analyze(branchy_inputs(measurements=m))
+    fus = [r for r in rep.tables["missing"].rows if r["kind"].startswith("fusion")]
+    assert [r["key"] for r in fus] == [inputs.model.fusions[0].key]
+    assert fus[0]["reason"] == MissingReason.NO_RESULTS.value
+
+
+def test_tensor_core_gap(report):
+    # non-TC (fp32) vs fp32+tf32: conv1 .20-.08, conv2 .06-.05, gemm .025-.02; others equal
+    assert report.summary["Tensor Core gap (ms)"] == approx(0.12 + 0.01 + 0.005)
+    none_allowed = analyze(branchy_inputs(constraints=Constraints(precisions=FP32), tensor_core=frozenset()))
+    assert none_allowed.summary["Tensor Core gap (ms)"] == approx(0.0)
+
+
+def test_framework_overhead(report):
+    # idle .9 - .35, cast .01, memcpy .02, two inserted transposes .015 each
+    assert report.summary["framework overhead (ms)"] == approx(0.55 + 0.01 + 0.02 + 0.03)
+    rows = {r["component"]: r for r in report.tables["overhead"].rows}
+    assert rows["transpose NCHW->NHWC"]["count"] == 2 and rows["transpose NCHW->NHWC"]["kind"] == "extra layer"
+
+
+def test_joint_estimate(report):
+    # TC allowed, conv1+relu1 fused (.07), conv2 .05 beside pool .02, concat, flatten, gemm .02
+    joint = 0.07 + 0.05 + ROOF_CONCAT + 0.02
+    assert report.summary["joint estimate LBL_par (ms)"] == approx(joint)
+    assert report.summary["joint fusions applied"] == 1  # the slower conv+bias fusion is not applied
+    assert report.summary["predicted speedup vs end-to-end (x)"] == approx(0.9 / joint)
+    assert report.summary["joint estimate LBL_par (ms)"] <= report.summary["LBL_par (ms)"]
+
+
+def test_waterfall_ends_at_joint_and_balances(report):
+    rows = report.tables["gaps"].rows
+    assert rows[0]["step"] == "measured" and rows[0]["ms"] == approx(0.9)
+    assert rows[-1]["step"] == "joint estimate"
+    assert rows[0]["ms"] - sum(r["ms"] for r in rows[1:-1]) == approx(rows[-1]["ms"])
+
+
+# --- roofline -----------------------------------------------------------------------------------
+
+def test_roofline_bound_and_efficiency(report):
+    conv1 = by_index(report.tables["roofline"], 0)
+    # tf32: 4e8 FLOP / 400e12 FLOP/s = 1e-3 ms; bytes 4e5 / 2e9 B/ms = 2e-4 ms
+    assert conv1["bound (ms)"] == approx(1e-3) and conv1["limit"] == "compute"
+    assert conv1["efficiency (%)"] == approx(100 * 1e-3 / 0.08)
+    assert conv1["intensity (FLOP/B)"] == approx(4e8 / 4e5)
+    relu = by_index(report.tables["roofline"], 1)
+    assert relu["bound (ms)"] == approx(8192 / 2e9) and relu["limit"] == "memory"
+    bench = [r for r in report.tables["benchmarks"].rows if r["#"] == 0 and r["dtype"] == "fp16"]
+    assert {r["bound (ms)"] for r in bench} == {None}  # no fp16 peak measured: no bound, no guess
+    assert any("fp16" in n for n in report.notes)
+    fp32_row = next(r for r in report.tables["benchmarks"].rows
+                    if r["#"] == 0 and r["algorithm"].endswith("PRECOMP_GEMM") and r["dtype"] == "fp32")
+    assert fp32_row["efficiency (%)"] == approx(100 * (4e8 / 50e12 * 1e3) / 0.20)
+
+
+def test_fp16_moves_half_the_bytes():
+    layer = branchy_inputs().model.layers[1]
+    ceil = Ceilings(bandwidth_gbs=1000.0, flops={Precision.FP16: 1e15, Precision.FP32: 1e15})
+    assert bound_ms(layer, Precision.FP16, ceil) == approx(bound_ms(layer, Precision.FP32, ceil) / 2)
+
+
+def test_missing_ceilings_leave_roofline_out_without_crash():
+    rep = analyze(branchy_inputs(ceilings=Ceilings()))
+    assert set(rep.tables["roofline"].column("bound (ms)")) == {None}
+    assert any("no measured bandwidth" in n for n in rep.notes)
+
+
+def test_without_profile():
+    rep = analyze(branchy_inputs(profile=None))
+    assert [r["policy"] for r in rep.tables["policies"].rows] == ["best", "heuristic"]
+    assert rep.summary["BR_seq vs end-to-end"] is None
+    assert rep.summary["framework overhead (ms)"] is None
+    assert not [r for r in rep.tables["missing"].rows if r["policy"] == "as-executed"]
+
+
+# --- report object and timeline -------------------------------------------------------------------
+
+def test_report_carries_schema_system_and_units(report):
+    assert report.schema == SCHEMA_VERSION
+    assert report.system["gpu"] == SYSTEM["gpu"]
+    for name in ("layers", "roofline", "benchmarks", "fusion", "tensor core", "algorithm"):
+        assert any("(ms)" in c for c in report.tables[name].columns), name
+    assert "efficiency (%)" in report.tables["layers"].columns
+    assert by_index(report.tables["layers"], 3)["layer"] == NASTY  # model text kept as data
+
+
+def test_timeline_levels_and_parallel_lanes(report):
+    bound = [s for s in report.timeline if s.process == "lower bound (best, parallel)"]
+    layer_spans = {s.args["#"][0]: s for s in bound if s.level == "layer"}
+    # conv2 and pool start together after relu1 and sit in different lanes
+    assert layer_spans[2].start_us == approx(layer_spans[3].start_us) == approx((0.08 + 0.01) * 1e3)
+    assert layer_spans[2].lane != layer_spans[3].lane
+    model_span = next(s for s in bound if s.level == "model")
+    assert model_span.dur_us == approx(report.summary["LBL_par (ms)"] * 1e3)
+    measured = [s for s in report.timeline if s.process == "measured run"]
+    assert {s.level for s in measured} == {"model", "layer", "library call", "kernel"}
+
+
+def test_dag_helpers():
+    import networkx as nx
+
+    g = nx.DiGraph([(0, 1), (1, 2), (1, 3), (2, 4), (3, 4)])
+    times = earliest_start(g, {0: 1.0, 1: 1.0, 2: 3.0, 3: 1.0, 4: 1.0})
+    assert times[4] == (5.0, 6.0)
+    assert lanes({2: times[2], 3: times[3]}) == {2: 0, 3: 1}
+    merged = contract(g, [(0, 1)])
+    assert set(merged.nodes) == {0, 2, 3, 4} and merged.has_edge(0, 2)
+    assert contract(nx.DiGraph([(0, 1), (1, 2), (0, 2)]), [(0, 2)]) is None  # 1 would sit inside a cycle
+
+
+def test_unknown_profile_layer_does_not_break():
+    prof = profile()
+    layers = dict(prof.layers)
+    layers[99] = LayerProfile(0.5, 1, ExecutedCall(Api.CONV_FWD.value, GEMM, "fp32"))
+    rep = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35)))
+    assert rep.summary["layers"] == 8

@@ -1,0 +1,177 @@
+"""Report writers: they only format a Report; check that what they write is well-formed and safe."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+from rich.console import Console
+from test_analyze_fixtures import NASTY, branchy_inputs
+
+from benanza import SCHEMA_VERSION
+from benanza.analyze import Ceilings, analyze
+from benanza.analyze.tables import LEVELS
+from benanza.report import print_report, to_html, to_json, trace_events, write_html, write_json, write_trace
+from benanza.report.fmt import cell
+from benanza.report.terminal import waterfall_lines
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source"}
+
+
+class StrictChecker(HTMLParser):
+    """Nesting checker: every start tag closed in order; records tags and text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: list[str] = []
+        self.errors: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:]} ")
+        else:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def report():
+    return analyze(branchy_inputs())
+
+
+def check_html(page: str) -> StrictChecker:
+    checker = StrictChecker()
+    checker.feed(page)
+    checker.close()
+    assert checker.errors == []
+    assert checker.stack == []
+    return checker
+
+
+def test_html_is_well_formed_self_contained_and_escapes_names(report):
+    page = to_html(report)
+    checker = check_html(page)
+    assert "script" not in checker.tags  # the node name's <script> never became a tag
+    assert "<script" not in page and "</td>\"" not in page
+    assert "&lt;script&gt;" in page
+    assert NASTY in "".join(checker.text)  # shown to the reader literally
+    for external in ("<link", "<img", "src=", "url(", "@import", "https://"):
+        assert external not in page
+    assert checker.tags.count("svg") == 3  # waterfall, per-layer bars, roofline
+    assert "polyline" in checker.tags and "circle" in checker.tags  # roofline ceilings and points
+
+
+def test_html_without_ceilings_or_profile(report):
+    bare = analyze(branchy_inputs(ceilings=Ceilings(), profile=None))
+    page = to_html(bare)
+    checker = check_html(page)
+    # achieved FLOP/s needs no ceiling, so the points are drawn, but no roof is guessed
+    assert "circle" in checker.tags and "polyline" not in checker.tags
+
+
+def test_json_has_schema_system_and_every_table(report, tmp_path):
+    data = json.loads(to_json(report))
+    assert list(data)[:2] == ["schema", "system"]
+    assert data["schema"] == SCHEMA_VERSION
+    assert data["system"]["gpu"] == report.system["gpu"]
+    assert set(data["tables"]) == set(report.tables)
+    rows = data["tables"]["layers"]["rows"]
+    assert rows[3]["layer"] == NASTY and rows[0]["best (ms)"] == pytest.approx(0.08)
+    path = write_json(report, tmp_path / "r.json")
+    assert json.loads(path.read_text())["summary"] == data["summary"]
+
+
+def test_json_never_writes_nan():
+    rep = analyze(branchy_inputs())
+    rep.summary["LBL_seq (ms)"] = float("nan")  # a writer must not emit invalid JSON whatever it is given
+    assert json.loads(to_json(rep))["summary"]["LBL_seq (ms)"] is None
+
+
+def test_trace_nesting_and_metadata(report, tmp_path):
+    path = write_trace(report, tmp_path / "t.json")
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"measured run", "lower bound (best, parallel)", "joint estimate"}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {e["cat"] for e in spans} == set(LEVELS)
+    pid = {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    measured = [e for e in spans if e["pid"] == pid["measured run"]]
+    model = next(e for e in measured if e["cat"] == "model")
+    for e in measured:
+        assert model["ts"] <= e["ts"] and e["ts"] + e["dur"] <= model["ts"] + model["dur"] + 1e-6
+    # every kernel lies inside its layer's box, and each layer has a library call box of the same extent
+    layers = {e["args"]["#"]: e for e in measured if e["cat"] == "layer"}
+    for k in (e for e in measured if e["cat"] == "kernel"):
+        layer = layers[k["args"]["layer"]]
+        assert layer["ts"] <= k["ts"] and k["ts"] + k["dur"] <= layer["ts"] + layer["dur"] + 1e-6
+    calls = [e for e in measured if e["cat"] == "library call"]
+    assert {(c["ts"], c["dur"]) for c in calls} <= {(e["ts"], e["dur"]) for e in layers.values()}
+    # the levels stack: model rows above layer rows above call rows above kernel rows
+    tid = {e["cat"]: e["tid"] for e in measured if e["tid"] % 1000 == 1}
+    assert tid["model"] < tid["layer"] < tid["library call"] < tid["kernel"]
+    bound = [e for e in spans if e["pid"] == pid["lower bound (best, parallel)"] and e["cat"] == "layer"]
+    assert len({e["tid"] for e in bound}) == 2  # conv2 and pool side by side
+    assert trace_events(report)["otherData"]["schema"] == SCHEMA_VERSION
+
+
+def test_terminal_prints_summary_waterfall_top_layers_and_missing(report):
+    console = Console(record=True, width=200)
+    print_report(report, console, top=10)
+    text = console.export_text()
+    for needle in ("LBL_par (ms)", "Gaps:", "Top 10 layers by gap", "Missing data", "mystery", "joint estimate"):
+        assert needle in text
+    assert NASTY in text  # shown literally, not interpreted as rich markup
+
+
+def test_waterfall_lines_scale_bars(report):
+    lines = waterfall_lines(report.tables["gaps"])
+    assert lines[0].startswith("measured") and lines[0].count("█") == 40  # the largest step fills the bar
+    assert lines[-1].startswith("joint estimate")
+
+
+def test_cell_formats_carry_units():
+    assert cell(None) == "-"
+    assert cell(12.3456, "efficiency (%)") == "12.3"
+    assert cell(0.012345, "best (ms)") == "0.01235"
+    assert cell(1234567, "FLOPs") == "1,234,567"
+    assert cell({"fp16": 0.5}, "x (ms)") == "fp16: 0.5"
+
+
+def test_writers_on_a_real_zoo_model(tmp_path):
+    from test_analyze_zoo import CEIL, RESNET50, synthetic_measurements
+
+    from benanza.analyze import Inputs
+
+    if not RESNET50.exists():
+        pytest.skip("zoo model not shipped")
+    from benanza.model.onnx_import import load_model
+
+    model = load_model(RESNET50, 1)
+    rep = analyze(Inputs(model, synthetic_measurements(model), {"gpu": "synthetic test input"}, CEIL))
+    page = write_html(rep, tmp_path / "r.html").read_text()
+    check_html(page)
+    assert page.count("<circle") >= 100  # one roofline point per layer with FLOPs
+    json.loads(write_json(rep, tmp_path / "r.json").read_text())
+    trace = json.loads(write_trace(rep, tmp_path / "r.trace.json").read_text())
+    pids = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    layer_boxes = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "layer"]
+    assert sum(e["pid"] == pids["lower bound (best, parallel)"] for e in layer_boxes) == len(model.layers)
+    merged = sum(len(r["layers"].split(", ")) - 1 for r in rep.tables["joint"].rows)
+    assert sum(e["pid"] == pids["joint estimate"] for e in layer_boxes) == len(model.layers) - merged > 0
+    console = Console(record=True, width=160)
+    print_report(rep, console)
+    assert "resnet50" in console.export_text().lower()
