@@ -1,0 +1,89 @@
+"""``benanza db``: inspect, export and merge performance databases (each command one library call)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from benanza import db as perfdb
+from benanza.cli.main import console, friendly_errors, main
+
+EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@main.group("db")
+def db_group() -> None:
+    """Inspect, export and merge performance databases."""
+
+
+@db_group.command("info")
+@click.argument("path", type=EXISTING_DB)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@friendly_errors
+def info_cmd(path: Path, as_json: bool) -> None:
+    """Row counts per table, benchmarks and jobs per status, benchmarks per system."""
+    data = perfdb.info(perfdb.open_db(path))
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    console.print(f"[bold]{path}[/] (schema {data['schema_version']})")
+    counts = Table("table", "rows", title="tables")
+    for table, rows in data["tables"].items():
+        counts.add_row(table, str(rows))
+    console.print(counts)
+    for title, key in (("benchmarks by status", "benchmarks_by_status"), ("jobs by status", "jobs_by_status")):
+        table = Table("status", "count", title=title)
+        for status, count in data[key].items():
+            table.add_row(status, str(count))
+        console.print(table)
+    per_system = Table("system", "gpu", "cuDNN", "cuBLAS", "benchmarks", "ok", title="systems")
+    for row in data["systems"]:
+        per_system.add_row(row["system_id"], row["gpu"] or "?", row["cudnn_version"] or "?",
+                           row["cublas_version"] or "?", str(row["benchmarks"]), str(row["ok"] or 0))
+    console.print(per_system)
+
+
+SYSTEM_COLUMNS = ("id", "gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz", "memory_bytes", "bandwidth_gbs",
+                  "cuda_driver", "cuda_runtime", "cudnn_version", "cublas_version", "first_seen")
+
+
+@db_group.command("systems")
+@click.argument("path", type=EXISTING_DB)
+@click.option("--json", "as_json", is_flag=True, help="Print the systems as JSON.")
+@friendly_errors
+def systems_cmd(path: Path, as_json: bool) -> None:
+    """The systems (GPU, clocks, driver, CUDA, cuDNN, cuBLAS) the database holds measurements of."""
+    rows = perfdb.systems(perfdb.open_db(path))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(*SYSTEM_COLUMNS, title=f"systems in {path}")
+    for row in rows:
+        table.add_row(*("" if row[c] is None else str(row[c]) for c in SYSTEM_COLUMNS))
+    console.print(table)
+
+
+@db_group.command("export")
+@click.argument("path", type=EXISTING_DB)
+@click.option("--csv", "csv_out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="CSV file to write: one row per benchmark, with its GPU and layer op.")
+@friendly_errors
+def export_cmd(path: Path, csv_out: Path) -> None:
+    """Export every benchmark as CSV."""
+    rows = perfdb.export_csv(perfdb.open_db(path), csv_out)
+    console.print(f"wrote {rows} benchmarks to {csv_out}")
+
+
+@db_group.command("merge")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("inputs", nargs=-1, required=True, type=EXISTING_DB)
+@friendly_errors
+def merge_cmd(out: Path, inputs: tuple[Path, ...]) -> None:
+    """Keyed union of INPUTS into OUT (created if needed); rows OUT already has are kept."""
+    added = perfdb.merge(out, inputs)
+    console.print(f"merged {len(inputs)} database(s) into {out}: "
+                  + ", ".join(f"{n} {table}" for table, n in added.items() if n) if any(added.values())
+                  else f"merged {len(inputs)} database(s) into {out}: nothing new")

@@ -1,0 +1,140 @@
+"""``benanza generate``: models -> a CMake project of cuDNN/cuBLAS benchmarks (plan, then codegen)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from benanza import codegen
+from benanza.cli.main import console, friendly_errors, main
+from benanza.errors import BenanzaError
+from benanza.library import Api, Precision
+from benanza.model.layer import Model
+from benanza.plan import EXECUTABLES, Benchmark, Plan, plan
+
+# --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
+API_NAMES: dict[str, Api] = {
+    **{exe.removeprefix("bench_"): api for api, exe in EXECUTABLES.items()},
+    **{api.value: api for api in Api},
+}
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_batches(text: str) -> list[int]:
+    try:
+        batches = [int(b) for b in _csv(text)]
+    except ValueError:
+        raise BenanzaError(f"--batch: expected comma-separated integers, got {text!r}") from None
+    if not batches or any(b < 1 for b in batches):
+        raise BenanzaError(f"--batch: batches must be >= 1, got {text!r}")
+    return list(dict.fromkeys(batches))
+
+
+def parse_precisions(text: str) -> list[Precision]:
+    valid = [p.value for p in Precision]
+    bad = [p for p in _csv(text) if p not in valid]
+    if bad or not _csv(text):
+        raise BenanzaError(f"--dtype: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(valid)}")
+    return [Precision(p) for p in dict.fromkeys(_csv(text))]
+
+
+def parse_apis(text: str | None) -> list[Api] | None:
+    if text is None:
+        return None
+    bad = [a for a in _csv(text) if a not in API_NAMES]
+    if bad or not _csv(text):
+        choices = ", ".join(exe.removeprefix("bench_") for exe in EXECUTABLES.values())
+        raise BenanzaError(f"--api: unknown {', '.join(bad) or 'empty list'}; choose from {choices}")
+    return [API_NAMES[a] for a in dict.fromkeys(_csv(text))]
+
+
+def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
+    """Every model of ``path`` at every batch; one error line per file that failed."""
+    from benanza.model.onnx_import import load_models
+
+    models: list[Model] = []
+    errors: list[str] = []
+    for batch in batches:
+        loaded, errs = load_models(path, batch=batch)
+        models += loaded
+        errors += errs
+    return models, errors
+
+
+def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
+    """The database's "already measured" predicate for one system (None: skip nothing)."""
+    if db_path is None:
+        return None
+    try:
+        from benanza import db as perfdb
+    except ImportError as exc:
+        raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
+    if not db_path.is_file():
+        raise BenanzaError(f"{db_path}: no such database")
+    database = perfdb.open_db(db_path)
+    ids = [s["id"] for s in perfdb.systems(database)]
+    if system is None:
+        if not ids:
+            return None
+        if len(ids) > 1:
+            raise BenanzaError(f"{db_path}: holds {len(ids)} systems; pick one with --system ({', '.join(ids)})")
+        system = ids[0]
+    elif system not in ids:
+        raise BenanzaError(f"{db_path}: no system {system!r} (known: {', '.join(ids) or 'none'})")
+    return perfdb.measured(database, system)
+
+
+def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
+    """Tables for the terminal: jobs per executable, and dropped candidates by reason."""
+    jobs = Table("executable", "api", "jobs", "benchmarks", title=f"benchmarks in {out}")
+    for exe, spec in manifest.executables.items():
+        count = sum(1 for b in manifest.benchmarks if b["executable"] == exe)
+        jobs.add_row(exe, spec["api"], str(spec["num_jobs"]), str(count))
+    jobs.add_row("total", "", str(len(manifest.jobs)), str(len(manifest.benchmarks)))
+    dropped = Table("reason", "candidates", title="not generated")
+    for reason, count in sorted(p.drop_reasons().items(), key=lambda kv: -kv[1]):
+        dropped.add_row(reason, str(count))
+    return [jobs, dropped]
+
+
+@main.command("generate")
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory of the generated CMake project (created; unchanged files are left alone).")
+@click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
+@click.option("--dtype", default="fp32", show_default=True,
+              help=f"Comma-separated precisions: {', '.join(p.value for p in Precision)}.")
+@click.option("--api", "apis", default=None,
+              help="Comma-separated APIs to generate (e.g. conv_fwd,conv_bias_act); default all.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Performance database: skip benchmarks it already holds for the system.")
+@click.option("--system", default=None, help="System id in --db (default: its only system).")
+@friendly_errors
+def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | None, db_path: Path | None,
+             system: str | None) -> None:
+    """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
+    batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
+    skip = skip_predicate(db_path, system)
+    models, errors = load(model, batches)
+    for line in errors:
+        console.print(f"[yellow]skipped:[/] {line}", highlight=False)
+    p = plan(models, precisions, apis=api_list, skip=skip)
+    if not p.jobs:
+        raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
+                           f"{'; '.join(sorted(p.drop_reasons())) or 'no layers'})")
+    command = shlex.join(["benanza", "generate", str(model), "--out", str(out_dir), "--batch", batch, "--dtype", dtype,
+                          *(["--api", apis] if apis else []), *(["--db", str(db_path)] if db_path else [])])
+    manifest = codegen.generate(p, out_dir, command)
+    for table in summary(p, manifest, out_dir):
+        console.print(table)
+    console.print(f"{len(manifest.written)} files written; build with: "
+                  f"cmake -S {shlex.quote(str(out_dir))} -B {shlex.quote(str(out_dir / 'build'))} -G Ninja && "
+                  f"cmake --build {shlex.quote(str(out_dir / 'build'))}", highlight=False, soft_wrap=True)

@@ -1,0 +1,219 @@
+"""The code generator: a Plan -> a self-contained CMake project of benchmark executables.
+
+Layout of the generated directory::
+
+    CMakeLists.txt      hand-written (templates/CMakeLists.txt), includes benchmarks.cmake
+    benchmarks.cmake    generated: the executables and where to look for cuDNN/cuBLAS
+    csrc/benanza/       copy of the C++ harness
+    src/bench_<api>.cu  one source per API, rendered from library.APIS[api].template
+    manifest.json       what each executable's jobs are, and every benchmark they measure
+
+Templates get only plain dicts whose strings were checked to be hex keys or enum
+spellings, so no text from a model can reach C++.  Files are written only when
+their content changes, so a rebuild after regeneration is incremental.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import site
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from benanza import paths
+from benanza.errors import BenanzaError
+from benanza.library import APIS, PRECISIONS, Precision
+from benanza.plan import Job, Plan
+
+MANIFEST_SCHEMA = 1
+MANIFEST = "manifest.json"
+
+# Strings allowed in a template context: hex keys and C/C++ or benanza enum spellings.
+_SAFE_STR = re.compile(r"[A-Za-z0-9_+.\-]*")
+# Directories baked into benchmarks.cmake as search hints.
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_+.,/@=\-]+")
+
+PRECISION_INDEX: dict[Precision, int] = {p: i for i, p in enumerate(Precision)}
+
+
+@dataclass
+class Manifest:
+    generated_by: str
+    executables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    benchmarks: list[dict[str, Any]] = field(default_factory=list)
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    models: list[dict[str, Any]] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)  # files whose content changed (not serialized)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": MANIFEST_SCHEMA, "generated_by": self.generated_by, "executables": self.executables,
+                "jobs": self.jobs, "benchmarks": self.benchmarks, "layers": self.layers, "models": self.models}
+
+
+# ---------------------------------------------------------------- Jinja
+
+
+def c_comment(text: str) -> str:
+    """Text safe inside a // comment: printable ASCII, no backslash (line splice)."""
+    return re.sub(r"[^ -\[\]-~]", "?", str(text))
+
+
+def c_number(value: Any) -> str:
+    """A Python number as a C++ literal (inf as HUGE_VAL)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    v = float(value)
+    if math.isnan(v):
+        raise ValueError("NaN in a job table")
+    if math.isinf(v):
+        return "HUGE_VAL" if v > 0 else "-HUGE_VAL"
+    return repr(v)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.templates_dir())),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["comment"] = c_comment
+    env.filters["num"] = c_number
+    return env
+
+
+def check_plain(value: Any, where: str = "context") -> None:
+    """Refuse anything but numbers, safe strings, lists and dicts in a template context."""
+    if isinstance(value, bool | int | float) or value is None:
+        return
+    if isinstance(value, str):
+        if not _SAFE_STR.fullmatch(value):
+            raise BenanzaError(f"codegen: refusing unsafe text {value!r} at {where} of a template context")
+        return
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            check_plain(v, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_plain(k, f"{where} key")
+            check_plain(v, f"{where}.{k}")
+        return
+    raise BenanzaError(f"codegen: {type(value).__name__} at {where} is not plain data")
+
+
+def precision_rows() -> list[dict[str, Any]]:
+    """Every precision in Precision order (a job's ``precision`` indexes this list)."""
+    rows = []
+    for p in Precision:
+        spec = PRECISIONS[p]
+        row = dataclasses.asdict(spec)
+        row.update(dtype=p.value, math=spec.math.value, layout=spec.cudnn_layout.removeprefix("CUDNN_TENSOR_"))
+        rows.append(row)
+    return rows
+
+
+def job_row(job: Job) -> dict[str, Any]:
+    return {"key": job.key, "precision": PRECISION_INDEX[job.precision], "fusion": job.fusion.value,
+            **job.fields.row}
+
+
+def render_source(env: jinja2.Environment, jobs: list[Job], command: str) -> str:
+    """One executable's source: its API's template over the jobs' rows."""
+    api = jobs[0].api
+    algorithms = list(dict.fromkeys(a for j in jobs for a in j.fields.algorithms if a != "*"))
+    context = {"api": api.value, "executable": jobs[0].executable, "precisions": precision_rows(),
+               "algorithms": algorithms, "jobs": [job_row(j) for j in jobs]}
+    check_plain(context)
+    return env.get_template(APIS[api].template).render(command=command, **context)
+
+
+def site_dirs() -> list[str]:
+    """site-packages of the running Python, where the nvidia wheels keep cuDNN/cuBLAS."""
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+    return [d for d in dict.fromkeys(dirs) if _SAFE_PATH.fullmatch(d) and Path(d).is_dir()]
+
+
+# ---------------------------------------------------------------- files
+
+
+def _write(path: Path, text: str, manifest: Manifest) -> None:
+    """Write only if the content changed (keeps Ninja's rebuilds incremental)."""
+    if path.exists() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    manifest.written.append(str(path))
+
+
+def _copy_harness(out: Path, manifest: Manifest) -> None:
+    src = paths.csrc_dir() / "benanza"
+    for f in sorted(src.iterdir()):
+        if f.is_file() and f.suffix in (".h", ".cuh", ".cu"):
+            _write(out / "csrc" / "benanza" / f.name, f.read_text(), manifest)
+
+
+def _manifest_entries(plan: Plan, manifest: Manifest) -> None:
+    for job in plan.jobs:
+        manifest.jobs.append({"executable": job.executable, "job": job.index, "layer_key": job.key,
+                              "api": job.api.value, "dtype": job.precision.value, "math": job.math,
+                              "fusion": job.fusion.value, "layout": job.layout, "shapes": job.fields.shapes,
+                              "algorithms": list(job.fields.algorithms)})
+        for b in job.benchmarks():
+            if b.algorithm != "*":
+                manifest.benchmarks.append({**dataclasses.asdict(b), "name": b.name(),
+                                            "executable": job.executable, "job": job.index})
+    seen: set[str] = set()
+    for model in plan.models:
+        for layer in model.layers:
+            if layer.key in seen:
+                continue
+            seen.add(layer.key)
+            manifest.layers.append({
+                "key": layer.key, "op": layer.op, "attrs": layer.attrs,
+                "shapes": {"inputs": [list(t.shape) for t in layer.inputs],
+                           "outputs": [list(t.shape) for t in layer.outputs]},
+                "flops": layer.flops, "macs": layer.macs,
+                "bytes_read": layer.bytes_read, "bytes_written": layer.bytes_written})
+        manifest.models.append({
+            "name": model.name, "path": model.path, "batch": model.batch,
+            "layers": [{"index": layer.index, "name": layer.name, "key": layer.key} for layer in model.layers],
+            "edges": sorted([int(a), int(b)] for a, b in model.graph.edges),
+            "fusions": [{"key": getattr(f, "key", ""), "pattern": f.pattern, "layers": list(f.layers)}
+                        for f in model.fusions]})
+
+
+def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
+    """Write the benchmark project for ``plan`` into ``out_dir``; returns its manifest."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BenanzaError(f"{out}: exists and is not a directory")
+    env = environment()
+    manifest = Manifest(generated_by=command_line)
+    executables = plan.executables()
+    for exe, jobs in executables.items():
+        try:
+            source = render_source(env, jobs, command_line)
+        except jinja2.TemplateNotFound as exc:
+            raise BenanzaError(f"{paths.templates_dir() / exc.name}: template missing for {jobs[0].api.value}") \
+                from None
+        _write(out / "src" / f"{exe}.cu", source, manifest)
+        manifest.executables[exe] = {"api": jobs[0].api.value, "num_jobs": len(jobs), "source": f"src/{exe}.cu"}
+    for stale in (out / "src").glob("bench_*.cu") if (out / "src").is_dir() else ():
+        if stale.stem not in executables:
+            stale.unlink()
+    _copy_harness(out, manifest)
+    _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
+    cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),
+                                                           site_dirs=site_dirs())
+    _write(out / "benchmarks.cmake", cmake, manifest)
+    _manifest_entries(plan, manifest)
+    _write(out / MANIFEST, json.dumps(manifest.to_dict(), indent=1, sort_keys=False) + "\n", manifest)
+    return manifest

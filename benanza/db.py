@@ -1,0 +1,464 @@
+"""The performance database: keyed, immutable measurements in SQLite (via sqlite-utils).
+
+Every measurement belongs to one system and is keyed by ``Result.key()``, so the
+databases of many machines merge by plain keyed union. Writes are one
+``BEGIN IMMEDIATE`` transaction per batch (WAL + busy timeout), so concurrent
+runners serialize instead of corrupting the file. docs/DATABASE.md is the
+user-facing description of this schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from benanza import SCHEMA_VERSION
+from benanza.errors import BenanzaError
+from benanza.library import Status
+from benanza.records import Result
+
+BUSY_TIMEOUT_S = 30.0
+
+# Result.key() fields, in order: with the system id they are the benchmarks' primary key.
+RESULT_KEY = ("layer_key", "api", "algorithm", "dtype", "fusion", "l2")
+# What identifies a manifest job across regenerations of a project (job indices do not).
+JOB_KEY = ("layer_key", "api", "dtype", "fusion", "l2", "algorithms")
+
+# Columns of the systems table that make up its id: exactly the fields that every
+# benchmark executable's "system" line carries, so a run with or without the native
+# extension names the same machine the same way.
+SYSTEM_ID_FIELDS = ("gpu", "sm_count", "cc", "cuda_driver", "cuda_runtime", "cudnn_version", "cublas_version")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS systems (
+    id TEXT PRIMARY KEY,
+    gpu TEXT, sm_count INTEGER, cc TEXT,
+    sm_clock_khz INTEGER, mem_clock_khz INTEGER, memory_bytes INTEGER, bus_width_bits INTEGER,
+    l2_bytes INTEGER, bandwidth_gbs REAL, theoretical_bandwidth_gbs REAL,
+    cuda_driver TEXT, cuda_runtime TEXT, cudnn_version TEXT, cublas_version TEXT,
+    details TEXT, first_seen TEXT
+);
+CREATE TABLE IF NOT EXISTS layers (
+    key TEXT PRIMARY KEY,
+    op TEXT, shapes TEXT, attrs TEXT,
+    flops INTEGER, macs INTEGER, bytes INTEGER
+);
+CREATE TABLE IF NOT EXISTS benchmarks (
+    system_id TEXT NOT NULL REFERENCES systems(id),
+    layer_key TEXT NOT NULL, api TEXT NOT NULL, algorithm TEXT NOT NULL,
+    dtype TEXT NOT NULL, fusion TEXT NOT NULL, l2 TEXT NOT NULL,
+    math TEXT, layout TEXT, status TEXT NOT NULL, message TEXT,
+    median_ms REAL, min_ms REAL, max_ms REAL, stddev_ms REAL, repetitions INTEGER,
+    host_ms REAL, workspace_bytes INTEGER, timing TEXT,
+    max_rel_error REAL, tolerance REAL, heuristic_rank INTEGER, find_rank INTEGER,
+    notes TEXT, schema INTEGER, measured_at TEXT,
+    PRIMARY KEY (system_id, layer_key, api, algorithm, dtype, fusion, l2)
+);
+CREATE INDEX IF NOT EXISTS benchmarks_by_layer ON benchmarks (system_id, layer_key, status, median_ms);
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT NOT NULL, batch INTEGER NOT NULL, path TEXT,
+    PRIMARY KEY (name, batch)
+);
+CREATE TABLE IF NOT EXISTS model_layers (
+    model TEXT NOT NULL, batch INTEGER NOT NULL, idx INTEGER NOT NULL,
+    node_name TEXT, layer_key TEXT NOT NULL,
+    PRIMARY KEY (model, batch, idx)
+);
+CREATE TABLE IF NOT EXISTS model_edges (
+    model TEXT NOT NULL, batch INTEGER NOT NULL, src INTEGER NOT NULL, dst INTEGER NOT NULL,
+    PRIMARY KEY (model, batch, src, dst)
+);
+CREATE TABLE IF NOT EXISTS completed_jobs (
+    system_id TEXT NOT NULL,
+    layer_key TEXT NOT NULL, api TEXT NOT NULL, dtype TEXT NOT NULL, fusion TEXT NOT NULL,
+    l2 TEXT NOT NULL, algorithms TEXT NOT NULL,
+    executable TEXT, status TEXT NOT NULL, message TEXT, results INTEGER, finished_at TEXT,
+    PRIMARY KEY (system_id, layer_key, api, dtype, fusion, l2, algorithms)
+);
+"""
+
+# Every table with its primary key, in the order a merge copies them (parents first).
+TABLES: dict[str, tuple[str, ...]] = {
+    "systems": ("id",),
+    "layers": ("key",),
+    "benchmarks": ("system_id", *RESULT_KEY),
+    "models": ("name", "batch"),
+    "model_layers": ("model", "batch", "idx"),
+    "model_edges": ("model", "batch", "src", "dst"),
+    "completed_jobs": ("system_id", *JOB_KEY),
+}
+
+BENCHMARK_COLUMNS = (
+    "system_id", *RESULT_KEY, "math", "layout", "status", "message", "median_ms", "min_ms", "max_ms",
+    "stddev_ms", "repetitions", "host_ms", "workspace_bytes", "timing", "max_rel_error", "tolerance",
+    "heuristic_rank", "find_rank", "notes", "schema", "measured_at",
+)  # fmt: skip
+
+
+def open_db(path: str | Path) -> Database:
+    """Open (creating if needed) a performance database, ready for concurrent writers.
+
+    ``":memory:"`` gives a private in-memory database (tests, scratch work).
+    """
+    name = str(path)
+    if name != ":memory:":
+        parent = Path(name).parent
+        if not parent.is_dir():
+            raise BenanzaError(f"{name}: directory {parent} does not exist")
+    try:
+        conn = sqlite3.connect(name, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if name != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.isolation_level = ""  # sqlite-utils wants legacy transaction control
+        db = Database(conn)
+        if "meta" in db.table_names() and schema_version(db) != SCHEMA_VERSION:
+            raise BenanzaError(f"{name}: database schema version {schema_version(db)}, "
+                               f"this benanza reads {SCHEMA_VERSION}")
+        with transaction(db):
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                         (str(SCHEMA_VERSION),))
+    except sqlite3.DatabaseError as exc:
+        raise BenanzaError(f"{name}: not a usable SQLite database ({exc})") from exc
+    return db
+
+
+def schema_version(db: Database) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+@contextlib.contextmanager
+def transaction(db: Database) -> Iterator[Database]:
+    """One write transaction that takes the write lock up front (``BEGIN IMMEDIATE``).
+
+    Taking it at BEGIN means the busy timeout applies and no snapshot upgrade can
+    fail half-way, which is what lets two runners share one database file.
+    Nested use joins the outer transaction.
+    """
+    conn = db.conn
+    if conn.in_transaction:
+        yield db
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------- systems
+
+
+def system_id(system: Mapping[str, Any]) -> str:
+    """Stable id of a system: a hash of ``SYSTEM_ID_FIELDS`` (missing ones count as null)."""
+    canon = json.dumps([_text(system.get(f)) for f in SYSTEM_ID_FIELDS], separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+_SYSTEM_COLUMNS = ("gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz", "memory_bytes", "bus_width_bits",
+                   "l2_bytes", "bandwidth_gbs", "theoretical_bandwidth_gbs", "cuda_driver", "cuda_runtime",
+                   "cudnn_version", "cublas_version")
+_SYSTEM_TEXT = frozenset({"cc", "cuda_driver", "cuda_runtime", "cudnn_version", "cublas_version"})
+
+
+def upsert_system(db: Database, system: Mapping[str, Any]) -> str:
+    """Store a system (normalized fields, see ``benanza.system.normalize``) and return its id.
+
+    The row is immutable except that fields still null are filled in (e.g. a later
+    run that measured the bandwidth).
+    """
+    sid = system_id(system)
+    row = {c: (_text(system.get(c)) if c in _SYSTEM_TEXT else system.get(c)) for c in _SYSTEM_COLUMNS}
+    extra = {k: v for k, v in system.items() if k not in _SYSTEM_COLUMNS}
+    cols = ("id", *_SYSTEM_COLUMNS, "details", "first_seen")
+    values = (sid, *row.values(), json.dumps(extra, sort_keys=True, default=str), now())
+    fill = ", ".join(f"{c} = COALESCE(systems.{c}, excluded.{c})" for c in _SYSTEM_COLUMNS)
+    with transaction(db):
+        db.execute(
+            f"INSERT INTO systems ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+            f"ON CONFLICT(id) DO UPDATE SET {fill}",
+            values,
+        )
+    return sid
+
+
+def systems(db: Database) -> list[dict[str, Any]]:
+    return list(db.query("SELECT * FROM systems ORDER BY first_seen, id"))
+
+
+# ---------------------------------------------------------------- benchmarks
+
+
+# Result fields copied as they are: everything between system_id and (notes, schema, measured_at).
+_RESULT_COLUMNS = BENCHMARK_COLUMNS[1:-3]
+assert BENCHMARK_COLUMNS[-3:] == ("notes", "schema", "measured_at")
+
+
+def _benchmark_row(system: str, result: Result, measured_at: str) -> tuple[Any, ...]:
+    notes = json.dumps(result.notes, sort_keys=True, default=str) if result.notes else None
+    return (system, *(getattr(result, c) for c in _RESULT_COLUMNS), notes, result.schema, measured_at)
+
+
+def insert_results(db: Database, system: str, results: Iterable[Result], force: bool = False) -> int:
+    """Insert results in one transaction; returns how many rows were written.
+
+    Measurements are immutable: a result whose key is already stored is ignored,
+    unless ``force`` (then it replaces the stored one).
+    """
+    stamp = now()
+    rows = [_benchmark_row(system, r, stamp) for r in results]
+    verb = "INSERT OR REPLACE" if force else "INSERT OR IGNORE"
+    sql = f"{verb} INTO benchmarks ({', '.join(BENCHMARK_COLUMNS)}) VALUES ({', '.join('?' * len(BENCHMARK_COLUMNS))})"
+    with transaction(db):
+        before = db.conn.total_changes
+        db.conn.executemany(sql, rows)
+        return db.conn.total_changes - before
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """A manifest job's identity (``JOB_KEY``); ``algorithms`` is the canonical JSON list."""
+
+    layer_key: str
+    api: str
+    dtype: str
+    fusion: str
+    l2: str
+    algorithms: str
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any], l2: str) -> JobKey:
+        algos = json.dumps(sorted(str(a) for a in job.get("algorithms", ["*"])), separators=(",", ":"))
+        return cls(str(job["layer_key"]), str(job["api"]), str(job["dtype"]), str(job.get("fusion", "none")),
+                   l2, algos)
+
+
+def record_job(db: Database, system: str, job: JobKey, executable: str, status: str, message: str,
+               results: list[Result], force: bool = False) -> int:
+    """Store one job's results and mark the job done, in ONE transaction (what makes resume exact)."""
+    cols = ("system_id", *JOB_KEY, "executable", "status", "message", "results", "finished_at")
+    verb = "INSERT OR REPLACE" if force else "INSERT OR IGNORE"
+    with transaction(db):
+        written = insert_results(db, system, results, force=force)
+        db.execute(
+            f"{verb} INTO completed_jobs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            (system, *asdict(job).values(), executable, status, message, len(results), now()),
+        )
+    return written
+
+
+def completed_jobs(db: Database, system: str) -> set[JobKey]:
+    rows = db.execute(f"SELECT {', '.join(JOB_KEY)} FROM completed_jobs WHERE system_id = ?", (system,))
+    return {JobKey(*row) for row in rows}
+
+
+def _field(item: Any, name: str, default: Any = None) -> Any:
+    if isinstance(item, Mapping):
+        return item.get(name, default)
+    return getattr(item, name, default)
+
+
+def measured(db: Database, system: str) -> Callable[[Any], bool]:
+    """Predicate for the planner: is this benchmark already in the database for ``system``?
+
+    Matching is exact on the full ``Result.key()`` (a missing ``l2`` means warm, the
+    only default); a benchmark with algorithm ``"*"`` (enumerated at run time) is
+    measured when a job with exactly that identity completed. Any recorded status
+    counts as measured: a crash is not retried unless the user forces it.
+    """
+    keys = {tuple(row) for row in db.execute(f"SELECT {', '.join(RESULT_KEY)} FROM benchmarks WHERE system_id = ?",
+                                             (system,))}
+    jobs = completed_jobs(db, system)
+
+    def is_measured(bench: Any) -> bool:
+        l2 = str(_field(bench, "l2") or "warm")
+        if _field(bench, "algorithm") == "*" or _field(bench, "algorithms") is not None:
+            job = {f: _field(bench, f) for f in ("layer_key", "api", "dtype", "fusion")}
+            job["algorithms"] = _field(bench, "algorithms") or ["*"]
+            return JobKey.of(job, l2) in jobs
+        key = (*(str(_field(bench, f)) for f in RESULT_KEY[:-1]), l2)
+        return key in keys
+
+    return is_measured
+
+
+def best_latency_per_layer(db: Database, system: str, model: str, batch: int, dtype: str | None = None,
+                           l2: str = "warm", fusion: str | None = "none") -> dict[str, dict[str, Any]]:
+    """Fastest ``ok`` benchmark of every layer key of one model, keyed by layer key.
+
+    Layers with no ok benchmark are absent (the analyzer reports them, never as zero).
+    ``dtype``/``fusion`` of None mean "any" for those two columns only; keys are exact.
+    """
+    where = ["b.system_id = :system", "b.status = :ok", "b.l2 = :l2", "b.median_ms IS NOT NULL"]
+    params: dict[str, Any] = {"system": system, "ok": Status.OK.value, "l2": l2, "model": model, "batch": batch}
+    if dtype is not None:
+        where.append("b.dtype = :dtype")
+        params["dtype"] = dtype
+    if fusion is not None:
+        where.append("b.fusion = :fusion")
+        params["fusion"] = fusion
+    # SQLite takes the bare columns of a MIN() aggregate from the row holding the minimum.
+    sql = f"""
+        SELECT b.*, MIN(b.median_ms) AS best_ms FROM benchmarks b
+        WHERE b.layer_key IN (SELECT layer_key FROM model_layers WHERE model = :model AND batch = :batch)
+          AND {" AND ".join(where)}
+        GROUP BY b.layer_key
+    """
+    best = {}
+    for row in db.query(sql, params):
+        row.pop("best_ms")
+        best[row["layer_key"]] = row
+    return best
+
+
+# ---------------------------------------------------------------- layers and models (from manifest.json)
+
+
+def store_manifest_layers(db: Database, layers: Iterable[Mapping[str, Any]]) -> int:
+    """Store the manifest's ``layers`` entries (immutable by key); returns rows added."""
+    rows = []
+    for layer in layers:
+        shapes = layer.get("shapes", {k: layer[k] for k in ("inputs", "outputs") if k in layer})
+        nbytes = layer.get("bytes")
+        if nbytes is None and ("bytes_read" in layer or "bytes_written" in layer):
+            nbytes = int(layer.get("bytes_read") or 0) + int(layer.get("bytes_written") or 0)
+        rows.append((str(layer["key"]), layer.get("op"), json.dumps(shapes, sort_keys=True),
+                     json.dumps(layer.get("attrs", {}), sort_keys=True, default=str),
+                     layer.get("flops"), layer.get("macs"), nbytes))
+    with transaction(db):
+        before = db.conn.total_changes
+        db.conn.executemany("INSERT OR IGNORE INTO layers (key, op, shapes, attrs, flops, macs, bytes) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        return db.conn.total_changes - before
+
+
+def store_manifest_models(db: Database, models: Iterable[Mapping[str, Any]]) -> int:
+    """Store the manifest's ``models`` entries: model, its layers by node index, DAG edges."""
+    added = 0
+    with transaction(db):
+        for model in models:
+            name, batch = str(model["name"]), int(model["batch"])
+            before = db.conn.total_changes
+            db.execute("INSERT OR IGNORE INTO models (name, batch, path) VALUES (?, ?, ?)",
+                       (name, batch, model.get("path")))
+            added += db.conn.total_changes - before
+            db.conn.executemany(
+                "INSERT OR IGNORE INTO model_layers (model, batch, idx, node_name, layer_key) VALUES (?, ?, ?, ?, ?)",
+                [(name, batch, int(layer["index"]), layer.get("name"), str(layer["key"]))
+                 for layer in model.get("layers", [])])
+            db.conn.executemany("INSERT OR IGNORE INTO model_edges (model, batch, src, dst) VALUES (?, ?, ?, ?)",
+                                [(name, batch, int(i), int(j)) for i, j in model.get("edges", [])])
+    return added
+
+
+# ---------------------------------------------------------------- whole-database operations
+
+
+def _columns(db: Database, schema: str, table: str) -> list[str]:
+    return [row[1] for row in db.execute(f"PRAGMA {schema}.table_info({table})")]
+
+
+def _check_source(path: Path) -> None:
+    """A merge input must be a benanza database of this schema; it is only read, never changed."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise BenanzaError(f"{path}: not a benanza performance database ({exc})") from exc
+    if row is None or int(row[0]) != SCHEMA_VERSION:
+        raise BenanzaError(f"{path}: database schema version {row[0] if row else 'missing'}, "
+                           f"this benanza reads {SCHEMA_VERSION}")
+
+
+def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
+    """Keyed union of databases into ``out`` (created if needed); returns rows added per table.
+
+    Rows whose key ``out`` already holds are kept as they are (measurements are
+    immutable), so merging a database into itself, or twice, adds nothing.
+    """
+    db = open_db(out)
+    added = dict.fromkeys(TABLES, 0)
+    for source in inputs:
+        path = Path(source)
+        if not path.is_file():
+            raise BenanzaError(f"{path}: no such database file")
+        _check_source(path)
+        db.execute("ATTACH DATABASE ? AS src", (str(path),))
+        try:
+            with transaction(db):
+                for table in TABLES:
+                    cols = [c for c in _columns(db, "main", table) if c in set(_columns(db, "src", table))]
+                    names = ", ".join(cols)
+                    before = db.conn.total_changes
+                    db.execute(f"INSERT OR IGNORE INTO main.{table} ({names}) SELECT {names} FROM src.{table}")
+                    added[table] += db.conn.total_changes - before
+        finally:
+            db.execute("DETACH DATABASE src")
+    db.close()
+    return added
+
+
+def export_csv(db: Database, out: str | Path) -> int:
+    """Write every benchmark, with its GPU and layer op, as one CSV table; returns rows written."""
+    sql = """SELECT s.gpu, l.op, b.* FROM benchmarks b
+             LEFT JOIN systems s ON s.id = b.system_id LEFT JOIN layers l ON l.key = b.layer_key
+             ORDER BY b.system_id, b.layer_key, b.api, b.algorithm, b.dtype, b.fusion, b.l2"""
+    cursor = db.execute(sql)
+    header = [d[0] for d in cursor.description]
+    count = 0
+    try:
+        with open(out, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            for row in cursor:
+                writer.writerow(row)
+                count += 1
+    except OSError as exc:
+        raise BenanzaError(f"{out}: cannot write CSV ({exc.strerror})") from exc
+    return count
+
+
+def info(db: Database) -> dict[str, Any]:
+    """Counts per table, benchmarks per status, and benchmarks per system (with its GPU)."""
+    tables = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
+    status = dict(db.execute("SELECT status, COUNT(*) FROM benchmarks GROUP BY status ORDER BY status").fetchall())
+    jobs = dict(db.execute("SELECT status, COUNT(*) FROM completed_jobs GROUP BY status ORDER BY status").fetchall())
+    per_system = list(db.query(
+        """SELECT s.id AS system_id, s.gpu, s.cudnn_version, s.cublas_version, COUNT(b.layer_key) AS benchmarks,
+                  SUM(b.status = 'ok') AS ok
+           FROM systems s LEFT JOIN benchmarks b ON b.system_id = s.id GROUP BY s.id ORDER BY s.id"""))
+    return {"schema_version": schema_version(db), "tables": tables, "benchmarks_by_status": status,
+            "jobs_by_status": jobs, "systems": per_system}

@@ -1,0 +1,518 @@
+"""Build a generated benchmark project and run it into the performance database.
+
+Each executable runs as a child process in its own process group and speaks the
+line protocol of ``benanza/records.py``: a "system" line, then per job "start",
+result lines and "end". Whatever a job does — finish, crash, hang, print garbage —
+ends in exactly one ``completed_jobs`` row, written in the same transaction as the
+job's results, so a runner killed at any moment and started again loses nothing
+measured and duplicates nothing. An executable that dies or hangs is restarted
+with the jobs it did not reach.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from benanza import db as perfdb
+from benanza.errors import BenanzaError
+from benanza.library import L2, Status
+from benanza.records import Result
+from benanza.system import merge_system
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = 1
+MAX_LINE_BYTES = 1 << 20  # a longer "line" is garbage, not something to buffer forever
+MESSAGE_CHARS = 240  # how much of a garbage line or of stderr a status message keeps
+
+# Environment variables passed to CMake as -D definitions when set (the generated
+# CMakeLists reads these to find cuDNN, cuBLAS and cudnn-frontend).
+CMAKE_ENV_DEFINES = (
+    "CUDNN_INCLUDE_DIR", "CUDNN_LIBRARY_DIR", "CUBLAS_INCLUDE_DIR", "CUBLAS_LIBRARY_DIR",
+    "CUDNN_FRONTEND_INCLUDE_DIR", "CUDAToolkit_ROOT", "CMAKE_CUDA_COMPILER", "CMAKE_CUDA_ARCHITECTURES",
+)  # fmt: skip
+
+# Job-level statuses: how a job's process ended (its results carry their own status).
+# FAILED: the harness printed an "error" event for the job (then its end, or it exited).
+JOB_STATUSES = (Status.OK, Status.FAILED, Status.CRASHED, Status.TIMEOUT, Status.GARBAGE)
+EVENTS = ("system", "start", "result", "end", "error")
+# Fields of the system line that describe the process, not the machine.
+PROCESS_FIELDS = ("event", "api", "l2", "schema")
+_RESULT_STATUSES = frozenset(s.value for s in Status)
+
+# ---------------------------------------------------------------- build
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def cmake_defines(env: Mapping[str, str] | None = None) -> list[str]:
+    """``-D`` arguments from the environment (``CMAKE_ENV_DEFINES``, plus ``BENANZA_CMAKE_ARGS`` split like a shell)."""
+    env = os.environ if env is None else env
+    args = [f"-D{name}={env[name]}" for name in CMAKE_ENV_DEFINES if env.get(name)]
+    return args + shlex.split(env.get("BENANZA_CMAKE_ARGS", ""))
+
+
+def build(project_dir: str | Path, build_dir: str | Path | None = None, jobs: int | None = None) -> Path:
+    """Configure (once, CMake + Ninja) and build a generated project; returns the build directory."""
+    project = Path(project_dir)
+    lists = project / "CMakeLists.txt"
+    if not lists.is_file():
+        raise BenanzaError(f"{lists}: no such file (not a generated benchmark project)")
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise BenanzaError(f"{lists}: cmake is not on PATH (needed to build the benchmarks)")
+    out = Path(build_dir) if build_dir else project / "build"
+    steps = []
+    if not (out / "build.ninja").is_file():
+        steps.append(("configure", [cmake, "-S", str(project), "-B", str(out), "-G", "Ninja",
+                                    "-DCMAKE_BUILD_TYPE=Release", *cmake_defines()]))
+    steps.append(("build", [cmake, "--build", str(out), *(["-j", str(jobs)] if jobs else [])]))
+    for step, argv in steps:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise BenanzaError(f"{lists}: {step} failed (exit {done.returncode}):\n"
+                               f"{_tail(done.stdout + done.stderr)}")
+    return out
+
+
+# ---------------------------------------------------------------- manifest
+
+
+@dataclass(frozen=True)
+class Job:
+    """One manifest job: an executable's job index plus the identity the database knows it by."""
+
+    executable: str
+    index: int
+    key: perfdb.JobKey
+
+
+def load_manifest(project_dir: str | Path) -> dict[str, Any]:
+    path = Path(project_dir) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise BenanzaError(f"{path}: no such file (not a generated benchmark project)") from exc
+    except (OSError, ValueError) as exc:
+        raise BenanzaError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
+        raise BenanzaError(f"{path}: manifest schema {manifest.get('schema') if isinstance(manifest, dict) else '?'}"
+                           f", this benanza reads {MANIFEST_SCHEMA}")
+    return manifest
+
+
+def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -> dict[str, list[Job]]:
+    """Jobs per executable, in job order."""
+    executables = manifest.get("executables", {})
+    out: dict[str, list[Job]] = {name: [] for name in executables}
+    for n, spec in enumerate(manifest.get("jobs", [])):
+        try:
+            exe, index = str(spec["executable"]), int(spec["job"])
+            key = perfdb.JobKey.of(spec, l2)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BenanzaError(f"{where}: job {n} is malformed (missing or bad {exc})") from exc
+        if exe not in out:
+            raise BenanzaError(f"{where}: job {n} names executable {exe!r}, which 'executables' does not list")
+        out[exe].append(Job(exe, index, key))
+    for jobs in out.values():
+        jobs.sort(key=lambda j: j.index)
+    return out
+
+
+def job_ranges(indices: Iterable[int]) -> str:
+    """``--jobs`` argument: 0,3,5-9 (sorted, consecutive runs collapsed)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for i in sorted(set(indices)):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [i]
+    if run:
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ",".join(parts)
+
+
+# ---------------------------------------------------------------- outcomes
+
+
+@dataclass
+class JobOutcome:
+    job: Job
+    status: str  # a JOB_STATUSES value, or "skipped" (already in the database)
+    message: str = ""
+    results: list[Result] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    """What one run did. Job counts and result (benchmark) counts are kept apart:
+
+    - jobs: jobs in the manifest; skipped: already completed for this system (not run);
+      ran: jobs run to an outcome this time = completed + crashed + timeout + garbage.
+    - completed: jobs whose executable printed their "end" with only valid lines;
+      job_errors: jobs the harness reported an "error" event for (then ended them);
+      crashed / timeout / garbage: jobs whose process died / hung / printed a bad line.
+    - results: result lines stored; ok, not_supported, out_of_memory, failed,
+      check_failed: those results by their own status.
+    - restarts: executable processes started again after a crash or hang.
+    - errors: executables that could not run at all (nothing recorded for their jobs).
+    """
+
+    jobs: int = 0
+    skipped: int = 0
+    ran: int = 0
+    completed: int = 0
+    job_errors: int = 0
+    crashed: int = 0
+    timeout: int = 0
+    garbage: int = 0
+    results: int = 0
+    ok: int = 0
+    not_supported: int = 0
+    out_of_memory: int = 0
+    failed: int = 0
+    check_failed: int = 0
+    restarts: int = 0
+    system_id: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def count(self, outcome: JobOutcome) -> None:
+        if outcome.status == "skipped":
+            self.skipped += 1
+            return
+        self.ran += 1
+        job_field = {Status.OK.value: "completed", Status.FAILED.value: "job_errors", Status.CRASHED.value: "crashed",
+                     Status.TIMEOUT.value: "timeout", Status.GARBAGE.value: "garbage"}[outcome.status]
+        setattr(self, job_field, getattr(self, job_field) + 1)
+        for result in outcome.results:
+            self.results += 1
+            if hasattr(self, result.status) and result.status in _RESULT_STATUSES:
+                setattr(self, result.status, getattr(self, result.status) + 1)
+
+
+Progress = Callable[[JobOutcome, RunSummary], None]
+
+
+# ---------------------------------------------------------------- one child process
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Child:
+    """A benchmark executable in its own process group, read line by line with a deadline."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, start_new_session=True)
+        assert self.proc.stdout is not None
+        self.fd = self.proc.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.fd, selectors.EVENT_READ)
+        self.buffer = b""
+        self.eof = False
+
+    def readline(self, deadline: float) -> bytes | None:
+        """The next line (without newline); None at end of output; _Timeout past the deadline."""
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                line, self.buffer = self.buffer[:newline], self.buffer[newline + 1:]
+                return line
+            if len(self.buffer) > MAX_LINE_BYTES or (self.eof and self.buffer):
+                line, self.buffer = self.buffer, b""
+                return line
+            if self.eof:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Timeout
+            if self.selector.select(left):
+                chunk = os.read(self.fd, 1 << 16)
+                if chunk:
+                    self.buffer += chunk
+                else:
+                    self.eof = True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        self.selector.close()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.stderr.close()
+
+    def exit_text(self) -> str:
+        rc = self.proc.wait()
+        if rc < 0:
+            try:
+                how = f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                how = f"killed by signal {-rc}"
+        else:
+            how = f"exited with code {rc}"
+        self.stderr.seek(0)
+        err = self.stderr.read().decode("utf-8", "replace").strip()
+        return f"{how}; stderr: {err[-MESSAGE_CHARS:]}" if err else how
+
+
+@dataclass
+class _Open:
+    """The job a process is running: its results so far and its first problem."""
+
+    job: Job
+    results: list[Result] = field(default_factory=list)
+    status: str = Status.OK.value
+    message: str = ""
+
+    def problem(self, status: Status, message: str) -> None:
+        if self.status == Status.OK.value:
+            self.status, self.message = status.value, message
+
+
+def _complain(current: _Open | None, stray: list[str], why: str) -> None:
+    """A protocol violation: the open job's status becomes garbage, or the next job's if none is open."""
+    if current is not None:
+        current.problem(Status.GARBAGE, why)
+    else:
+        stray.append(why)
+
+
+def _parse(line: str) -> tuple[str, dict[str, Any]]:
+    """(event, data); event "garbage" with data["why"] for anything not in the protocol."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return "garbage", {"why": f"not JSON: {line[:MESSAGE_CHARS]}"}
+    if not isinstance(data, dict) or data.get("event") not in EVENTS:
+        return "garbage", {"why": f"unknown line: {line[:MESSAGE_CHARS]}"}
+    return str(data["event"]), data
+
+
+# ---------------------------------------------------------------- the runner
+
+
+class _ExecutableFailed(Exception):
+    pass
+
+
+class Runner:
+    """Runs one generated project's executables into one database (see ``run``)."""
+
+    def __init__(self, db: Database, build_dir: Path, timeout_s: float, force: bool, l2: str,
+                 system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
+                 max_reps: int | None) -> None:
+        self.db, self.build_dir, self.timeout_s, self.force, self.l2 = db, build_dir, timeout_s, force, l2
+        self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
+        self.fixed_system = system_id is not None
+        self.summary = RunSummary(system_id=system_id)
+
+    def _emit(self, outcome: JobOutcome) -> None:
+        self.summary.count(outcome)
+        if self.progress:
+            self.progress(outcome, self.summary)
+
+    def _finish(self, open_job: _Open, status: str | None = None, message: str = "") -> None:
+        assert self.system_id is not None
+        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results)
+        perfdb.record_job(self.db, self.system_id, open_job.job.key, open_job.job.executable, outcome.status,
+                          outcome.message, outcome.results, force=self.force)
+        self._emit(outcome)
+
+    def _skip_completed(self, todo: list[Job], finished: set[int]) -> list[Job]:
+        if self.system_id is None or self.force:
+            return todo
+        done = perfdb.completed_jobs(self.db, self.system_id)
+        for job in todo:
+            if job.key in done:
+                finished.add(job.index)
+                self._emit(JobOutcome(job, "skipped"))
+        return [j for j in todo if j.key not in done]
+
+    def run_executable(self, name: str, jobs: list[Job]) -> None:
+        path = self.build_dir / name
+        finished: set[int] = set()
+        abnormal = False
+        while True:
+            todo = self._skip_completed([j for j in jobs if j.index not in finished], finished)
+            if not todo:
+                return
+            self.summary.restarts += abnormal
+            abnormal = self._run_process(path, todo, finished)
+
+    def _on_system(self, data: dict[str, Any], todo: list[Job]) -> bool:
+        """Learn the system from a "system" line; True when the process must restart (jobs already done)."""
+        if self.fixed_system:
+            return False
+        merged = merge_system(self.system, {k: v for k, v in data.items() if k not in PROCESS_FIELDS})
+        sid = perfdb.system_id(merged)
+        if sid != self.system_id:
+            self.system_id = self.summary.system_id = perfdb.upsert_system(self.db, merged)
+            done = perfdb.completed_jobs(self.db, sid)
+            return not self.force and any(j.key in done for j in todo)
+        return False
+
+    def _run_process(self, path: Path, todo: list[Job], finished: set[int]) -> bool:
+        """Run one process over ``todo``; True when it ended abnormally (crash, hang, early exit)."""
+        by_index = {j.index: j for j in todo}
+        argv = [str(path), "--jobs", job_ranges(by_index), "--l2", self.l2]
+        if self.max_reps:
+            argv += ["--max-reps", str(self.max_reps)]
+        try:
+            child = _Child(argv, self.build_dir)
+        except OSError as exc:
+            raise _ExecutableFailed(f"{path}: cannot start ({exc.strerror})") from exc
+        current: _Open | None = None
+        stray: list[str] = []  # garbage printed outside any job: charged to the next job
+        errors: list[str] = []  # "error" events outside any job (e.g. no usable CUDA device)
+        started = False
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while True:
+                try:
+                    raw = child.readline(deadline)
+                except _Timeout:
+                    child.kill()
+                    if current is None and not started:
+                        raise _ExecutableFailed(f"{path.name}: printed no job start within {self.timeout_s:g} s") \
+                            from None
+                    if current is None:
+                        # hung between jobs or on the way out: no job to blame, and this process
+                        # finished at least one job, so a restart with the rest makes progress
+                        return any(j.index not in finished for j in todo)
+                    finished.add(current.job.index)
+                    self._finish(current, Status.TIMEOUT.value,
+                                 f"no end of job {current.job.index} within {self.timeout_s:g} s")
+                    return True
+                if raw is None:
+                    text = child.exit_text()
+                    if current is not None:
+                        finished.add(current.job.index)
+                        said = f" after: {current.message}" if current.message else ""
+                        self._finish(current, Status.CRASHED.value, f"job {current.job.index}: {text}{said}")
+                    elif not started:
+                        said = f" ({'; '.join(errors)})" if errors else ""
+                        raise _ExecutableFailed(f"{path.name}: {text} before starting a job{said}")
+                    return any(j.index not in finished for j in todo)
+                line = raw.decode("utf-8", "replace").strip()
+                if not line:
+                    continue
+                event, data = _parse(line)
+                if event == "error":
+                    message = str(data.get("message", ""))[:MESSAGE_CHARS]
+                    if current is not None and data.get("job", current.job.index) == current.job.index:
+                        current.problem(Status.FAILED, message)
+                    else:
+                        errors.append(message)
+                    continue
+                if event == "system":
+                    if self._on_system(data, todo):
+                        return False  # some of its jobs are already measured: start again without them
+                    continue
+                if self.system_id is None:
+                    raise _ExecutableFailed(f"{path.name}: printed {line[:80]!r} before its system line")
+                if event == "start":
+                    index = data.get("job")
+                    if current is not None or index not in by_index or index in finished:
+                        _complain(current, stray, f"unexpected start of job {index}")
+                        continue
+                    current, started = _Open(by_index[index]), True
+                    for why in stray:
+                        current.problem(Status.GARBAGE, why)
+                    stray.clear()
+                    deadline = time.monotonic() + self.timeout_s
+                elif event == "result":
+                    why = self._add_result(current, data) if current else "result line outside a job"
+                    if why:
+                        _complain(current, stray, why)
+                elif event == "end":
+                    if current is None or data.get("job") != current.job.index:
+                        _complain(current, stray, f"unexpected end of job {data.get('job')}")
+                        continue
+                    finished.add(current.job.index)
+                    self._finish(current)
+                    current = None
+                    deadline = time.monotonic() + self.timeout_s
+                else:  # garbage
+                    _complain(current, stray, data["why"])
+        finally:
+            child.close()
+
+    @staticmethod
+    def _add_result(current: _Open, data: dict[str, Any]) -> str:
+        """Append a result line to the open job; returns why it is garbage, or ""."""
+        if data.get("job", current.job.index) != current.job.index:
+            return f"result of job {data.get('job')} inside job {current.job.index}"
+        try:
+            result = Result.from_dict(data)
+        except TypeError as exc:
+            return f"bad result line ({exc})"
+        key = current.job.key
+        if result.status not in _RESULT_STATUSES:
+            return f"unknown status {result.status!r}"
+        if (result.layer_key, result.api) != (key.layer_key, key.api):
+            return f"result for {result.layer_key}/{result.api} inside job {current.job.index}"
+        current.results.append(result)
+        return ""
+
+
+def run(project_dir: str | Path, db: Database, system_id: str | None = None, timeout_s: float = 120.0,
+        force: bool = False, l2: str = L2.WARM.value, progress: Progress | None = None,
+        build_dir: str | Path | None = None, system: Mapping[str, Any] | None = None,
+        max_reps: int | None = None) -> RunSummary:
+    """Run every pending job of a built project into ``db``; returns what happened.
+
+    ``system_id`` None: the system is what each executable's "system" line says,
+    merged with ``system`` (e.g. ``benanza.system.fingerprint()``), and stored in
+    ``systems``. Jobs already in ``completed_jobs`` for that system are skipped unless
+    ``force`` (which re-runs them and replaces their rows).
+    """
+    project = Path(project_dir)
+    manifest = load_manifest(project)
+    if l2 not in {x.value for x in L2}:
+        raise BenanzaError(f"--l2 must be one of {', '.join(x.value for x in L2)}, not {l2!r}")
+    jobs = manifest_jobs(manifest, l2, str(project / MANIFEST))
+    out = Path(build_dir) if build_dir else project / "build"
+    missing = [name for name, todo in jobs.items() if todo and not os.access(out / name, os.X_OK)]
+    if missing:
+        raise BenanzaError(f"{out}: no executable {', '.join(missing)} (build the project first)")
+    if manifest.get("layers"):
+        perfdb.store_manifest_layers(db, manifest["layers"])
+    if manifest.get("models"):
+        perfdb.store_manifest_models(db, manifest["models"])
+    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps)
+    runner.summary.jobs = sum(len(j) for j in jobs.values())
+    for name, todo in jobs.items():
+        try:
+            runner.run_executable(name, todo)
+        except _ExecutableFailed as exc:
+            runner.summary.errors.append(str(exc))
+    return runner.summary

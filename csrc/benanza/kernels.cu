@@ -1,0 +1,216 @@
+// benanza harness: device helpers (see kernels.h).  Built once per generated
+// project as the static library benanza_kernels.
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "benanza/kernels.h"
+
+namespace bz {
+namespace {
+
+constexpr int kThreads = 256;
+
+inline unsigned blocks_for(size_t count) {
+  size_t b = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
+}
+
+__device__ inline float load(const float* p, size_t i) { return p[i]; }
+__device__ inline float load(const __half* p, size_t i) { return __half2float(p[i]); }
+__device__ inline float load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
+__device__ inline void store(float* p, size_t i, float v) { p[i] = v; }
+__device__ inline void store(__half* p, size_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ inline void store(__nv_bfloat16* p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+__device__ inline uint64_t mix(uint64_t z) {  // splitmix64 finalizer
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <class T>
+__global__ void fill_kernel(T* data, size_t count, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t bits = mix(seed * 0x100000001b3ull ^ mix(i));
+    float u = (float((bits >> 40) & 0xffffff) + 0.5f) * (2.0f / 16777216.0f) - 1.0f;  // (-1, 1), never 0
+    store(data, i, u);
+  }
+}
+
+template <class T>
+__global__ void conv_kernel(ConvShape s, const T* x, const T* w, float* ref) {
+  size_t total = size_t(s.n) * s.k * s.p * s.q;
+  int cg = s.c / s.groups, kg = s.k / s.groups;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, k, p, q;
+    if (s.nhwc) {  // index order n, p, q, k
+      k = int(i % s.k); size_t t = i / s.k; q = int(t % s.q); t /= s.q; p = int(t % s.p); n = int(t / s.p);
+    } else {  // n, k, p, q
+      q = int(i % s.q); size_t t = i / s.q; p = int(t % s.p); t /= s.p; k = int(t % s.k); n = int(t / s.k);
+    }
+    int g = k / kg;
+    float acc = 0.f;
+    for (int r = 0; r < s.r; ++r) {
+      int h = p * s.stride_h - s.pad_h + r * s.dil_h;
+      if (h < 0 || h >= s.h) continue;
+      for (int t = 0; t < s.s; ++t) {
+        int wi = q * s.stride_w - s.pad_w + t * s.dil_w;
+        if (wi < 0 || wi >= s.w) continue;
+        for (int c = 0; c < cg; ++c) {
+          int cin = g * cg + c;
+          size_t xi = s.nhwc ? ((size_t(n) * s.h + h) * s.w + wi) * s.c + cin
+                             : ((size_t(n) * s.c + cin) * s.h + h) * s.w + wi;
+          size_t fi = s.nhwc ? ((size_t(k) * s.r + r) * s.s + t) * cg + c
+                             : ((size_t(k) * cg + c) * s.r + r) * s.s + t;
+          acc += load(x, xi) * load(w, fi);
+        }
+      }
+    }
+    ref[i] = acc;
+  }
+}
+
+__device__ inline float activate(float v, int act, float coef) {
+  switch (act) {
+    case CUDNN_ACTIVATION_SIGMOID: return 1.f / (1.f + expf(-v));
+    case CUDNN_ACTIVATION_RELU: return v > 0.f ? v : 0.f;
+    case CUDNN_ACTIVATION_TANH: return tanhf(v);
+    case CUDNN_ACTIVATION_CLIPPED_RELU: return fminf(v > 0.f ? v : 0.f, coef);
+    case CUDNN_ACTIVATION_ELU: return v > 0.f ? v : coef * (expf(v) - 1.f);
+    case CUDNN_ACTIVATION_SWISH: return v / (1.f + expf(-coef * v));
+    default: return v;  // CUDNN_ACTIVATION_IDENTITY
+  }
+}
+
+template <class T>
+__global__ void bias_act_kernel(ConvShape s, float* ref, const T* z, const T* bias, float alpha1, float alpha2,
+                                int act, float coef) {
+  size_t total = size_t(s.n) * s.k * s.p * s.q;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int k = s.nhwc ? int(i % s.k) : int((i / (size_t(s.p) * s.q)) % s.k);
+    float v = alpha1 * ref[i] + (bias ? load(bias, k) : 0.f);
+    if (z && alpha2 != 0.f) v += alpha2 * load(z, i);
+    ref[i] = activate(v, act, coef);
+  }
+}
+
+__global__ void activation_kernel(float* data, size_t count, int act, float coef) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    data[i] = activate(data[i], act, coef);
+}
+
+template <class T>
+__global__ void to_float_kernel(const T* src, float* dst, size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = load(src, i);
+}
+
+// out[0] = max |a - ref| bits, out[1] = max |ref| bits (non-negative floats order like unsigned ints).
+template <class T>
+__global__ void compare_kernel(const T* a, const float* ref, size_t count, unsigned* out) {
+  float diff = 0.f, mag = 0.f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    float v = load(a, i), r = ref[i];
+    float d = fabsf(v - r);
+    diff = isfinite(v) ? fmaxf(diff, d) : INFINITY;
+    mag = fmaxf(mag, fabsf(r));
+  }
+  __shared__ float sd[kThreads], sm[kThreads];
+  sd[threadIdx.x] = diff;
+  sm[threadIdx.x] = mag;
+  __syncthreads();
+  for (int off = blockDim.x / 2; off > 0; off /= 2) {
+    if (threadIdx.x < off) {
+      sd[threadIdx.x] = fmaxf(sd[threadIdx.x], sd[threadIdx.x + off]);
+      sm[threadIdx.x] = fmaxf(sm[threadIdx.x], sm[threadIdx.x + off]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicMax(&out[0], __float_as_uint(sd[0]));
+    atomicMax(&out[1], __float_as_uint(sm[0]));
+  }
+}
+
+// Call f with the typed pointer type matching dtype (the one place that switches on it).
+template <class F>
+void dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F32: f(static_cast<float*>(nullptr)); break;
+    case DType::F16: f(static_cast<__half*>(nullptr)); break;
+    case DType::BF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
+  }
+}
+
+void check_launch() { BZ_CHECK_CUDA(cudaGetLastError()); }
+
+}  // namespace
+
+void fill_uniform(void* data, size_t count, DType dtype, uint64_t seed, cudaStream_t stream) {
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    fill_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(data), count, seed);
+  });
+  check_launch();
+}
+
+void conv_reference(const ConvShape& shape, const void* x, const void* w, DType dtype, float* ref,
+                    cudaStream_t stream) {
+  size_t total = size_t(shape.n) * shape.k * shape.p * shape.q;
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    conv_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(shape, static_cast<const T*>(x),
+                                                                static_cast<const T*>(w), ref);
+  });
+  check_launch();
+}
+
+void bias_act_reference(const ConvShape& shape, float* ref, DType dtype, const void* z, const void* bias,
+                        float alpha1, float alpha2, int act, double coef, cudaStream_t stream) {
+  size_t total = size_t(shape.n) * shape.k * shape.p * shape.q;
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bias_act_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
+        shape, ref, static_cast<const T*>(z), static_cast<const T*>(bias), alpha1, alpha2, act, float(coef));
+  });
+  check_launch();
+}
+
+void activation_reference(float* data, size_t count, int act, double coef, cudaStream_t stream) {
+  activation_kernel<<<blocks_for(count), kThreads, 0, stream>>>(data, count, act, float(coef));
+  check_launch();
+}
+
+void to_float(const void* src, DType dtype, float* dst, size_t count, cudaStream_t stream) {
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    to_float_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const T*>(src), dst, count);
+  });
+  check_launch();
+}
+
+double max_rel_error(const void* out, DType dtype, const float* ref, size_t count, cudaStream_t stream) {
+  unsigned* d = nullptr;
+  BZ_CHECK_CUDA(cudaMallocAsync(&d, 2 * sizeof(unsigned), stream));
+  BZ_CHECK_CUDA(cudaMemsetAsync(d, 0, 2 * sizeof(unsigned), stream));
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    compare_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const T*>(out), ref, count, d);
+  });
+  check_launch();
+  unsigned h[2];
+  BZ_CHECK_CUDA(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, stream));
+  BZ_CHECK_CUDA(cudaFreeAsync(d, stream));
+  BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+  float diff, mag;
+  std::memcpy(&diff, &h[0], sizeof diff);
+  std::memcpy(&mag, &h[1], sizeof mag);
+  if (!std::isfinite(diff)) return INFINITY;
+  return mag > 0.f ? double(diff) / mag : (diff > 0.f ? INFINITY : 0.0);
+}
+
+}  // namespace bz

@@ -1,0 +1,56 @@
+// benanza harness: device helpers shared by every benchmark.
+//
+// They live in one translation unit (kernels.cu, built once as the static library
+// benanza_kernels) so that their device code compiles once per project, not once
+// per benchmark executable.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "benanza/common.h"
+
+namespace bz {
+
+// Uniform values in [-1, 1) from a counter-based hash of (seed, index): never zero,
+// reproducible, independent of launch geometry.
+void fill_uniform(void* data, size_t count, DType dtype, uint64_t seed, cudaStream_t stream);
+
+// Shape of a 2-D convolution, with output size.  Layout NCHW (filters KCRS) or
+// NHWC (filters KRSC), the cuDNN tensor formats; `c` is the input channel count,
+// a filter holds c / groups channels.
+struct ConvShape {
+  int n, c, h, w;
+  int k, r, s;
+  int pad_h, pad_w;  // begin pads (the reference also honours asymmetric ends: outputs are given)
+  int stride_h, stride_w;
+  int dil_h, dil_w;
+  int groups;
+  int p, q;  // output height, width
+  bool nhwc;
+};
+
+// Naive direct convolution in fp32 from inputs of the given storage type:
+// ref[n,k,p,q] = sum_{c,r,s} x * w, written in the output layout of `shape`.
+void conv_reference(const ConvShape& shape, const void* x, const void* w, DType dtype, float* ref,
+                    cudaStream_t stream);
+
+// In place on the reference: ref = act(alpha1 * ref + alpha2 * z + bias[k]).  `z` (may be
+// null when alpha2 == 0) has the output's storage type and layout; `bias` holds k values
+// of the storage type.  `act` is a cudnnActivationMode_t value, `coef` its coefficient.
+void bias_act_reference(const ConvShape& shape, float* ref, DType dtype, const void* z, const void* bias,
+                        float alpha1, float alpha2, int act, double coef, cudaStream_t stream);
+
+// Elementwise activation on an fp32 buffer (a cudnnActivationMode_t value).
+void activation_reference(float* data, size_t count, int act, double coef, cudaStream_t stream);
+
+// Convert `count` values of `dtype` to fp32 (for references built from stored inputs).
+void to_float(const void* src, DType dtype, float* dst, size_t count, cudaStream_t stream);
+
+// max |out - ref| / max |ref| over `count` values; +inf when `out` holds NaN or Inf.
+// Synchronizes the stream.
+double max_rel_error(const void* out, DType dtype, const float* ref, size_t count, cudaStream_t stream);
+
+}  // namespace bz

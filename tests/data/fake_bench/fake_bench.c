@@ -1,0 +1,169 @@
+/* A real benchmark executable for the runner's tests: it speaks the stdout protocol
+ * of benanza/records.py (system line; per job start, result lines, end), and each
+ * job behaves as its plan file says: $FAKE_BENCH_PLAN/<executable name>.plan, lines of
+ *
+ *   <job> <behaviour> <layer_key> <api> <dtype> <math> <fusion> <n_algorithms>
+ *
+ * behaviours: ok, mixed (ok and not_supported results), slow (ok after 150 ms),
+ * segv (raises SIGSEGV mid-job), hang (sleeps forever mid-job), exit (exit 3
+ * mid-job), garbage (a non-JSON line inside the job), badevent (an unknown event),
+ * skip (silently never runs the job), endhang (ok, then sleeps forever after its end),
+ * error (an "error" event, then its end), sticky (an "error" event, then exit 3, as the
+ * real harness does when the CUDA context is lost).  $FAKE_BENCH_GPU renames the GPU,
+ * so that tests can play two systems; $FAKE_BENCH_NO_DEVICE makes it fail at start-up
+ * the way the real harness does without a GPU.
+ *
+ * usage: bench_x [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N]
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_JOBS 4096
+
+struct job {
+  int defined;
+  char behaviour[32], layer_key[64], api[96], dtype[16], math[32], fusion[32];
+  int n_algorithms;
+};
+
+static struct job plan[MAX_JOBS];
+static int wanted[MAX_JOBS];
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static int read_plan(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  struct job j;
+  int index;
+  while (fscanf(f, "%d %31s %63s %95s %15s %31s %31s %d", &index, j.behaviour, j.layer_key, j.api, j.dtype, j.math,
+                j.fusion, &j.n_algorithms) == 8) {
+    if (index < 0 || index >= MAX_JOBS) {
+      fclose(f);
+      return -1;
+    }
+    j.defined = 1;
+    plan[index] = j;
+  }
+  fclose(f);
+  return 0;
+}
+
+static int parse_jobs(const char* spec) {
+  char* copy = strdup(spec);
+  for (char* part = strtok(copy, ","); part; part = strtok(NULL, ",")) {
+    int lo, hi;
+    if (sscanf(part, "%d-%d", &lo, &hi) == 2) {
+    } else if (sscanf(part, "%d", &lo) == 1) {
+      hi = lo;
+    } else {
+      free(copy);
+      return -1;
+    }
+    for (int i = lo; i <= hi && i < MAX_JOBS; ++i)
+      if (i >= 0) wanted[i] = 1;
+  }
+  free(copy);
+  return 0;
+}
+
+static void result(int index, const struct job* j, int algo, const char* status, const char* l2) {
+  double ms = 0.01 * (index + 1) * (algo + 1);
+  int ok = strcmp(status, "ok") == 0;
+  printf("{\"event\":\"result\",\"job\":%d,\"layer_key\":\"%s\",\"api\":\"%s\",\"algorithm\":\"algo%d\","
+         "\"dtype\":\"%s\",\"math\":\"%s\",\"fusion\":\"%s\",\"status\":\"%s\",\"l2\":\"%s\","
+         "\"repetitions\":%d,\"timing\":\"stream\",\"workspace_bytes\":%d,\"fake_knob\":%d",
+         index, j->layer_key, j->api, algo, j->dtype, j->math, j->fusion, status, l2, ok ? 100 : 0, algo * 1024,
+         algo);
+  if (ok) printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"max_ms\":%.6f,\"stddev_ms\":%.6f", ms, ms * 0.9, ms * 1.2,
+                 ms * 0.01);
+  printf("}\n");
+  fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  const char* jobs = NULL;
+  const char* l2 = "warm";
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
+      jobs = argv[++i];
+    } else if (strcmp(argv[i], "--l2") == 0 && i + 1 < argc) {
+      l2 = argv[++i];
+    } else if (strcmp(argv[i], "--max-reps") == 0 && i + 1 < argc) {
+      ++i;
+    } else {
+      fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]);
+      return 2;
+    }
+  }
+  const char* plan_dir = getenv("FAKE_BENCH_PLAN");
+  const char* name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+  char plan_path[4096];
+  snprintf(plan_path, sizeof plan_path, "%s/%s.plan", plan_dir ? plan_dir : ".", name);
+  if (read_plan(plan_path) != 0) {
+    fprintf(stderr, "%s: cannot read the plan file %s\n", argv[0], plan_path);
+    return 2;
+  }
+  if (jobs) {
+    if (parse_jobs(jobs) != 0) {
+      fprintf(stderr, "%s: bad --jobs %s\n", argv[0], jobs);
+      return 2;
+    }
+  } else {
+    for (int i = 0; i < MAX_JOBS; ++i) wanted[i] = plan[i].defined;
+  }
+  if (getenv("FAKE_BENCH_NO_DEVICE")) {
+    printf("{\"event\":\"error\",\"message\":\"no usable CUDA device: cudaErrorNoDevice\"}\n");
+    return 2;
+  }
+  const char* gpu = getenv("FAKE_BENCH_GPU");
+  printf("{\"event\":\"system\",\"gpu\":\"%s\",\"sm_count\":4,\"cc\":\"0.0\",\"cuda_runtime\":13000,"
+         "\"cuda_driver\":13000,\"cudnn_version\":91900,\"cublas_version\":130100,\"fake\":true}\n",
+         gpu ? gpu : "Fake GPU");
+  fflush(stdout);
+
+  for (int i = 0; i < MAX_JOBS; ++i) {
+    if (!wanted[i] || !plan[i].defined) continue;
+    const struct job* j = &plan[i];
+    const char* b = j->behaviour;
+    if (strcmp(b, "skip") == 0) continue;
+    printf("{\"event\":\"start\",\"job\":%d}\n", i);
+    fflush(stdout);
+    if (strcmp(b, "slow") == 0) sleep_ms(150);
+    if (strcmp(b, "garbage") == 0) {
+      printf("### cuDNN says hello, this is not JSON\n");
+      fflush(stdout);
+    }
+    if (strcmp(b, "badevent") == 0) {
+      printf("{\"event\":\"bogus\",\"job\":%d}\n", i);
+      fflush(stdout);
+    }
+    for (int a = 0; a < j->n_algorithms; ++a) {
+      const char* status = (strcmp(b, "mixed") == 0 && a % 2 == 1) ? "not_supported" : "ok";
+      result(i, j, a, status, l2);
+      if (a == 0 && strcmp(b, "segv") == 0) raise(SIGSEGV);
+      if (a == 0 && strcmp(b, "hang") == 0) sleep_ms(3600 * 1000L);
+      if (a == 0 && (strcmp(b, "error") == 0 || strcmp(b, "sticky") == 0)) {
+        printf("{\"event\":\"error\",\"job\":%d,\"message\":\"CUDA context lost: cudaErrorIllegalAddress\"}\n", i);
+        fflush(stdout);
+        if (strcmp(b, "sticky") == 0) exit(3);
+      }
+      if (a == 0 && strcmp(b, "exit") == 0) {
+        fprintf(stderr, "fake failure in job %d\n", i);
+        exit(3);
+      }
+    }
+    printf("{\"event\":\"end\",\"job\":%d}\n", i);
+    fflush(stdout);
+    if (strcmp(b, "endhang") == 0) sleep_ms(3600 * 1000L);
+  }
+  return 0;
+}

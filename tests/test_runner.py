@@ -1,0 +1,356 @@
+"""The runner against a REAL benchmark executable (tests/data/fake_bench/fake_bench.c, built
+with CMake + Ninja by benanza.runner.build) that speaks the stdout protocol and crashes,
+hangs or prints garbage on the jobs its plan file says."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benanza import db as perfdb
+from benanza import runner, system
+from benanza.cli import main
+from benanza.errors import BenanzaError
+from benanza.library import Status
+
+DATA = Path(__file__).parent / "data" / "fake_bench"
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 1.0
+
+pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")),
+                                reason="needs cmake, ninja and a C compiler")
+
+
+@pytest.fixture(scope="module")
+def fake_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake project built once with the runner's own build()."""
+    project = tmp_path_factory.mktemp("fake_src")
+    shutil.copytree(DATA, project, dirs_exist_ok=True)
+    out = runner.build(project, project / "build")
+    assert (out / "bench_fake").is_file() and (out / "bench_other").is_file()
+    return out
+
+
+def make_project(tmp: Path, plans: dict[str, list[str]], n_algorithms: int = 2) -> Path:
+    """manifest.json + one plan file per executable; the plan dir is $FAKE_BENCH_PLAN."""
+    project = tmp / "project"
+    project.mkdir()
+    jobs = []
+    for exe, behaviours in plans.items():
+        lines = []
+        for i, behaviour in enumerate(behaviours):
+            key = f"{exe}-layer{i:03d}"
+            lines.append(f"{i} {behaviour} {key} cudnnConvolutionForward fp32 fma none {n_algorithms}")
+            jobs.append({"executable": exe, "job": i, "layer_key": key, "api": "cudnnConvolutionForward",
+                         "dtype": "fp32", "math": "fma", "fusion": "none", "layout": "NCHW",
+                         "shapes": {"x": [1, 3, 8, 8]}, "algorithms": ["*"]})
+        (project / f"{exe}.plan").write_text("\n".join(lines) + "\n")
+    manifest = {"schema": 1, "generated_by": "tests/test_runner.py",
+                "executables": {exe: {"api": "cudnnConvolutionForward", "num_jobs": len(b)}
+                                for exe, b in plans.items()},
+                "jobs": jobs, "benchmarks": [],
+                "layers": [{"key": j["layer_key"], "op": "Conv", "shapes": j["shapes"], "attrs": {"pads": [0, 0, 0, 0]},
+                            "flops": 100, "macs": 50, "bytes": 64} for j in jobs]}
+    (project / "manifest.json").write_text(json.dumps(manifest))
+    return project
+
+
+@pytest.fixture
+def plan_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("FAKE_BENCH_PLAN", str(tmp_path / "project"))
+    return tmp_path
+
+
+def job_statuses(db) -> dict[str, str]:
+    return {r["layer_key"]: r["status"] for r in db.query("SELECT layer_key, status FROM completed_jobs")}
+
+
+def test_every_outcome_is_recorded_once(fake_build: Path, plan_env: Path) -> None:
+    plans = {"bench_fake": ["ok", "mixed", "segv", "ok", "hang", "garbage", "badevent", "exit", "ok"],
+             "bench_other": ["ok", "ok"]}
+    project = make_project(plan_env, plans)
+    db = perfdb.open_db(plan_env / "perf.db")
+    seen = []
+    started = time.monotonic()
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                         progress=lambda outcome, s: seen.append(outcome.status))
+    assert time.monotonic() - started < 10
+
+    assert summary.errors == []
+    assert (summary.jobs, summary.ran, summary.skipped) == (11, 11, 0)
+    assert (summary.completed, summary.crashed, summary.timeout, summary.garbage) == (6, 2, 1, 2)
+    assert summary.restarts == 3  # after the segfault, the hang and the exit
+    assert len(seen) == 11
+
+    statuses = job_statuses(db)
+    assert statuses == {
+        "bench_fake-layer000": "ok", "bench_fake-layer001": "ok", "bench_fake-layer002": "crashed",
+        "bench_fake-layer003": "ok", "bench_fake-layer004": "timeout", "bench_fake-layer005": "garbage",
+        "bench_fake-layer006": "garbage", "bench_fake-layer007": "crashed", "bench_fake-layer008": "ok",
+        "bench_other-layer000": "ok", "bench_other-layer001": "ok",
+    }
+    messages = {r["layer_key"]: r["message"] for r in db.query("SELECT layer_key, message FROM completed_jobs")}
+    assert "SIGSEGV" in messages["bench_fake-layer002"]
+    assert "within 1 s" in messages["bench_fake-layer004"]
+    assert "not JSON" in messages["bench_fake-layer005"] and "cuDNN says hello" in messages["bench_fake-layer005"]
+    assert "bogus" in messages["bench_fake-layer006"]
+    assert "exited with code 3" in messages["bench_fake-layer007"] and "fake failure" in messages["bench_fake-layer007"]
+
+    # results printed before a crash or hang are kept; the mixed job has one not_supported
+    per_layer = dict(db.execute("SELECT layer_key, COUNT(*) FROM benchmarks GROUP BY layer_key").fetchall())
+    assert per_layer["bench_fake-layer002"] == 1 and per_layer["bench_fake-layer004"] == 1
+    assert per_layer["bench_fake-layer003"] == 2 and per_layer["bench_fake-layer005"] == 2
+    assert summary.results == sum(per_layer.values()) == 19
+    assert summary.not_supported == 1 and summary.ok == 18
+
+    row = next(db.query("SELECT * FROM benchmarks WHERE layer_key = 'bench_fake-layer001' AND algorithm = 'algo0'"))
+    assert row["median_ms"] == pytest.approx(0.02) and row["system_id"] == summary.system_id
+    assert json.loads(row["notes"]) == {"fake_knob": 0}
+    system = perfdb.systems(db)
+    assert [s["gpu"] for s in system] == ["Fake GPU"] and system[0]["cudnn_version"] == "9.19.0"
+    assert db["layers"].count == 11
+
+
+def test_rerun_skips_completed_and_force_reruns(fake_build: Path, plan_env: Path) -> None:
+    project = make_project(plan_env, {"bench_fake": ["ok", "segv", "garbage", "ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    first = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    rows = db["benchmarks"].count
+    again = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert (again.skipped, again.ran, again.results) == (4, 0, 0)
+    assert db["benchmarks"].count == rows and db["completed_jobs"].count == 4
+    forced = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, force=True)
+    assert (forced.skipped, forced.ran) == (0, 4) and forced.results == first.results
+    assert db["benchmarks"].count == rows and db["completed_jobs"].count == 4
+
+
+def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> None:
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    cold = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2="cold")
+    assert cold.ran == 2 and cold.skipped == 0
+    assert dict(db.execute("SELECT l2, COUNT(*) FROM benchmarks GROUP BY l2").fetchall()) == {"cold": 4, "warm": 4}
+
+
+def test_fixed_system_id_and_fingerprint_merge(fake_build: Path, plan_env: Path) -> None:
+    project = make_project(plan_env, {"bench_fake": ["ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                         system={"gpu": "overridden by the executable", "sm_clock_khz": 1980000})
+    (system,) = perfdb.systems(db)
+    assert system["gpu"] == "Fake GPU" and system["sm_clock_khz"] == 1980000
+    assert summary.system_id == system["id"] == perfdb.system_id(system)
+    fixed = runner.run(project, db, system_id="given", timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert fixed.ran == 1 and perfdb.completed_jobs(db, "given")
+
+
+def test_executable_that_cannot_start_records_nothing(fake_build: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    project = make_project(tmp_path, {"bench_fake": ["ok", "ok"]})
+    monkeypatch.setenv("FAKE_BENCH_PLAN", str(tmp_path / "nowhere"))
+    db = perfdb.open_db(tmp_path / "perf.db")
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert len(summary.errors) == 1 and "exited with code 2" in summary.errors[0]
+    assert "cannot read the plan file" in summary.errors[0]
+    assert summary.ran == 0 and db["completed_jobs"].count == 0 and db["benchmarks"].count == 0
+
+
+def test_job_never_reached_is_retried_then_reported(fake_build: Path, plan_env: Path) -> None:
+    project = make_project(plan_env, {"bench_fake": ["ok", "skip", "ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert summary.completed == 2 and summary.restarts == 1
+    assert summary.errors and "before starting a job" in summary.errors[0]
+    assert sorted(job_statuses(db)) == ["bench_fake-layer000", "bench_fake-layer002"]
+
+
+def test_hang_between_jobs_blames_no_job(fake_build: Path, plan_env: Path) -> None:
+    project = make_project(plan_env, {"bench_fake": ["ok", "endhang", "ok", "endhang"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    # a hang between jobs blames no job: the executable restarts with the jobs after it
+    assert set(job_statuses(db).values()) == {"ok"} and len(job_statuses(db)) == 4
+    assert summary.errors == [] and summary.restarts == 1 and summary.timeout == 0
+
+
+def test_harness_error_events(fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = make_project(plan_env, {"bench_fake": ["ok", "error", "sticky", "ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert (summary.completed, summary.job_errors, summary.crashed, summary.restarts) == (2, 1, 1, 1)
+    jobs = {r["layer_key"]: r for r in db.query("SELECT * FROM completed_jobs")}
+    assert jobs["bench_fake-layer001"]["status"] == "failed" and jobs["bench_fake-layer001"]["results"] == 2
+    assert "cudaErrorIllegalAddress" in jobs["bench_fake-layer001"]["message"]
+    sticky = jobs["bench_fake-layer002"]
+    assert sticky["status"] == "crashed" and "exited with code 3" in sticky["message"]
+    assert "CUDA context lost" in sticky["message"]
+
+    monkeypatch.setenv("FAKE_BENCH_NO_DEVICE", "1")
+    failed = runner.run(project, perfdb.open_db(":memory:"), timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert failed.ran == 0 and "no usable CUDA device" in failed.errors[0]
+
+
+RUN_SCRIPT = textwrap.dedent("""
+    import sys
+    from benanza import db, runner
+    summary = runner.run(sys.argv[1], db.open_db(sys.argv[2]), timeout_s=5, build_dir=sys.argv[3])
+    print(summary.ran, summary.skipped, summary.errors)
+""")
+
+
+def start_runner(project: Path, db_path: Path, build: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, str(project), str(db_path), str(build)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_jobs(db_path: Path, count: int, limit_s: float = 20) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if db_path.exists() and perfdb.open_db(db_path)["completed_jobs"].count >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"runner did not complete {count} jobs in {limit_s} s")
+
+
+def test_killed_runner_resumes_without_loss_or_duplicates(fake_build: Path, plan_env: Path) -> None:
+    n_jobs, n_algos = 14, 3
+    project = make_project(plan_env, {"bench_fake": ["slow"] * n_jobs}, n_algorithms=n_algos)
+    db_path = plan_env / "perf.db"
+    child = start_runner(project, db_path, fake_build)
+    wait_for_jobs(db_path, 3)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    db = perfdb.open_db(db_path)
+    kept = db["completed_jobs"].count
+    assert 3 <= kept < n_jobs
+    assert db["benchmarks"].count == kept * n_algos  # results and job marks were committed together
+
+    summary = runner.run(project, db, timeout_s=5, build_dir=fake_build)
+    assert summary.skipped == kept and summary.ran == n_jobs - kept and summary.crashed == 0
+    assert db["completed_jobs"].count == n_jobs
+    assert db["benchmarks"].count == n_jobs * n_algos
+    assert set(job_statuses(db).values()) == {Status.OK.value}
+
+
+def test_two_runners_on_one_database(fake_build: Path, plan_env: Path) -> None:
+    n_jobs, n_algos = 10, 3
+    project = make_project(plan_env, {"bench_fake": ["slow"] * n_jobs}, n_algorithms=n_algos)
+    db_path = plan_env / "perf.db"
+    perfdb.open_db(db_path).close()
+    children = [start_runner(project, db_path, fake_build) for _ in range(2)]
+    outputs = [c.communicate(timeout=60) for c in children]
+    assert all(c.returncode == 0 for c in children), outputs
+    db = perfdb.open_db(db_path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert db["completed_jobs"].count == n_jobs and db["benchmarks"].count == n_jobs * n_algos
+
+
+def test_build_failure_names_the_project_and_shows_the_compiler(tmp_path: Path) -> None:
+    shutil.copytree(DATA, tmp_path / "broken")
+    source = tmp_path / "broken" / "fake_bench.c"
+    source.write_text(source.read_text() + "\nthis is not C;\n")
+    with pytest.raises(BenanzaError) as info:
+        runner.build(tmp_path / "broken")
+    text = str(info.value)
+    assert text.startswith(f"{tmp_path / 'broken' / 'CMakeLists.txt'}: build failed")
+    assert "fake_bench.c" in text and "error" in text
+
+
+def test_bad_projects_are_one_line_errors(fake_build: Path, tmp_path: Path) -> None:
+    db = perfdb.open_db(":memory:")
+    with pytest.raises(BenanzaError, match=r"manifest\.json: no such file"):
+        runner.run(tmp_path, db)
+    (tmp_path / "manifest.json").write_text('{"schema": 99}')
+    with pytest.raises(BenanzaError, match="manifest schema 99"):
+        runner.run(tmp_path, db)
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"schema": 1, "executables": {}, "jobs": [{"executable": "bench_x", "job": 0, "layer_key": "k",
+                                                   "api": "a", "dtype": "fp32"}]}))
+    with pytest.raises(BenanzaError, match="names executable 'bench_x'"):
+        runner.run(tmp_path, db)
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"schema": 1, "executables": {"bench_x": {}}, "jobs": [{"executable": "bench_x", "job": 0, "layer_key": "k",
+                                                               "api": "a", "dtype": "fp32"}]}))
+    with pytest.raises(BenanzaError, match="no executable bench_x"):
+        runner.run(tmp_path, db, build_dir=fake_build)
+    with pytest.raises(BenanzaError, match=r"CMakeLists\.txt: no such file"):
+        runner.build(tmp_path)
+
+
+def test_job_ranges() -> None:
+    assert runner.job_ranges([9, 0, 3, 5, 6, 7, 8]) == "0,3,5-9"
+    assert runner.job_ranges([4]) == "4"
+    assert runner.job_ranges([]) == ""
+
+
+def test_cmake_defines_pass_through_environment() -> None:
+    env = {"CUDNN_INCLUDE_DIR": "/opt/cudnn/include", "HOME": "/root", "BENANZA_CMAKE_ARGS": "-DX='a b' -DY=1"}
+    assert runner.cmake_defines(env) == ["-DCUDNN_INCLUDE_DIR=/opt/cudnn/include", "-DX=a b", "-DY=1"]
+
+
+def test_cli_run_without_gpu_writes_nothing(tmp_path: Path) -> None:
+    if system.fingerprint()["usable"]:
+        pytest.skip("this machine has a usable GPU")
+    project = make_project(tmp_path, {"bench_fake": ["ok"]})
+    result = CliRunner().invoke(main, ["run", str(project), "--db", str(tmp_path / "perf.db")])
+    assert result.exit_code == 1
+    assert "no usable NVIDIA GPU" in result.output and "nothing was built, run or written" in result.output
+    assert not (tmp_path / "perf.db").exists() and not (project / "build").exists()
+
+
+def test_cli_run_builds_runs_and_summarizes(plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stand in for a GPU machine's fingerprint only; build, executables and database are real.
+    monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": True, "sm_clock_khz": 1755000})
+    project = make_project(plan_env, {"bench_fake": ["ok", "segv", "ok"], "bench_other": ["hang"]})
+    shutil.copytree(DATA, project, dirs_exist_ok=True)
+    db_path = plan_env / "perf.db"
+    cli = CliRunner()
+    result = cli.invoke(main, ["run", str(project), "--db", str(db_path), "--timeout", "1"])
+    assert result.exit_code == 0, result.output
+    for label in ("ran", "crashed", "timed out", "unsupported"):
+        assert label in result.output
+    db = perfdb.open_db(db_path)
+    assert job_statuses(db) == {"bench_fake-layer000": "ok", "bench_fake-layer001": "crashed",
+                                "bench_fake-layer002": "ok", "bench_other-layer000": "timeout"}
+    assert perfdb.systems(db)[0]["sm_clock_khz"] == 1755000
+    again = cli.invoke(main, ["run", str(project), "--db", str(db_path)])
+    assert again.exit_code == 0 and db["completed_jobs"].count == 4
+    assert re.search(r"skipped \(already measured\)\s*│\s*4\s*│", again.output), again.output
+
+
+ZOO = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / \
+    "onnx" / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(not shutil.which("nvcc") and not Path("/usr/local/cuda/bin/nvcc").is_file(), reason="needs nvcc")
+@pytest.mark.skipif(not (ZOO / "light_zfnet512.onnx").is_file(), reason="needs the onnx package's light zoo models")
+def test_cli_run_generates_builds_and_runs_a_real_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end through the real generator and harness; without a GPU the harness itself refuses."""
+    if system.fingerprint()["usable"]:
+        pytest.skip("this machine has a GPU: the real run would measure for minutes")
+    monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": True})
+    db_path, project = tmp_path / "perf.db", tmp_path / "zfnet"
+    result = CliRunner().invoke(main, ["run", str(ZOO / "light_zfnet512.onnx"), "--db", str(db_path),
+                                       "--project-dir", str(project), "--timeout", "30", "-j", "2"])
+    assert result.exit_code == 1, result.output
+    output = " ".join(result.output.split())
+    assert "before starting a job" in output and "no usable CUDA device" in output
+    manifest = runner.load_manifest(project)
+    assert manifest["jobs"] and all(os.access(project / "build" / exe, os.X_OK) for exe in manifest["executables"])
+    db = perfdb.open_db(db_path)
+    assert db["completed_jobs"].count == 0 and db["benchmarks"].count == 0  # nothing measured, nothing claimed
+    assert db["models"].count == 1 and db["layers"].count == len(manifest["layers"])
