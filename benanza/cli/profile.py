@@ -1,0 +1,59 @@
+"""``benanza profile``: capture a profile bundle of a framework run, and show how it maps onto the layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.library import Precision
+from benanza.model.onnx_import import load_model
+from benanza.profile.bundle import Framework, read_bundle
+from benanza.profile.capture import CAPTURE_PRECISIONS, AlgoSearch, capture
+from benanza.profile.mapping import map_bundle_report, summary
+
+# --framework spellings -> the bundle's framework.
+FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort": Framework.ONNXRUNTIME,
+                                    "torch": Framework.PYTORCH, "pytorch": Framework.PYTORCH}
+
+
+@main.command("profile")
+@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)), default="onnxruntime", show_default=True,
+              help="Framework to run the model in (ONNX Runtime CUDA EP, or PyTorch through onnx2torch).")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size.")
+@click.option("--dtype", type=click.Choice([p.value for p in CAPTURE_PRECISIONS]), default=Precision.FP32.value,
+              show_default=True, help="fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Bundle directory to write (must be new or empty); with --map-only, the bundle to read.")
+@click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True, help="Timed runs.")
+@click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True, help="Untimed warm-up runs.")
+@click.option("--algo-search", type=click.Choice([a.value for a in AlgoSearch]), default=AlgoSearch.EXHAUSTIVE.value,
+              show_default=True, help="ONNX Runtime cudnn_conv_algo_search (PyTorch: exhaustive = cudnn.benchmark).")
+@click.option("--map-only", is_flag=True, help="Do not run anything: map the existing bundle --out onto MODEL.")
+@friendly_errors
+def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Path, runs: int, warmup: int,
+                    algo_search: str, map_only: bool) -> None:
+    """Run MODEL in a framework on the GPU and write a profile bundle (docs/PROFILES.md).
+
+    The bundle holds the framework profile, the GPU kernel trace, the cuDNN/cuBLAS API
+    logs and meta.json with the end-to-end latency (measured in a separate run without
+    logging). Afterwards the bundle is mapped onto MODEL's layers and summarized.
+    """
+    if not map_only:
+        capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
+                algo_search=algo_search)
+        console.print(f"wrote profile bundle {out}", highlight=False)
+    bundle = read_bundle(out)
+    mapping = map_bundle_report(load_model(model, bundle.meta.batch), bundle)
+    table = Table("", "value", title=f"{model.name} in {bundle.meta.framework} {bundle.meta.framework_version}, "
+                  f"batch {bundle.meta.batch}, {bundle.meta.dtype}")
+    for name, value in summary(mapping).items():
+        table.add_row(name, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
+    console.print(table)
+    for index, why in mapping.unmapped_layers:
+        err_console.print(f"unmapped layer {index}: {why}", highlight=False, markup=False)
+    for note in mapping.notes:
+        err_console.print(f"note: {note}", highlight=False, markup=False)
