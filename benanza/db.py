@@ -341,6 +341,23 @@ def best_latency_per_layer(db: Database, system: str, model: str, batch: int, dt
     return best
 
 
+def results_for(db: Database, system: str, keys: Iterable[str]) -> dict[str, list[Result]]:
+    """Every stored row (any status) of these layer or fusion keys on one system, as Results.
+
+    The analyzer's input: it decides which rows count; keys without rows are absent.
+    """
+    wanted = sorted(set(keys))
+    found: dict[str, list[Result]] = {}
+    for start in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
+        chunk = wanted[start:start + 500]
+        sql = (f"SELECT {', '.join(_RESULT_COLUMNS)}, notes, schema FROM benchmarks "
+               f"WHERE system_id = ? AND layer_key IN ({', '.join('?' * len(chunk))})")
+        for row in db.query(sql, [system, *chunk]):
+            row["notes"] = json.loads(row["notes"]) if row["notes"] else {}
+            found.setdefault(row["layer_key"], []).append(Result(**row))
+    return found
+
+
 # ---------------------------------------------------------------- layers and models (from manifest.json)
 
 

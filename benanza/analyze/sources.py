@@ -1,0 +1,57 @@
+"""Build the analyzer's Inputs from a performance database and a profile bundle.
+
+The analyzer itself stays pure (``core.analyze`` over frozen dataclasses); this is
+the one place that reads the database for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlite_utils import Database
+
+from benanza import db as perfdb
+from benanza.analyze.inputs import Ceilings, Inputs, Profile
+from benanza.errors import BenanzaError
+from benanza.library import Precision, Status
+from benanza.model.layer import Model
+
+# The ceilings executable's result rows (layer_key "ceiling"): algorithm -> what it measures.
+CEILING_KEY = "ceiling"
+GEMM_CEILINGS: dict[str, Precision] = {f"gemm_{p.value}": p for p in Precision}
+COPY_CEILING = "copy_d2d"
+
+
+def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
+    """The system to analyze against: ``wanted`` (id, id prefix or GPU name) or the only one."""
+    rows = perfdb.systems(db)
+    if wanted:
+        rows = [s for s in rows if s["id"].startswith(wanted) or wanted.lower() in str(s.get("gpu", "")).lower()]
+    if not rows:
+        known = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in perfdb.systems(db)) or "none"
+        raise BenanzaError(f"{where}: no system matching '{wanted or '*'}' in the database (it holds: {known})")
+    if len(rows) > 1:
+        names = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in rows)
+        raise BenanzaError(f"{where}: several systems match, choose one with --system: {names}")
+    return rows[0]
+
+
+def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:
+    """Measured peaks: the ceilings benchmark's rows, else the system's measured bandwidth."""
+    rows = perfdb.results_for(db, system["id"], [CEILING_KEY]).get(CEILING_KEY, [])
+    ok = {r.algorithm: r for r in rows if r.status == Status.OK and r.api == CEILING_KEY}
+    copy = ok.get(COPY_CEILING)
+    bandwidth = (copy.notes.get("gbs") if copy else None) or system.get("bandwidth_gbs")
+    flops = {p: float(ok[a].notes["tflops"]) * 1e12 for a, p in GEMM_CEILINGS.items()
+             if a in ok and ok[a].notes.get("tflops")}
+    return Ceilings(bandwidth_gbs=float(bandwidth) if bandwidth else None, flops=flops)
+
+
+def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profile: Profile | None = None,
+                   **options: Any) -> Inputs:
+    """Everything the database holds for the model's layers and fusion candidates on ``system``."""
+    keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions}
+    measurements = perfdb.results_for(db, system["id"], keys)
+    return Inputs(model=model, measurements=measurements, system=dict(system), ceilings=ceilings(db, system),
+                  profile=profile, **options)

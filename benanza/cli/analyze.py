@@ -1,0 +1,138 @@
+"""``benanza analyze`` (a model against the database and a profile) and ``benanza pipeline``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from benanza import db as perfdb
+from benanza import runner, system
+from benanza.analyze import Constraints, analyze
+from benanza.analyze.inputs import ApiFamily
+from benanza.analyze.sources import inputs_from_db, pick_system
+from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.run import generate_project, summary_table
+from benanza.errors import BenanzaError
+from benanza.library import Precision
+from benanza.model.onnx_import import load_model
+from benanza.profile.bundle import read_bundle
+from benanza.profile.mapping import map_bundle_report
+from benanza.report import print_report, write_html, write_json, write_trace
+
+FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
+
+
+def _precisions(text: str) -> frozenset[Precision]:
+    try:
+        return frozenset(Precision(p.strip()) for p in text.split(",") if p.strip())
+    except ValueError as exc:
+        raise BenanzaError(f"--dtype: {exc}; choose from {', '.join(p.value for p in Precision)}") from None
+
+
+def _model_stem(name: str) -> str:
+    stem = Path(name).name
+    for suffix in (".onnx",):
+        stem = stem.removesuffix(suffix)
+    return stem.removeprefix("light_")
+
+
+def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
+                  batch: int | None = None, precisions: frozenset[Precision] | None = None,
+                  apis: str = "both"):
+    """Load the model (at the bundle's batch), map the bundle, read the database, analyze."""
+    bundle = read_bundle(bundle_path) if bundle_path else None
+    if bundle is not None:
+        if _model_stem(bundle.meta.model) != _model_stem(model_path.name):
+            raise BenanzaError(f"{bundle_path}: profile bundle of model '{bundle.meta.model}', "
+                               f"not of {model_path.name}")
+        if batch is not None and batch != bundle.meta.batch:
+            raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
+        batch = bundle.meta.batch
+    model = load_model(model_path, batch)
+    mapping = map_bundle_report(model, bundle) if bundle is not None else None
+    if not db_path.exists():
+        raise BenanzaError(f"{db_path}: no such performance database")
+    db = perfdb.open_db(db_path)
+    sys_row = pick_system(db, system_name, str(db_path))
+    constraints = Constraints(families=frozenset(FAMILIES[apis]))
+    if precisions:
+        constraints = constraints.with_precisions(precisions)
+    inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
+    return analyze(inputs), mapping
+
+
+@main.command("analyze")
+@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Performance database (e.g. the shipped perfdb/h100.db).")
+@click.option("--profile", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
+@click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the bundle's, else the model's).")
+@click.option("--dtype", "dtypes", help="Precisions the best policy may use, e.g. fp32,tf32 (default: fp32,tf32).")
+@click.option("--apis", type=click.Choice(sorted(FAMILIES)), default="both", show_default=True,
+              help="cuDNN API families the best policy may use.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the report as JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a self-contained HTML page with plots.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
+@friendly_errors
+def analyze_cmd(model: Path, db_path: Path, bundle: Path | None, system_name: str | None, batch: int | None,
+                dtypes: str | None, apis: str, json_path: Path | None, html_path: Path | None,
+                trace_path: Path | None) -> None:
+    """Lower-bound latency of MODEL on a system and where a framework run loses time.
+
+    LBL (sequential and parallel) under the best, as-executed and heuristic policies,
+    the Benanza ratio against the measured run, and the algorithm-selection, API,
+    fusion, Tensor Core, parallelism and framework-overhead gaps (docs/METRICS.md).
+    """
+    report, mapping = analyze_model(model, db_path, bundle, system_name, batch,
+                                    _precisions(dtypes) if dtypes else None, apis)
+    print_report(report, console)
+    if mapping is not None:
+        for index, why in mapping.unmapped_layers:
+            err_console.print(f"unmapped layer {index}: {why}", highlight=False, markup=False)
+    for path, write in ((json_path, write_json), (html_path, write_html), (trace_path, write_trace)):
+        if path:
+            write(report, path)
+            console.print(f"wrote {path}", highlight=False)
+
+
+@main.command("pipeline")
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Performance database to fill (created if needed).")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's own).")
+@click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True, help="Precisions to benchmark.")
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
+              show_default=True, help="Where the generated benchmark project goes.")
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True, help="Seconds per job.")
+@click.option("-j", "--build-jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
+@click.option("--profile", "bundle", type=click.Path(file_okay=False, path_type=Path),
+              help="Also analyze against this profile bundle (a single MODEL file).")
+@friendly_errors
+def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, project_dir: Path, timeout_s: float,
+                 build_jobs: int | None, bundle: Path | None) -> None:
+    """generate + build + run (+ analyze) in one command.
+
+    Without a usable GPU it says so in one line and stops after the build.
+    """
+    models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
+    if not models:
+        raise BenanzaError(f"{model}: no *.onnx files")
+    project = generate_project(models, project_dir, tuple(str(p) for p in _precisions(dtypes)), batch)
+    runner.build(project, jobs=build_jobs)
+    console.print(f"built {project}", highlight=False)
+    info = system.fingerprint()
+    if not info.get("usable"):
+        err_console.print(f"no usable NVIDIA GPU ({info.get('reason', 'unknown reason')}): stopping after the build",
+                          highlight=False, markup=False)
+        return
+    db = perfdb.open_db(db_path)
+    summary = runner.run(project, db, timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))
+    console.print(summary_table(summary, str(project)))
+    if bundle is not None and model.is_file():
+        report, _ = analyze_model(model, db_path, bundle, batch=batch)
+        print_report(report, console)
