@@ -74,6 +74,7 @@ class Api(StrEnum):
     LT_MATMUL = "cublasLtMatmul"
     SGEMV = "cublasSgemv"
     COPY = "roofline"  # non-library layer: bounded by bytes moved at measured bandwidth
+    CEILING = "ceiling"  # the system's measured peaks (device copy bandwidth, GEMM rate per precision)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ APIS: dict[Api, ApiSpec] = {
     Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas"),
     Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas"),
     Api.COPY: ApiSpec("copy.cu.j2", False, "none"),
+    Api.CEILING: ApiSpec("ceilings.cu.j2", True, "cublas"),
 }
 
 
@@ -122,8 +124,8 @@ OP_APIS: dict[str, tuple[Api, ...]] = {
     "Add": (Api.ADD_TENSOR, Api.OP_TENSOR),
     "Sum": (Api.OP_TENSOR,),
     "Mul": (Api.OP_TENSOR,),
-    "Gemm": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL),
-    "MatMul": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL),
+    "Gemm": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL, Api.SGEMV),  # cublasSgemv: matrix-vector, fp32 only
+    "MatMul": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL, Api.SGEMV),
     "Concat": (Api.COPY,),
     "Reshape": (Api.COPY,),
     "Flatten": (Api.COPY,),

@@ -141,6 +141,7 @@ EXECUTABLES: dict[Api, str] = {
     Api.LT_MATMUL: "bench_lt_matmul",
     Api.SGEMV: "bench_sgemv",
     Api.COPY: "bench_copy",
+    Api.CEILING: "bench_ceilings",
 }
 
 # Fusion pattern -> fused calls that can replace the chain.
@@ -233,12 +234,233 @@ def conv_bias_act_job(item: Layer | FusionCandidate, model: Model, precision: Pr
     return JobFields(row, shapes, CONV_FWD_ALGORITHMS, _layout(precision))
 
 
+# ---------------------------------------------------------------- cuBLAS: Gemm and MatMul
+
+_OP = {False: "CUBLAS_OP_N", True: "CUBLAS_OP_T"}
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """A Gemm/MatMul as the model has it (row-major), and the column-major cuBLAS calls it maps to.
+
+    ``Y[b] = alpha * op(A[b]) op(B[b]) + beta * C``: op(A) is m x k, op(B) is k x n, C
+    broadcasts from ``c_rows x c_cols`` (0 x 0: no C).  A row-major matrix is its own
+    transpose read column-major, so ``Y = op(A) op(B)`` is the cuBLAS call
+    ``Y^T = op(B)^T op(A)^T``: cuBLAS's A is the model's B, its m is the model's n.
+    """
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    trans_a: bool = False
+    trans_b: bool = False
+    stride_a: int = 0  # elements between batch entries of A (0: one A for every entry)
+    stride_b: int = 0
+    alpha: float = 1.0
+    beta: float = 0.0
+    c_rows: int = 0
+    c_cols: int = 0
+
+    def cublas(self) -> dict[str, Any]:
+        """Arguments of cublasGemmEx / the cuBLASLt layouts (column-major, operands swapped)."""
+        return {"m": self.n, "n": self.m, "k": self.k, "transa": _OP[self.trans_b], "transb": _OP[self.trans_a],
+                "lda": self.k if self.trans_b else self.n, "ldb": self.m if self.trans_a else self.k, "ldc": self.n}
+
+    def gemv(self) -> dict[str, Any] | None:
+        """Arguments of cublasSgemv (y = op(matrix) x) when one side is a vector, else None.
+
+        m == 1: y^T = op(B)^T a, the matrix is B, read column-major as n x k (ld n), or
+        k x n (ld k) when transB.  n == 1: y = op(A) b, the matrix is A, read column-major
+        as k x m (ld k), or m x k (ld m) when transA.
+        """
+        if self.batch != 1:
+            return None
+        if self.m == 1:
+            rows, cols = (self.k, self.n) if self.trans_b else (self.n, self.k)
+            return {"trans": _OP[self.trans_b], "rows": rows, "cols": cols, "lda": rows, "x_is_a": True}
+        if self.n == 1:
+            rows, cols = (self.m, self.k) if self.trans_a else (self.k, self.m)
+            return {"trans": _OP[not self.trans_a], "rows": rows, "cols": cols, "lda": rows, "x_is_a": False}
+        return None
+
+    def dims(self) -> list[int]:
+        """The 16 numbers of a bz::GemmDims row (csrc/benanza/cublas_util.h)."""
+        c = self.cublas()
+        return [self.batch, self.m, self.n, self.k, int(self.trans_a), int(self.trans_b), self.stride_a,
+                self.stride_b, self.c_rows, self.c_cols, c["m"], c["n"], c["k"], c["lda"], c["ldb"], c["ldc"]]
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest's view: the model's M, N, K, transposes, batch, C, and the cuBLAS call."""
+        return {"batch": self.batch, "m": self.m, "n": self.n, "k": self.k, "trans_a": self.trans_a,
+                "trans_b": self.trans_b, "stride_a": self.stride_a, "stride_b": self.stride_b, "alpha": self.alpha,
+                "beta": self.beta, "c": [self.c_rows, self.c_cols] if self.c_rows else None, "cublas": self.cublas()}
+
+
+def _gemm_op(layer: Layer) -> GemmShape:
+    a, b = layer.inputs[0].shape, layer.inputs[1].shape
+    if len(a) != 2 or len(b) != 2:
+        raise Unsupported(f"Gemm operands of rank {len(a)} and {len(b)} (ONNX Gemm takes 2-D A and B)")
+    attrs = layer.attrs
+    ta, tb = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
+    m, k = (a[1], a[0]) if ta else (a[0], a[1])
+    kb, n = (b[1], b[0]) if tb else (b[0], b[1])
+    if k != kb:
+        raise Unsupported(f"Gemm inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb}x{n}")
+    beta = float(attrs.get("beta", 1.0))
+    c_rows = c_cols = 0
+    if len(layer.inputs) > 2 and layer.inputs[2].name and beta != 0.0:
+        c = tuple(layer.inputs[2].shape)
+        if len(c) > 2:
+            raise Unsupported(f"Gemm C of rank {len(c)}")
+        c_rows, c_cols = (1,) * (2 - len(c)) + c
+        if c_rows not in (1, m) or c_cols not in (1, n):
+            raise Unsupported(f"Gemm C of shape {list(c)} does not broadcast to {m}x{n}")
+    else:
+        beta = 0.0
+    return GemmShape(1, m, n, k, ta, tb, 0, 0, float(attrs.get("alpha", 1.0)), beta, c_rows, c_cols)
+
+
+def _matmul_op(layer: Layer) -> GemmShape:
+    a, b = list(layer.inputs[0].shape), list(layer.inputs[1].shape)
+    if not a or not b:
+        raise Unsupported("MatMul of a scalar")
+    a = [1, *a] if len(a) == 1 else a  # numpy: a 1-D A is a row, a 1-D B a column
+    b = [*b, 1] if len(b) == 1 else b
+    (m, k), (kb, n) = a[-2:], b[-2:]
+    if k != kb:
+        raise Unsupported(f"MatMul inner dimensions differ: A is ...x{m}x{k}, B is ...x{kb}x{n}")
+    rank = max(len(a), len(b)) - 2
+    a_batch, b_batch = [1] * (rank - len(a) + 2) + a[:-2], [1] * (rank - len(b) + 2) + b[:-2]
+    pa, pb = math.prod(a_batch), math.prod(b_batch)
+    if pb == 1:  # one B: A's batch dimensions fold into its rows (row-major A is (batch*m) x k)
+        return GemmShape(1, pa * m, n, k)
+    if pa == 1:
+        return GemmShape(pb, m, n, k, stride_a=0, stride_b=k * n)
+    if a_batch == b_batch:
+        return GemmShape(pa, m, n, k, stride_a=m * k, stride_b=k * n)
+    raise Unsupported(f"MatMul batch dimensions {a_batch} and {b_batch} broadcast against each other "
+                      "(only equal, or one side shared, map to a strided batch)")
+
+
+GEMM_SHAPES: dict[str, Callable[[Layer], GemmShape]] = {"Gemm": _gemm_op, "MatMul": _matmul_op}
+
+
+def gemm_shape(layer: Layer) -> GemmShape:
+    """The GEMM a Gemm or MatMul layer computes (raises Unsupported for anything else)."""
+    op = GEMM_SHAPES.get(layer.op)
+    if op is None:
+        raise Unsupported(f"{layer.op} is not a Gemm or MatMul")
+    if len(layer.inputs) < 2 or not layer.outputs:
+        raise Unsupported(f"{layer.op} without two inputs and an output")
+    for t in layer.inputs[:2]:
+        if t.dtype not in FLOAT_DTYPES:
+            raise Unsupported(f"input dtype {t.dtype} is not a floating-point type")
+    shape = op(layer)
+    if math.prod(layer.outputs[0].shape) != shape.batch * shape.m * shape.n:
+        raise Unsupported(f"output shape {list(layer.outputs[0].shape)} is not {shape.batch}x{shape.m}x{shape.n}")
+    if max(shape.m, shape.n, shape.k, shape.batch) > _INT32_MAX:
+        raise Unsupported("GEMM dimensions beyond 32-bit cuBLAS arguments")
+    return shape
+
+
+def _gemm_row(shape: GemmShape) -> dict[str, Any]:
+    c = shape.cublas()
+    return {"dims": shape.dims(), "op_a": c["transa"], "op_b": c["transb"], "alpha": shape.alpha, "beta": shape.beta}
+
+
+def _single_gemm(item: Layer | FusionCandidate, api: Api) -> GemmShape:
+    if not isinstance(item, Layer):
+        raise Unsupported(f"{api.value} takes a single Gemm or MatMul layer")
+    return gemm_shape(item)
+
+
+# Every cublasGemmAlgo_t of cuBLAS 13.1 (cublas_api.h): the default, the 24 explicit
+# algorithms, their Tensor Core variants, and AUTOTUNE (times the candidates, caches the winner).
+GEMM_EX_ALGORITHMS = ("CUBLAS_GEMM_DEFAULT", *(f"CUBLAS_GEMM_ALGO{i}" for i in range(24)),
+                      "CUBLAS_GEMM_DEFAULT_TENSOR_OP", *(f"CUBLAS_GEMM_ALGO{i}_TENSOR_OP" for i in range(16)),
+                      "CUBLAS_GEMM_AUTOTUNE")
+
+
+def gemm_ex_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cublasGemmEx (cublasGemmStridedBatchedEx for a batch): every cublasGemmAlgo_t, ONNX beta * C in place."""
+    shape = _single_gemm(item, Api.GEMM_EX)
+    return JobFields(_gemm_row(shape), shape.describe(), GEMM_EX_ALGORITHMS)
+
+
+# (bias vector, ReLU) -> cuBLASLt epilogue
+LT_EPILOGUES: dict[tuple[bool, bool], str] = {
+    (False, False): "CUBLASLT_EPILOGUE_DEFAULT",
+    (True, False): "CUBLASLT_EPILOGUE_BIAS",
+    (False, True): "CUBLASLT_EPILOGUE_RELU",
+    (True, True): "CUBLASLT_EPILOGUE_RELU_BIAS",
+}
+
+
+def lt_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cublasLtMatmul, every algorithm its heuristic returns; a gemm fusion through the bias/ReLU epilogue.
+
+    A plain layer computes ``alpha * op(A) op(B) + beta * C`` with C a separate input.  In a
+    fusion the bias (the Add's constant, and a Gemm C that is a row vector or scalar) is
+    the epilogue's length-N bias vector; a C with M rows stays ``beta * C``.
+    """
+    if isinstance(item, Layer):
+        shape, bias, relu = gemm_shape(item), False, False
+    else:
+        members = [model.layers[i] for i in item.layers]
+        shape = gemm_shape(members[0])
+        if item.activation and item.activation != Activation.RELU.value:
+            raise Unsupported(f"cuBLASLt has no epilogue for {item.activation}")
+        bias, relu = any(m.op == "Add" for m in members[1:]), bool(item.activation)
+        if shape.c_rows == 1:  # C broadcasts along the rows: it is a bias vector
+            shape = GemmShape(shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.stride_a,
+                              shape.stride_b, shape.alpha)
+            bias = True
+    row = {**_gemm_row(shape), "bias": bias, "relu": relu, "epilogue": LT_EPILOGUES[(bias, relu)]}
+    return JobFields(row, {**shape.describe(), "bias": [shape.n] if bias else None, "relu": relu,
+                           "epilogue": row["epilogue"]}, ("*",))
+
+
+def sgemv_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cublasSgemv for a Gemm/MatMul with one output row or column (fp32 only), beta * C in place."""
+    shape = _single_gemm(item, Api.SGEMV)
+    if precision is not Precision.FP32:
+        raise Unsupported("cublasSgemv is fp32 only")
+    gemv = shape.gemv()
+    if gemv is None:
+        raise Unsupported("not a matrix-vector product (M > 1 and N > 1, or batched)")
+    row = {**_gemm_row(shape), "gemv_op": gemv["trans"],
+           "gemv": [gemv["rows"], gemv["cols"], gemv["lda"], int(gemv["x_is_a"])]}
+    return JobFields(row, {**shape.describe(), "gemv": gemv}, ("CUBLAS_GEMM_DEFAULT",))
+
+
+# ---------------------------------------------------------------- ceilings
+
+CEILING_KEY = "ceiling"  # layer_key of the ceiling results
+CEILING_COPY_BYTES = 1 << 30  # one cudaMemcpyAsync device to device
+CEILING_GEMM_SIZE = 8192  # square GEMM per precision
+
+
+def ceiling_jobs() -> list[tuple[Precision, JobFields]]:
+    """The system's peaks for the roofline: a large device copy, and one large GEMM per precision."""
+    jobs = [(Precision.FP32, JobFields({"memcpy": True, "size": CEILING_COPY_BYTES, "algorithm": "copy_d2d"},
+                                       {"bytes": CEILING_COPY_BYTES}, ("copy_d2d",)))]
+    for p in Precision:
+        name, n = f"gemm_{p.value}", CEILING_GEMM_SIZE
+        jobs.append((p, JobFields({"memcpy": False, "size": n, "algorithm": name}, {"m": n, "n": n, "k": n}, (name,))))
+    return jobs
+
+
 JobBuilder = Callable[[Layer | FusionCandidate, Model, Precision], JobFields]
 
 # API -> job builder.  An API without an entry is dropped with "no benchmark template".
 JOB_BUILDERS: dict[Api, JobBuilder] = {
     Api.CONV_FWD: conv_fwd_job,
     Api.CONV_BIAS_ACT: conv_bias_act_job,
+    Api.GEMM_EX: gemm_ex_job,
+    Api.LT_MATMUL: lt_matmul_job,
+    Api.SGEMV: sgemv_job,
 }
 
 
@@ -287,12 +509,13 @@ def _measured(skip: Skip) -> Callable[[Benchmark], bool]:
 
 
 def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
-         apis: Iterable[Api | str] | None = None, skip: Skip = None) -> Plan:
+         apis: Iterable[Api | str] | None = None, skip: Skip = None, ceilings: bool = False) -> Plan:
     """Jobs for every layer and fusion of ``models`` in each precision, deduped by key.
 
     ``apis`` restricts the APIs (None: all); ``skip`` is a predicate on a Benchmark
     (e.g. ``benanza.db.measured(db, system)``) or a set of benchmark names already
-    measured: a job whose benchmarks are all measured is dropped.
+    measured: a job whose benchmarks are all measured is dropped.  ``ceilings`` (or
+    ``Api.CEILING`` among ``apis``) adds the system-peak jobs (``bench_ceilings``).
     """
     models = list(models)
     precs = [Precision(p) for p in precisions]
@@ -342,4 +565,14 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
         index = counters.get(exe, 0)
         counters[exe] = index + 1
         jobs.append(Job(exe, index, c.key, api, precision, c.fusion, fields))
+    if ceilings or (wanted is not None and Api.CEILING in wanted):
+        for precision, fields in ceiling_jobs():
+            job = Job(EXECUTABLES[Api.CEILING], counters.get(EXECUTABLES[Api.CEILING], 0), CEILING_KEY, Api.CEILING,
+                      precision, Fusion.NONE, fields)
+            if all(measured(b) for b in job.benchmarks()):
+                d = Dropped(CEILING_KEY, CEILING_KEY, Api.CEILING.value, precision.value, "already in the database")
+                dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+                continue
+            counters[job.executable] = job.index + 1
+            jobs.append(job)
     return Plan(jobs, list(dropped.values()), models)

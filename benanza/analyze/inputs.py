@@ -40,6 +40,7 @@ API_FAMILY: dict[Api, ApiFamily] = {
     Api.LT_MATMUL: ApiFamily.LEGACY,
     Api.SGEMV: ApiFamily.LEGACY,
     Api.COPY: ApiFamily.NONE,
+    Api.CEILING: ApiFamily.NONE,
 }
 
 # Bytes per element of each precision's storage type (fp32 and tf32 share fp32 storage).

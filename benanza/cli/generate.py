@@ -126,7 +126,7 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     models, errors = load(model, batches)
     for line in errors:
         console.print(f"[yellow]skipped:[/] {line}", highlight=False)
-    p = plan(models, precisions, apis=api_list, skip=skip)
+    p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
     if not p.jobs:
         raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
                            f"{'; '.join(sorted(p.drop_reasons())) or 'no layers'})")

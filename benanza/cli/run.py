@@ -49,7 +49,7 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
 
     loaded = [load_model(m, batch) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    codegen.generate(planner.plan(loaded, dtypes), out, command)
+    codegen.generate(planner.plan(loaded, dtypes, ceilings=True), out, command)
     return out
 
 
