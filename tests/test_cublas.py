@@ -441,7 +441,7 @@ def test_cublas_benchmarks_run_on_a_gpu(cublas_project: tuple[Path, codegen.Mani
         mine = [r for r in lt if r.job == job["job"]]
         assert mine and any(r.ok for r in mine), job
         assert len({r.algorithm for r in mine}) == len(mine)
-        assert all(re.fullmatch(r"algo\d+_tile\w+_stages\w+_splitk\d+_red[a-z]+_swizzle\d+_custom\d+_inner\w+"
+        assert all(re.fullmatch(r"algo\d+_tile\w+_stages\w+_splitk-?\d+_red[a-z]+_swizzle\d+_custom\d+_inner\w+"
                                 r"_cluster\w+", r.algorithm) for r in mine)
         ranks = [r.heuristic_rank for r in mine]
         assert ranks == sorted(set(ranks)) and ranks[0] == 0  # in the heuristic's order, the first one first
