@@ -17,9 +17,12 @@ $(STAMP): pyproject.toml requirements-cuda.txt CMakeLists.txt
 
 setup: $(STAMP)
 
+# With a GPU: generate, build and run the benchmarks, then analyze; without one:
+# analyze with the shipped H100 database (perfdb/) and profile bundles.
 run: setup
 	$(BIN)/benanza models zoo models/zoo
 	$(BIN)/benanza layers models/zoo
+	$(BIN)/benanza quickstart models/zoo --out out
 
 lint: setup
 	$(BIN)/ruff check .

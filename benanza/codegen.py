@@ -29,7 +29,7 @@ import jinja2
 
 from benanza import paths
 from benanza.errors import BenanzaError
-from benanza.library import APIS, PRECISIONS, Precision
+from benanza.library import ALGORITHM_TOLERANCE, APIS, PRECISIONS, Precision
 from benanza.plan import Job, Plan
 
 MANIFEST_SCHEMA = 1
@@ -130,8 +130,10 @@ def render_source(env: jinja2.Environment, jobs: list[Job], command: str) -> str
     api = jobs[0].api
     algorithms = list(dict.fromkeys(a for j in jobs for a in j.fields.algorithms if a != "*"))
     context = {"api": api.value, "executable": jobs[0].executable, "precisions": precision_rows(),
-               "algorithms": algorithms, "jobs": [job_row(j) for j in jobs]}
-    check_plain(context)
+               "algorithms": algorithms, "jobs": [job_row(j) for j in jobs],
+               "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}
+    # api is a library.Api value (e.g. "cudnn_frontend::graph::conv_fprop"), never model text
+    check_plain({k: v for k, v in context.items() if k != "api"})
     return env.get_template(APIS[api].template).render(command=command, **context)
 
 

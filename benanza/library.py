@@ -154,6 +154,16 @@ class ConvFwdAlgo(StrEnum):
     WINOGRAD_NONFUSED = "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"
 
 
+# Algorithms whose transforms trade accuracy for speed (their graph-API engines carry
+# CUDNN_NUMERICAL_NOTE_WINOGRAD): on the H100 fp32 Winograd-nonfused outputs differed
+# from the fp32 reference by up to 7e-3 of max|ref| (5x5 filters).  Frameworks do pick
+# them, so the bound counts them; their output check uses at least this tolerance.
+ALGORITHM_TOLERANCE: dict[str, float] = {
+    ConvFwdAlgo.WINOGRAD: 1e-2,
+    ConvFwdAlgo.WINOGRAD_NONFUSED: 1e-2,
+}
+
+
 class Activation(StrEnum):
     """ONNX activation op -> cudnnActivationMode_t."""
 

@@ -410,7 +410,7 @@ class Runner:
                         return any(j.index not in finished for j in todo)
                     finished.add(current.job.index)
                     self._finish(current, Status.TIMEOUT.value,
-                                 f"no end of job {current.job.index} within {self.timeout_s:g} s")
+                                 f"job {current.job.index} printed nothing for {self.timeout_s:g} s")
                     return True
                 if raw is None:
                     text = child.exit_text()
@@ -453,6 +453,9 @@ class Runner:
                     why = self._add_result(current, data) if current else "result line outside a job"
                     if why:
                         _complain(current, stray, why)
+                    # a job with many algorithms (graph-API engine configs) makes progress per
+                    # result: the timeout bounds silence, not the whole job
+                    deadline = time.monotonic() + self.timeout_s
                 elif event == "end":
                     if current is None or data.get("job") != current.job.index:
                         _complain(current, stray, f"unexpected end of job {data.get('job')}")

@@ -76,6 +76,16 @@ def job_statuses(db) -> dict[str, str]:
     return {r["layer_key"]: r["status"] for r in db.query("SELECT layer_key, status FROM completed_jobs")}
 
 
+def test_timeout_bounds_silence_not_the_whole_job(fake_build: Path, plan_env: Path) -> None:
+    """A job that keeps printing results (many engine configs) outlives the timeout; a silent one does not."""
+    project = make_project(plan_env, {"bench_fake": ["steady", "hang"]}, n_algorithms=3)
+    db = perfdb.open_db(plan_env / "perf.db")
+    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert (summary.completed, summary.timeout) == (1, 1)
+    assert job_statuses(db) == {"bench_fake-layer000": "ok", "bench_fake-layer001": "timeout"}
+    assert db.execute("SELECT COUNT(*) FROM benchmarks WHERE layer_key = 'bench_fake-layer000'").fetchone()[0] == 3
+
+
 def test_every_outcome_is_recorded_once(fake_build: Path, plan_env: Path) -> None:
     plans = {"bench_fake": ["ok", "mixed", "segv", "ok", "hang", "garbage", "badevent", "exit", "ok"],
              "bench_other": ["ok", "ok"]}
@@ -102,7 +112,7 @@ def test_every_outcome_is_recorded_once(fake_build: Path, plan_env: Path) -> Non
     }
     messages = {r["layer_key"]: r["message"] for r in db.query("SELECT layer_key, message FROM completed_jobs")}
     assert "SIGSEGV" in messages["bench_fake-layer002"]
-    assert "within 1 s" in messages["bench_fake-layer004"]
+    assert "printed nothing for 1 s" in messages["bench_fake-layer004"]
     assert "not JSON" in messages["bench_fake-layer005"] and "cuDNN says hello" in messages["bench_fake-layer005"]
     assert "bogus" in messages["bench_fake-layer006"]
     assert "exited with code 3" in messages["bench_fake-layer007"] and "fake failure" in messages["bench_fake-layer007"]

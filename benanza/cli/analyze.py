@@ -16,6 +16,7 @@ from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
+from benanza.paths import shipped_db
 from benanza.profile.bundle import read_bundle
 from benanza.profile.mapping import map_bundle_report
 from benanza.report import print_report, write_html, write_json, write_trace
@@ -64,8 +65,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
 
 @main.command("analyze")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Performance database (e.g. the shipped perfdb/h100.db).")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Performance database (default: the shipped H100 database, perfdb/h100.db.gz).")
 @click.option("--profile", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
@@ -79,7 +80,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
 @friendly_errors
-def analyze_cmd(model: Path, db_path: Path, bundle: Path | None, system_name: str | None, batch: int | None,
+def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
                 dtypes: str | None, apis: str, json_path: Path | None, html_path: Path | None,
                 trace_path: Path | None) -> None:
     """Lower-bound latency of MODEL on a system and where a framework run loses time.
@@ -88,6 +89,11 @@ def analyze_cmd(model: Path, db_path: Path, bundle: Path | None, system_name: st
     the Benanza ratio against the measured run, and the algorithm-selection, API,
     fusion, Tensor Core, parallelism and framework-overhead gaps (docs/METRICS.md).
     """
+    if db_path is None:
+        try:
+            db_path = shipped_db()
+        except FileNotFoundError as exc:
+            raise BenanzaError(str(exc)) from None
     report, mapping = analyze_model(model, db_path, bundle, system_name, batch,
                                     _precisions(dtypes) if dtypes else None, apis)
     print_report(report, console)

@@ -66,7 +66,8 @@ def summary_table(summary: runner.RunSummary, title: str) -> Table:
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database to write (created if needed).")
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True, type=float,
-              help="Seconds one job may run before its executable is killed and the job recorded as timeout.")
+              help="Seconds a job may go without printing a result before its executable is killed and the job "
+                   "recorded as timeout.")
 @click.option("--force", is_flag=True, help="Re-run jobs the database already holds and replace their rows.")
 @click.option("--l2", type=click.Choice([x.value for x in L2]), default=L2.WARM.value, show_default=True,
               help="warm: inputs stay in L2 (the lower bound); cold: L2 flushed before each repetition.")

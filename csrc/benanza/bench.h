@@ -41,12 +41,14 @@ struct Options {
   int max_calls = 1000;          // cap on K
   int device = 0;
   bool list = false;
+  int max_engines = 0;           // --max-engines N: at most N engine configs per job (graph API); 0 = all
 };
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
                "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N] [--min-reps N]\n"
-               "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n",
+               "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
+               "          [--max-engines N]\n",
                prog);
 }
 
@@ -109,6 +111,8 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
       o.max_calls = int(d);
     } else if (a == "--device" && number(d)) {
       o.device = int(d);
+    } else if (a == "--max-engines" && number(d)) {
+      o.max_engines = int(d);
     } else {
       return false;
     }

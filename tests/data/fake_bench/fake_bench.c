@@ -5,6 +5,7 @@
  *   <job> <behaviour> <layer_key> <api> <dtype> <math> <fusion> <n_algorithms>
  *
  * behaviours: ok, mixed (ok and not_supported results), slow (ok after 150 ms),
+ * steady (600 ms before each result: slower in total than the tests' timeout, never silent that long),
  * segv (raises SIGSEGV mid-job), hang (sleeps forever mid-job), exit (exit 3
  * mid-job), garbage (a non-JSON line inside the job), badevent (an unknown event),
  * skip (silently never runs the job), endhang (ok, then sleeps forever after its end),
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
       fflush(stdout);
     }
     for (int a = 0; a < j->n_algorithms; ++a) {
+      if (strcmp(b, "steady") == 0) sleep_ms(600);
       const char* status = (strcmp(b, "mixed") == 0 && a % 2 == 1) ? "not_supported" : "ok";
       result(i, j, a, status, l2);
       if (a == 0 && strcmp(b, "segv") == 0) raise(SIGSEGV);

@@ -1,0 +1,297 @@
+// benanza harness, cuDNN graph-API family (header-only cudnn-frontend): what the
+// convolution and matmul graph benchmarks share.
+//
+// A benchmark declares its operation graph once, then
+//   1. enumerate_engine_configs: heuristic modes A, B and the fallback list, every
+//      engine config each returns (cudnn-frontend create_execution_plans per mode, all
+//      appended to one graph), deduped by canonical name, remembering each config's
+//      rank in every list it appears in;
+//   2. run_engine_configs: per config, its engine's numerical and behaviour notes
+//      (backend ENGINE descriptor on the graph's operation graph), the fp32-FMA filter
+//      (engines noted TENSOR_CORE or DOWN_CONVERT_INPUTS run TF32 on fp32 data), plan
+//      build (timed: runtime-compiled engines compile here), workspace, one checked
+//      execution against the fp32 reference, bz::Context::measure, and one result line,
+//      flushed as soon as that config is done.
+// Every failure is a recorded status of that config, never a crash of the job.
+#pragma once
+
+// cudnn-frontend's own headers trip two nvcc front-end diagnostics (an unreachable loop
+// in a macro, an ignored [[nodiscard]]); they are the library's, not ours.
+#ifdef __NVCC__
+#pragma nv_diag_suppress 128
+#pragma nv_diag_suppress 2810
+#endif
+#include <cudnn_frontend.h>
+#ifdef __NVCC__
+#pragma nv_diag_default 128
+#pragma nv_diag_default 2810
+#endif
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "benanza/bench.h"
+#include "benanza/cudnn_graph_names.h"
+#include "benanza/cudnn_util.h"
+
+namespace bz {
+
+namespace fe = cudnn_frontend;
+
+// A frontend graph that also hands out what the benchmarks read beside the frontend's
+// API: the backend operation graph (for engine notes) and the release of a plan once
+// it has been measured (so hundreds of configs never hold their kernels at once).
+class FeGraph : public fe::graph::Graph {
+ public:
+  cudnnBackendDescriptor_t op_graph() const { return operation_graph ? operation_graph->get_raw_desc() : nullptr; }
+  void release_plan(int64_t index) {
+    auto& built = plans.get_execution_plans();
+    if (index >= 0 && size_t(index) < built.size()) built[size_t(index)].reset();
+  }
+};
+
+// Multi-line frontend messages as one line, capped (result messages are one line).
+inline std::string one_line(const std::string& text, size_t max_chars = 400) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n' || c == '\r') {
+      if (!out.empty() && out.back() != ' ') out += " | ";
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '|')) out.pop_back();
+  if (out.size() > max_chars) out = out.substr(0, max_chars) + "...";
+  return out;
+}
+
+// A frontend call's error as a bz::Error: NOT_SUPPORTED anywhere in it reads as not_supported.
+inline void check_fe(fe::error_t e, Status otherwise, const char* what) {
+  if (e.is_good()) return;
+  const std::string msg = e.get_message();
+  const bool unsupported = msg.find("NOT_SUPPORTED") != std::string::npos;
+  throw Error(unsupported ? Status::NotSupported : otherwise, std::string(what) + ": " + one_line(msg));
+}
+
+inline fe::DataType_t fe_type(cudnnDataType_t t) { return fe::detail::convert_from_cudnn_type(t); }
+
+// Strides of an N x C x H x W (or K x C x R x S) tensor in NCHW, or NHWC (KRSC) order.
+inline std::vector<int64_t> strides_4d(int64_t n, int64_t c, int64_t h, int64_t w, bool nhwc) {
+  (void)n;
+  return nhwc ? std::vector<int64_t>{h * w * c, 1, w * c, c} : std::vector<int64_t>{c * h * w, h * w, w, 1};
+}
+
+// ---------------------------------------------------------------- engine configs
+
+// Heuristic modes in query order, with the names notes.heuristics uses.
+struct HeurModeName {
+  fe::HeurMode_t mode;
+  const char* name;
+};
+inline const HeurModeName kHeurModes[] = {
+    {fe::HeurMode_t::A, "A"}, {fe::HeurMode_t::B, "B"}, {fe::HeurMode_t::FALLBACK, "fallback"}};
+constexpr size_t kNumHeurModes = 3;
+
+struct EngineConfig {
+  std::string name;  // canonical (engine_config_name), or the frontend's text when it does not parse
+  std::string tag;   // the frontend's plan name (numeric knob types)
+  bool parsed = false;
+  long long engine_id = -1;
+  std::vector<KnobChoice> knobs;
+  int64_t index = 0;                                       // plan index in the graph (first occurrence)
+  std::array<std::optional<int>, kNumHeurModes> ranks{};  // position in each mode's list
+};
+
+struct EngineList {
+  std::vector<EngineConfig> configs;  // A's order, then B's new ones, then the fallback's new ones
+  std::array<int, kNumHeurModes> counts{};
+  std::array<std::string, kNumHeurModes> errors;  // a mode whose query failed
+};
+
+// Every engine config of heuristic modes A, B and FALLBACK on a built operation graph.
+inline EngineList enumerate_engine_configs(FeGraph& g) {
+  EngineList out;
+  std::map<std::string, size_t> seen;
+  for (size_t m = 0; m < kNumHeurModes; ++m) {
+    const int64_t before = g.get_execution_plan_count();
+    fe::error_t e = g.create_execution_plans({kHeurModes[m].mode});
+    const int64_t after = g.get_execution_plan_count();
+    if (e.is_bad()) out.errors[m] = one_line(e.get_message(), 200);
+    out.counts[m] = int(after - before);
+    for (int64_t i = before; i < after; ++i) {
+      std::string tag;
+      if (g.get_plan_name_at_index(i, tag).is_bad()) tag = "plan" + std::to_string(i);
+      EngineConfig c;
+      c.tag = tag;
+      c.parsed = parse_engine_tag(tag, c.engine_id, c.knobs);
+      c.name = c.parsed ? engine_config_name(c.engine_id, c.knobs) : tag;
+      auto it = seen.find(c.name);
+      if (it == seen.end()) {
+        c.index = i;
+        c.ranks[m] = int(i - before);
+        seen.emplace(c.name, out.configs.size());
+        out.configs.push_back(std::move(c));
+      } else if (!out.configs[it->second].ranks[m]) {
+        out.configs[it->second].ranks[m] = int(i - before);
+      }
+    }
+  }
+  return out;
+}
+
+// Numerical and behaviour notes of one engine on an operation graph (backend ENGINE descriptor).
+struct EngineNotes {
+  std::vector<int> numerical, behavior;  // cudnnBackendNumericalNote_t / cudnnBackendBehaviorNote_t values
+  bool known = false;
+  bool has_numerical(cudnnBackendNumericalNote_t n) const {
+    for (int v : numerical)
+      if (v == int(n)) return true;
+    return false;
+  }
+};
+
+inline EngineNotes engine_notes(cudnnBackendDescriptor_t op_graph, long long engine_id) {
+  EngineNotes notes;
+  if (!op_graph || engine_id < 0) return notes;
+  cudnnBackendDescriptor_t engine = nullptr;
+  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return notes;
+  int64_t index = engine_id;
+  bool ok = cudnnBackendSetAttribute(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                     &op_graph) == CUDNN_STATUS_SUCCESS &&
+            cudnnBackendSetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index) ==
+                CUDNN_STATUS_SUCCESS &&
+            cudnnBackendFinalize(engine) == CUDNN_STATUS_SUCCESS;
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> num{};
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> beh{};
+  int64_t n_num = 0, n_beh = 0;
+  ok = ok &&
+       cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                int64_t(num.size()), &n_num, num.data()) == CUDNN_STATUS_SUCCESS &&
+       cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                int64_t(beh.size()), &n_beh, beh.data()) == CUDNN_STATUS_SUCCESS;
+  cudnnBackendDestroyDescriptor(engine);
+  if (!ok) return notes;
+  for (int64_t i = 0; i < std::min<int64_t>(n_num, int64_t(num.size())); ++i) notes.numerical.push_back(int(num[i]));
+  for (int64_t i = 0; i < std::min<int64_t>(n_beh, int64_t(beh.size())); ++i) notes.behavior.push_back(int(beh[i]));
+  notes.known = true;
+  return notes;
+}
+
+template <size_t N>
+inline std::string json_names(const char* const (&table)[N], const std::vector<int>& values, const char* unknown) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + Json::quote(enum_name(table, values[i], unknown));
+  return out + "]";
+}
+
+inline std::string json_knobs(const std::vector<KnobChoice>& knobs) {
+  Json j;
+  for (const auto& [name, value] : knobs) j.add(name.c_str(), value);
+  return j.str();
+}
+
+inline std::string json_ranks(const EngineConfig& c) {
+  Json j;
+  for (size_t m = 0; m < kNumHeurModes; ++m)
+    if (c.ranks[m]) j.add(kHeurModes[m].name, *c.ranks[m]);
+  return j.str();
+}
+
+inline std::string json_heuristics(const EngineList& list) {
+  Json counts, errors;
+  for (size_t m = 0; m < kNumHeurModes; ++m) {
+    counts.add(kHeurModes[m].name, list.counts[m]);
+    if (!list.errors[m].empty()) errors.add(kHeurModes[m].name, list.errors[m]);
+  }
+  return Json().raw("counts", counts.str()).raw("errors", errors.str()).str();
+}
+
+// ---------------------------------------------------------------- the benchmark loop
+
+// What one graph benchmark measures: a built operation graph, its variant pack, the
+// output buffer and its fp32 reference.
+struct GraphRun {
+  FeGraph& graph;
+  std::unordered_map<int64_t, void*>& pack;
+  const Buffer& y;
+  size_t y_count;
+  const float* ref;
+};
+
+// One result with `status` for a job whose graph could not be set up or offered no
+// engine config at all (algorithm "heuristic", as cublasLtMatmul's benchmark does).
+inline void emit_job_failure(Context& ctx, int job, const Result& base, const Error& e, const std::string& notes = "") {
+  Result r = base;
+  r.algorithm = "heuristic";
+  r.fail(e);
+  if (!notes.empty()) r.notes.raw("heuristics", notes);
+  ctx.emit(job, r);
+}
+
+// Build, check, time and emit every engine config of `list` (up to --max-engines).
+inline void run_engine_configs(Context& ctx, int job, const Result& base, const CudnnPrecision& p, GraphRun& run,
+                               const EngineList& list) {
+  if (list.configs.empty()) {
+    emit_job_failure(ctx, job, base, Error(Status::NotSupported, "no heuristic mode returned an engine config"),
+                     json_heuristics(list));
+    return;
+  }
+  const bool fma_only = p.math_type == CUDNN_FMA_MATH;  // fp32: no TF32 Tensor Core engines
+  const size_t limit = ctx.opt.max_engines > 0 ? std::min(list.configs.size(), size_t(ctx.opt.max_engines))
+                                               : list.configs.size();
+  for (size_t ci = 0; ci < limit; ++ci) {
+    const EngineConfig& c = list.configs[ci];
+    Result r = base;
+    r.algorithm = c.name;
+    r.heuristic_rank = c.ranks[0];
+    r.notes.add("engine_id", c.engine_id).raw("knobs", json_knobs(c.knobs)).add("plan_name", c.tag);
+    r.notes.raw("heuristics", json_ranks(c)).add("config", int(ci)).add("configs", int(list.configs.size()));
+    try {
+      if (!c.parsed) throw Error(Status::Failed, "cudnn-frontend plan name '" + c.tag + "' is not eng<id>_k<knob>=<v>");
+      const EngineNotes notes = engine_notes(run.graph.op_graph(), c.engine_id);
+      if (notes.known) {
+        r.notes.raw("numerical_notes", json_names(kNumericalNoteNames, notes.numerical, "NOTE"));
+        r.notes.raw("behavior_notes", json_names(kBehaviorNoteNames, notes.behavior, "NOTE"));
+      } else {
+        r.notes.add("notes_error", "engine notes could not be queried");
+      }
+      if (fma_only && (notes.has_numerical(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
+                       notes.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+        throw Error(Status::NotSupported, "tf32 engine excluded under fp32 FMA");
+      const auto t0 = std::chrono::steady_clock::now();
+      const fe::error_t built = run.graph.build_plan_at_index(c.index);
+      const double build_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      r.notes.add("build_ms", build_ms);
+      check_fe(built, Status::NotSupported, "build_plan_at_index");
+      int64_t ws = 0;
+      check_fe(run.graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
+               "get_workspace_size_plan_at_index");
+      r.workspace_bytes = (long long)ws;
+      Buffer work(static_cast<size_t>(ws));
+      auto call = [&](cudaStream_t) {
+        check_fe(run.graph.execute_plan_at_index(ctx.cudnn(), run.pack, work.get(), c.index), Status::Failed,
+                 "execute_plan_at_index");
+      };
+      BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
+      call(ctx.stream);
+      ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
+      Context::record(r, ctx.measure(call));
+    } catch (const Error& e) {
+      r.fail(e);
+    } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
+      r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(e.what())));
+    }
+    run.graph.release_plan(c.index);
+    ctx.emit(job, r);
+  }
+}
+
+}  // namespace bz

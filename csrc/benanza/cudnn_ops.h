@@ -1,0 +1,109 @@
+// benanza harness: what the legacy cuDNN op benchmarks share (batch norm, activation,
+// pooling, softmax, LRN, add tensor, op tensor) and the copy bound of non-library layers:
+// 4-D packed tensors in either layout, random operands with their fp32 copies for the
+// reference kernels, and the one-algorithm check-then-time step.
+//
+// Each of these APIs has one algorithm per job (its mode), so a job is one result:
+// setup, a checked call into a NaN-filled output, then ctx.measure.  Any bz::Error on
+// the way becomes that result's status.
+#pragma once
+
+#include <cudnn.h>
+
+#include <string>
+
+#include "benanza/bench.h"
+#include "benanza/cudnn_util.h"
+
+namespace bz {
+
+// A 4-D tensor as cuDNN sees it (n, c, h, w), whatever its memory layout.
+struct Dims4 {
+  int n, c, h, w;
+};
+
+__host__ __device__ inline size_t count_of(const Dims4& d) { return size_t(d.n) * d.c * d.h * d.w; }
+
+inline std::string to_json(const Dims4& d) {
+  return "[" + std::to_string(d.n) + "," + std::to_string(d.c) + "," + std::to_string(d.h) + "," +
+         std::to_string(d.w) + "]";
+}
+
+// A fully packed tensor of dims `d` in `format` (NCHW or NHWC).
+inline void set_tensor(const TensorDesc& t, cudnnTensorFormat_t format, cudnnDataType_t type, const Dims4& d) {
+  BZ_CHECK_CUDNN(cudnnSetTensor4dDescriptor(t, format, type, d.n, d.c, d.h, d.w));
+}
+
+// Index arithmetic of a packed 4-D tensor, for the reference kernels.
+struct Packed4 {
+  Dims4 d;
+  bool nhwc;
+
+  // Coordinates of the i-th element in memory order.
+  __host__ __device__ void coords(size_t i, int& n, int& c, int& h, int& w) const {
+    if (nhwc) {
+      c = int(i % d.c); i /= d.c; w = int(i % d.w); i /= d.w; h = int(i % d.h); n = int(i / d.h);
+    } else {
+      w = int(i % d.w); i /= d.w; h = int(i % d.h); i /= d.h; c = int(i % d.c); n = int(i / d.c);
+    }
+  }
+  // Memory offset of (n, c, h, w); a dimension of size 1 broadcasts (reads index 0).
+  __host__ __device__ size_t offset(int n, int c, int h, int w) const {
+    n = d.n == 1 ? 0 : n; c = d.c == 1 ? 0 : c; h = d.h == 1 ? 0 : h; w = d.w == 1 ? 0 : w;
+    return nhwc ? ((size_t(n) * d.h + h) * d.w + w) * d.c + c : ((size_t(n) * d.c + c) * d.h + h) * d.w + w;
+  }
+};
+
+constexpr int kOpThreads = 256;
+
+inline unsigned grid_for(size_t count) {
+  size_t b = (count + kOpThreads - 1) / kOpThreads;
+  return unsigned(b == 0 ? 1 : (b < 65535u * 8 ? b : 65535u * 8));
+}
+
+// The fields every result of an op benchmark shares.  These ops have no math mode:
+// math is benanza's Math.NONE, "n/a".
+inline Result op_result(const char* key, const CudnnPrecision& p, const char* fusion, const char* layout,
+                        const char* algorithm) {
+  Result r;
+  r.layer_key = key;
+  r.algorithm = algorithm;
+  r.dtype = p.dtype;
+  r.math = "n/a";
+  r.fusion = fusion;
+  r.layout = layout;
+  r.tolerance = p.tolerance;
+  return r;
+}
+
+// A random device operand in the benchmark's storage type and its exact fp32 copy.
+struct Operand {
+  size_t count = 0;
+  Buffer data, f32;
+
+  Operand(Context& ctx, size_t n, DType dtype, uint64_t seed)
+      : count(n), data(n * dtype_size(dtype)), f32(n * sizeof(float)) {
+    ctx.fill(data, n, dtype, seed);
+    to_float(data.get(), dtype, f32.as<float>(), n, ctx.stream);
+  }
+  const float* ref() const { return f32.as<float>(); }
+};
+
+// Fill a buffer with NaN bytes, so that a call that writes nothing fails the check.
+inline void poison(Context& ctx, const Buffer& b) {
+  BZ_CHECK_CUDA(cudaMemsetAsync(b.get(), 0xff, b.bytes(), ctx.stream));
+}
+
+inline void check_launch() { BZ_CHECK_CUDA(cudaGetLastError()); }
+
+// One call into a NaN-filled `out`, checked against the fp32 `ref`, then timed.
+template <class F>
+void check_and_time(Context& ctx, Result& r, F&& call, const Buffer& out, DType dtype, const float* ref,
+                    size_t count, double tolerance) {
+  poison(ctx, out);
+  call(ctx.stream);
+  ctx.check(r, out.get(), dtype, ref, count, tolerance);
+  Context::record(r, ctx.measure(call));
+}
+
+}  // namespace bz
