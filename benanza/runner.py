@@ -329,9 +329,10 @@ class Runner:
 
     def __init__(self, db: Database, build_dir: Path, timeout_s: float, force: bool, l2: str,
                  system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
-                 max_reps: int | None) -> None:
+                 max_reps: int | None, max_engines: int | None = None) -> None:
         self.db, self.build_dir, self.timeout_s, self.force, self.l2 = db, build_dir, timeout_s, force, l2
         self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
+        self.max_engines = max_engines
         self.fixed_system = system_id is not None
         self.summary = RunSummary(system_id=system_id)
 
@@ -386,6 +387,8 @@ class Runner:
         argv = [str(path), "--jobs", job_ranges(by_index), "--l2", self.l2]
         if self.max_reps:
             argv += ["--max-reps", str(self.max_reps)]
+        if self.max_engines:
+            argv += ["--max-engines", str(self.max_engines)]
         try:
             child = _Child(argv, self.build_dir)
         except OSError as exc:
@@ -490,7 +493,7 @@ class Runner:
 def run(project_dir: str | Path, db: Database, system_id: str | None = None, timeout_s: float = 120.0,
         force: bool = False, l2: str = L2.WARM.value, progress: Progress | None = None,
         build_dir: str | Path | None = None, system: Mapping[str, Any] | None = None,
-        max_reps: int | None = None) -> RunSummary:
+        max_reps: int | None = None, max_engines: int | None = None) -> RunSummary:
     """Run every pending job of a built project into ``db``; returns what happened.
 
     ``system_id`` None: the system is what each executable's "system" line says,
@@ -511,7 +514,7 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
         perfdb.store_manifest_layers(db, manifest["layers"])
     if manifest.get("models"):
         perfdb.store_manifest_models(db, manifest["models"])
-    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps)
+    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines)
     runner.summary.jobs = sum(len(j) for j in jobs.values())
     for name, todo in jobs.items():
         try:

@@ -80,10 +80,12 @@ def summary_table(summary: runner.RunSummary, title: str) -> Table:
               show_default=True, help="Where the project generated for ONNX models goes.")
 @click.option("-j", "--build-jobs", type=int, help="Parallel compile jobs.")
 @click.option("--max-reps", type=int, help="Cap on timed repetitions per benchmark (passed to the executables).")
+@click.option("--max-engines", type=int,
+              help="Cap on graph-API engine configs measured per job (default: every one the heuristics offer).")
 @friendly_errors
 def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bool, l2: str,
             build_dir: Path | None, dtypes: tuple[str, ...], batch: int | None, project_dir: Path,
-            build_jobs: int | None, max_reps: int | None) -> None:
+            build_jobs: int | None, max_reps: int | None, max_engines: int | None) -> None:
     """Build each generated project DIR (or generate one for the .onnx MODELs given) and run
     its benchmarks into --db.
 
@@ -113,7 +115,8 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
                 bar.update(task, advance=1, last=f"{outcome.job.executable}#{outcome.job.index} {outcome.status}")
 
             summary = runner.run(project, db, timeout_s=timeout_s, force=force, l2=l2, progress=advance,
-                                 build_dir=out, system=fingerprint, max_reps=max_reps)
+                                 build_dir=out, system=fingerprint, max_reps=max_reps,
+                                 max_engines=max_engines)
         console.print(summary_table(summary, f"{project} on system {summary.system_id}"))
         for error in summary.errors:
             console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)

@@ -1,0 +1,95 @@
+"""`benanza analyze` and `benanza quickstart` on the shipped H100 database (perfdb/h100.db.gz).
+
+Real data: the database was measured on an H100 (docs/RESULTS.md); checked through the library.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from benanza import system
+from benanza.cli import main
+from benanza.cli.analyze import analyze_model
+from benanza.paths import shipped_db
+from benanza.profile.bundle import write_meta
+
+ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+RESNET = ZOO / "light_resnet50.onnx"
+
+
+@pytest.fixture(scope="module")
+def h100() -> Path:
+    return shipped_db()
+
+
+@pytest.mark.parametrize("name, lacking", [
+    ("resnet50", []), ("vgg19", []), ("densenet121", []),
+    ("inception_v1", ["AveragePool"]),  # pads [0,0,1,1]: the legacy API takes symmetric pads only
+])
+def test_shipped_database_bounds_the_zoo_at_batch_1(h100: Path, name: str, lacking: list[str]) -> None:
+    report, mapping = analyze_model(ZOO / f"light_{name}.onnx", h100)
+    assert mapping is None
+    s = report.summary
+    missing = [r for r in report.tables["missing"].rows if r["policy"] == "best" and r["kind"] == "layer"]
+    assert sorted(r["op"] for r in missing) == lacking  # listed, never counted as zero
+    assert s["layers with data (best)"] == s["layers"] - len(lacking)
+    assert 0 < s["LBL_par (ms)"] <= s["LBL_seq (ms)"]
+    assert report.system["gpu"].startswith("NVIDIA H100")
+
+
+def test_branchy_model_has_a_parallelism_gap_and_a_chain_has_none(h100: Path) -> None:
+    inception, _ = analyze_model(ZOO / "light_inception_v1.onnx", h100)
+    vgg, _ = analyze_model(ZOO / "light_vgg19.onnx", h100)
+    assert inception.summary["LBL_par (ms)"] < inception.summary["LBL_seq (ms)"]
+    assert vgg.summary["LBL_par (ms)"] == pytest.approx(vgg.summary["LBL_seq (ms)"])
+
+
+def test_cli_writes_json_html_and_trace(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["analyze", str(RESNET), "--json", str(tmp_path / "r.json"),
+                                    "--html", str(tmp_path / "r.html"), "--trace", str(tmp_path / "r.trace.json")])
+    assert out.exit_code == 0, out.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["schema"] == 1 and data["system"]["gpu"].startswith("NVIDIA H100")
+    assert data["summary"]["LBL_seq (ms)"] > 0
+    assert (tmp_path / "r.html").read_text().lstrip().lower().startswith("<!doctype html")
+    assert json.loads((tmp_path / "r.trace.json").read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--system", "A100"], "no system matching 'A100'"),
+    (["--db", "missing.db"], "missing.db: no such performance database"),
+    (["--dtype", "fp8"], "--dtype"),
+])
+def test_bad_input_is_one_line(args: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["analyze", str(RESNET), *args])
+    assert out.exit_code == 1
+    assert says in out.output and "Traceback" not in out.output
+    assert len(out.output.strip().splitlines()) == 1
+
+
+def test_a_bundle_of_another_model_is_refused(tmp_path: Path) -> None:
+    bundle = tmp_path / "vgg_bundle"
+    write_meta(bundle, framework="onnxruntime", framework_version="1.31.1", model="light_vgg19.onnx", batch=1,
+               dtype="fp32", latencies_ms=[1.0, 1.1])
+    out = CliRunner().invoke(main, ["analyze", str(RESNET), "--profile", str(bundle)])
+    assert out.exit_code == 1
+    assert "profile bundle of model 'light_vgg19.onnx', not of light_resnet50.onnx" in out.output
+
+
+@pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU quickstart measures first")
+def test_quickstart_without_a_gpu_analyzes_with_the_shipped_data(tmp_path: Path) -> None:
+    models = tmp_path / "zoo"
+    models.mkdir()
+    for name in ("light_alexnet.onnx", "light_zfnet512.onnx"):
+        shutil.copy(ZOO / name.replace("alexnet", "bvlc_alexnet"), models / name)
+    out = CliRunner().invoke(main, ["quickstart", str(models), "--out", str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    assert "no usable NVIDIA GPU here" in out.output
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.html")) == ["light_alexnet.html", "light_zfnet512.html"]
