@@ -213,8 +213,9 @@ def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
             stale.unlink()
     _copy_harness(out, manifest)
     _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
+    host_only = sorted(exe for exe, jobs in executables.items() if APIS[jobs[0].api].host_only)
     cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),
-                                                           site_dirs=site_dirs())
+                                                           host_only=host_only, site_dirs=site_dirs())
     _write(out / "benchmarks.cmake", cmake, manifest)
     _manifest_entries(plan, manifest)
     _write(out / MANIFEST, json.dumps(manifest.to_dict(), indent=1, sort_keys=False) + "\n", manifest)
