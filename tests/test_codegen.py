@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -134,22 +134,14 @@ def test_c_helpers() -> None:
         codegen.c_number(float("nan"))
 
 
-def _build(out: Path) -> Path:
-    build = out / "build"
-    env = {**os.environ, "PATH": f"{Path(NVCC).parent}:{os.environ['PATH']}"}
-    subprocess.run(["cmake", "-S", str(out), "-B", str(build), "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=90",
-                    f"-DCMAKE_CUDA_COMPILER={NVCC}"], check=True, capture_output=True, env=env, text=True)
-    done = subprocess.run(["cmake", "--build", str(build)], capture_output=True, env=env, text=True)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "warning" not in done.stdout.lower(), done.stdout[-4000:]
-    return build
 
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codegen.Manifest]) -> None:
+def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codegen.Manifest],
+                                                      cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = project
-    build = _build(out)
+    build = cmake_build(out)
     for exe, spec in manifest.executables.items():
         binary = build / exe
         assert binary.is_file()
@@ -167,9 +159,10 @@ def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codeg
 @pytest.mark.gpu
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
-def test_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest]) -> None:
+def test_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest],
+                                 cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = project
-    build = out / "build" if (out / "build" / "bench_conv_fwd").exists() else _build(out)
+    build = out / "build" if (out / "build" / "bench_conv_fwd").exists() else cmake_build(out)
     names = {layer.key: layer.name for layer in handmade().layers}
     hand = [j for j in manifest.jobs if j["executable"] == "bench_conv_fwd" and j["layer_key"] in names]
     run = subprocess.run([str(build / "bench_conv_fwd"), "--jobs", ",".join(str(j["job"]) for j in hand),

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
@@ -374,24 +375,14 @@ def test_generated_sources_hold_no_model_text(cublas_project: tuple[Path, codege
             assert fragment not in text, (path.name, fragment)
 
 
-def _build(out: Path) -> Path:
-    import os
-
-    build = out / "build"
-    env = {**os.environ, "PATH": f"{Path(NVCC).parent}:{os.environ['PATH']}"}
-    subprocess.run(["cmake", "-S", str(out), "-B", str(build), "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=90",
-                    f"-DCMAKE_CUDA_COMPILER={NVCC}"], check=True, capture_output=True, env=env, text=True)
-    done = subprocess.run(["cmake", "--build", str(build)], capture_output=True, env=env, text=True)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "warning" not in done.stdout.lower(), done.stdout[-4000:]
-    return build
 
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_cublas_benchmarks_build_and_list(cublas_project: tuple[Path, codegen.Manifest]) -> None:
+def test_cublas_benchmarks_build_and_list(cublas_project: tuple[Path, codegen.Manifest],
+                                          cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = cublas_project
-    build = _build(out)
+    build = cmake_build(out)
     for exe, spec in manifest.executables.items():
         listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr
@@ -408,9 +399,10 @@ def test_cublas_benchmarks_build_and_list(cublas_project: tuple[Path, codegen.Ma
 @pytest.mark.gpu
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
-def test_cublas_benchmarks_run_on_a_gpu(cublas_project: tuple[Path, codegen.Manifest]) -> None:
+def test_cublas_benchmarks_run_on_a_gpu(cublas_project: tuple[Path, codegen.Manifest],
+                                        cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = cublas_project
-    build = out / "build" if (out / "build" / "bench_ceilings").exists() else _build(out)
+    build = out / "build" if (out / "build" / "bench_ceilings").exists() else cmake_build(out)
     # the hand-made layers and VGG-19 (its FCs and gemm+bias+act fusions) keep the run short
     keys = {CEILING_KEY}
     for m in manifest.models:

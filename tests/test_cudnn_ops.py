@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -381,22 +381,14 @@ def test_generated_sources_hold_no_model_text(project: tuple[Path, codegen.Manif
     assert {b["math"] for b in data["benchmarks"]} == {"n/a"}
 
 
-def _build(out: Path) -> Path:
-    build = out / "build"
-    env = {**os.environ, "PATH": f"{Path(NVCC).parent}:{os.environ['PATH']}"}
-    subprocess.run(["cmake", "-S", str(out), "-B", str(build), "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=90",
-                    f"-DCMAKE_CUDA_COMPILER={NVCC}"], check=True, capture_output=True, env=env, text=True)
-    done = subprocess.run(["cmake", "--build", str(build)], capture_output=True, env=env, text=True)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "warning" not in done.stdout.lower(), done.stdout[-4000:]
-    return build
 
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_op_benchmarks_build_and_list(project: tuple[Path, codegen.Manifest, Plan]) -> None:
+def test_op_benchmarks_build_and_list(project: tuple[Path, codegen.Manifest, Plan],
+                                      cmake_build: Callable[[Path], Path]) -> None:
     out, manifest, _ = project
-    build = _build(out)
+    build = cmake_build(out)
     for exe, spec in manifest.executables.items():
         listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr
@@ -410,9 +402,10 @@ def test_op_benchmarks_build_and_list(project: tuple[Path, codegen.Manifest, Pla
 @pytest.mark.gpu
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
-def test_op_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest, Plan]) -> None:
+def test_op_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest, Plan],
+                                    cmake_build: Callable[[Path], Path]) -> None:
     out, manifest, p = project
-    build = out / "build" if (out / "build" / "bench_copy").exists() else _build(out)
+    build = out / "build" if (out / "build" / "bench_copy").exists() else cmake_build(out)
     hand = {layer.key: layer.name for layer in HAND}
     pads = {layer.key: layer.attrs.get("pads", []) for m in p.models for layer in m.layers}
     for exe in sorted(manifest.executables):

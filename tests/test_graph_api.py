@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
@@ -309,22 +309,14 @@ def test_generated_sources_hold_no_model_text(graph_project: tuple[Path, codegen
                                                                         "cudnn_graph_names.h").is_file()
 
 
-def _build(out: Path) -> Path:
-    build = out / "build"
-    env = {**os.environ, "PATH": f"{Path(NVCC).parent}:{os.environ['PATH']}"}
-    subprocess.run(["cmake", "-S", str(out), "-B", str(build), "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=90",
-                    f"-DCMAKE_CUDA_COMPILER={NVCC}"], check=True, capture_output=True, env=env, text=True)
-    done = subprocess.run(["cmake", "--build", str(build)], capture_output=True, env=env, text=True)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "warning" not in done.stdout.lower(), done.stdout[-4000:]
-    return build
 
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_graph_benchmarks_build_and_list(graph_project: tuple[Path, codegen.Manifest]) -> None:
+def test_graph_benchmarks_build_and_list(graph_project: tuple[Path, codegen.Manifest],
+                                         cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = graph_project
-    build = _build(out)
+    build = cmake_build(out)
     for exe, spec in manifest.executables.items():
         listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr
@@ -344,9 +336,10 @@ def test_graph_benchmarks_build_and_list(graph_project: tuple[Path, codegen.Mani
 @pytest.mark.gpu
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
-def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manifest]) -> None:
+def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manifest],
+                                       cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = graph_project
-    build = out / "build" if (out / "build" / "bench_graph_conv").exists() else _build(out)
+    build = out / "build" if (out / "build" / "bench_graph_conv").exists() else cmake_build(out)
     for exe in manifest.executables:
         jobs = [j for j in manifest.jobs if j["executable"] == exe]
         picked = {(j["dtype"], j["fusion"]): j["job"] for j in jobs}  # one job per precision and pattern
