@@ -32,10 +32,8 @@ def _precisions(text: str) -> frozenset[Precision]:
 
 
 def _model_stem(name: str) -> str:
-    stem = Path(name).name
-    for suffix in (".onnx",):
-        stem = stem.removesuffix(suffix)
-    return stem.removeprefix("light_")
+    """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
+    return Path(name).name.removesuffix(".onnx").removeprefix("light_")
 
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
