@@ -402,6 +402,19 @@ LT_EPILOGUES: dict[tuple[bool, bool], str] = {
 }
 
 
+def _gemm_chain(item: Layer | FusionCandidate, model: Model, refusal: str) -> tuple[GemmShape, bool, bool]:
+    """The GEMM of a Gemm/MatMul layer or gemm fusion, and whether a bias add and a ReLU follow it.
+
+    ``refusal`` (with ``{}`` for the activation) is the reason a non-ReLU activation is dropped.
+    """
+    if isinstance(item, Layer):
+        return gemm_shape(item), False, False
+    members = [model.layers[i] for i in item.layers]
+    if item.activation and item.activation != Activation.RELU.value:
+        raise Unsupported(refusal.format(item.activation))
+    return gemm_shape(members[0]), any(m.op == "Add" for m in members[1:]), bool(item.activation)
+
+
 def lt_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
     """cublasLtMatmul, every algorithm its heuristic returns; a gemm fusion through the bias/ReLU epilogue.
 
@@ -409,18 +422,11 @@ def lt_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Precis
     fusion the bias (the Add's constant, and a Gemm C that is a row vector or scalar) is
     the epilogue's length-N bias vector; a C with M rows stays ``beta * C``.
     """
-    if isinstance(item, Layer):
-        shape, bias, relu = gemm_shape(item), False, False
-    else:
-        members = [model.layers[i] for i in item.layers]
-        shape = gemm_shape(members[0])
-        if item.activation and item.activation != Activation.RELU.value:
-            raise Unsupported(f"cuBLASLt has no epilogue for {item.activation}")
-        bias, relu = any(m.op == "Add" for m in members[1:]), bool(item.activation)
-        if shape.c_rows == 1:  # C broadcasts along the rows: it is a bias vector
-            shape = GemmShape(shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.stride_a,
-                              shape.stride_b, shape.alpha)
-            bias = True
+    shape, bias, relu = _gemm_chain(item, model, "cuBLASLt has no epilogue for {}")
+    if not isinstance(item, Layer) and shape.c_rows == 1:  # C broadcasts along the rows: it is a bias vector
+        shape = GemmShape(shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.stride_a,
+                          shape.stride_b, shape.alpha)
+        bias = True
     row = {**_gemm_row(shape), "bias": bias, "relu": relu, "epilogue": LT_EPILOGUES[(bias, relu)]}
     return JobFields(row, {**shape.describe(), "bias": [shape.n] if bias else None, "relu": relu,
                            "epilogue": row["epilogue"]}, ("*",))
@@ -765,14 +771,7 @@ def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Pre
     Operands keep the model's row-major layout (a transpose is a stride); a fusion adds
     the Add's constant as a length-N bias and ReLU, as the cuBLASLt epilogue does.
     """
-    if isinstance(item, Layer):
-        shape, bias, relu = gemm_shape(item), False, False
-    else:
-        members = [model.layers[i] for i in item.layers]
-        shape = gemm_shape(members[0])
-        if item.activation and item.activation != Activation.RELU.value:
-            raise Unsupported(f"the graph matmul benchmark fuses ReLU only, not {item.activation}")
-        bias, relu = any(m.op == "Add" for m in members[1:]), bool(item.activation)
+    shape, bias, relu = _gemm_chain(item, model, "the graph matmul benchmark fuses ReLU only, not {}")
     ops = ["matmul", *(["scale_alpha"] if shape.alpha != 1.0 else []), *(["add_c"] if shape.c_rows else []),
            *(["add_bias"] if bias else []), *(["relu_fwd"] if relu else [])]
     row = {"dims": shape.dims(), "alpha": shape.alpha, "beta": shape.beta, "bias": bias, "relu": relu}
