@@ -1,4 +1,4 @@
-"""Profile bundle layout: meta.json, lazily parsed parts (.gz or plain), missing parts, kernels.json."""
+"""Profile bundle layout: meta.json, lazily parsed parts (plain, .gz or .xz), missing parts, kernels.json."""
 
 from __future__ import annotations
 
@@ -57,6 +57,30 @@ def test_ort_bundle_plain_and_gz_parts(tmp_path):
     assert bundle.optimized_model is None
     missing = " ".join(bundle.notes)
     assert "ort_profile.json" in missing and "kernels.json" in missing and "optimized_model.onnx" in missing
+
+
+def test_xz_parts_read_like_plain_ones(tmp_path):
+    import gzip
+    import lzma
+
+    bundle_dir = tmp_path / "ort"
+    write_meta(bundle_dir, framework="onnxruntime", framework_version="1.31.1", model="light_zfnet512.onnx", batch=1,
+               dtype="fp32", latencies_ms=[2.0])
+    for name in ("cudnn_api.log", "cublas_api.log"):
+        raw = gzip.open(SAMPLES / f"ort1.31_zfnet512_{name}.gz").read()
+        (bundle_dir / f"{name}.xz").write_bytes(lzma.compress(raw))
+    bundle = read_bundle(bundle_dir)
+    assert len(bundle.cublas_log.calls) == 9 and len(bundle.cudnn_log.executes()) == 15
+    assert not any("cudnn_api.log" in note for note in bundle.notes)
+
+
+def test_a_corrupt_xz_part_is_one_line(tmp_path):
+    bundle_dir = tmp_path / "ort"
+    write_meta(bundle_dir, framework="onnxruntime", framework_version="1.31.1", model="light_zfnet512.onnx", batch=1,
+               dtype="fp32", latencies_ms=[2.0])
+    (bundle_dir / "ort_profile.json.xz").write_bytes(b"not xz at all")
+    with pytest.raises(BenanzaError, match=r"ort_profile.json.xz: cannot read"):
+        _ = read_bundle(bundle_dir).ort_profile
 
 
 def test_kernels_json_roundtrip_from_a_real_trace(tmp_path):

@@ -28,6 +28,7 @@ from benanza.profile.capture import (
     child_command,
     materialize,
     run_child,
+    strip_weights,
     to_fp16,
 )
 
@@ -177,3 +178,14 @@ def test_capture_and_map_on_the_gpu(tmp_path, framework):
         assert lp.executed is not None and lp.executed.precision == "tf32", (i, mapping.notes)
         assert lp.gpu_ms is not None and lp.gpu_ms > 0, (i, mapping.notes)
     assert mapping.profile.gpu_busy_ms is not None and mapping.profile.gpu_busy_ms > 0
+
+
+def test_strip_weights_keeps_the_nodes_the_mapping_reads(tmp_path):
+    mat = materialize(LIGHT / "light_resnet50.onnx", 1, tmp_path / "model.onnx")
+    before = onnx.load(str(mat.path))
+    strip_weights(mat.path)
+    after = onnx.load(str(mat.path))
+    assert not after.graph.initializer and len(before.graph.initializer) > 100
+    assert [(n.name, n.op_type, list(n.input)) for n in after.graph.node] == \
+        [(n.name, n.op_type, list(n.input)) for n in before.graph.node]
+    assert mat.path.stat().st_size < 1_000_000  # ResNet-50 with its weights: about 98 MB

@@ -72,3 +72,16 @@ def test_not_a_kineto_trace(tmp_path):
     empty.write_text('{"traceEvents": []}')
     with pytest.raises(BenanzaError, match="no cpu_op"):
         read_kineto_trace(empty)
+
+
+def test_a_tensor_list_argument_reads_as_its_first_shape(tmp_path):
+    """aten::cat (an ONNX Concat) records its input as a list of shapes: DenseNet's traces have it."""
+    data = json.loads(gzip.open(TRACE).read())
+    op = next(e for e in data["traceEvents"] if e.get("cat") == "cpu_op")
+    cat = {**op, "name": "aten::cat", "ts": op["ts"] + 1e6,
+           "args": {**op.get("args", {}), "Input Dims": [[[1, 64, 56, 56], [1, 32, 56, 56]], []]}}
+    data["traceEvents"].append(cat)
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(data))
+    parsed = next(o for o in read_kineto_trace(path).cpu_ops if o.name == "aten::cat")
+    assert parsed.input_dims == ((1, 64, 56, 56), ())

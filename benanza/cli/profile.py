@@ -11,7 +11,7 @@ from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Framework, read_bundle
-from benanza.profile.capture import CAPTURE_PRECISIONS, AlgoSearch, capture
+from benanza.profile.capture import CAPTURE_PRECISIONS, PROFILED_RUNS, AlgoSearch, capture
 from benanza.profile.mapping import map_bundle_report, summary
 
 # --framework spellings -> the bundle's framework.
@@ -28,14 +28,17 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
               show_default=True, help="fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Bundle directory to write (must be new or empty); with --map-only, the bundle to read.")
-@click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True, help="Timed runs.")
+@click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Timed runs of the latency run (meta.json's latency_ms).")
+@click.option("--profiled-runs", type=click.IntRange(min=1), default=PROFILED_RUNS, show_default=True,
+              help="Runs inside the profiler and API logging (the kernel trace and logs grow with them).")
 @click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True, help="Untimed warm-up runs.")
 @click.option("--algo-search", type=click.Choice([a.value for a in AlgoSearch]), default=AlgoSearch.EXHAUSTIVE.value,
               show_default=True, help="ONNX Runtime cudnn_conv_algo_search (PyTorch: exhaustive = cudnn.benchmark).")
 @click.option("--map-only", is_flag=True, help="Do not run anything: map the existing bundle --out onto MODEL.")
 @friendly_errors
-def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Path, runs: int, warmup: int,
-                    algo_search: str, map_only: bool) -> None:
+def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Path, runs: int, profiled_runs: int,
+                    warmup: int, algo_search: str, map_only: bool) -> None:
     """Run MODEL in a framework on the GPU and write a profile bundle (docs/PROFILES.md).
 
     The bundle holds the framework profile, the GPU kernel trace, the cuDNN/cuBLAS API
@@ -44,7 +47,7 @@ def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Pa
     """
     if not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
-                algo_search=algo_search)
+                algo_search=algo_search, profiled_runs=profiled_runs)
         console.print(f"wrote profile bundle {out}", highlight=False)
     bundle = read_bundle(out)
     mapping = map_bundle_report(load_model(model, bundle.meta.batch), bundle)

@@ -1,10 +1,11 @@
-"""Opening profile files: ``.gz`` transparently, and every I/O problem as a one-line BenanzaError."""
+"""Opening profile files: ``.gz`` and ``.xz`` transparently, and every I/O problem as a one-line BenanzaError."""
 
 from __future__ import annotations
 
 import gzip
 import io
 import json
+import lzma
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,12 +13,15 @@ from typing import IO, Any
 
 from benanza.errors import BenanzaError
 
+# Compressed suffix -> binary opener (bundles ship their large logs compressed).
+OPENERS: dict[str, Any] = {".gz": gzip.open, ".xz": lzma.open}
+
 
 def open_text(path: Path) -> IO[str]:
-    """Open a text file for reading, decompressing it when its name ends in ``.gz``."""
+    """Open a text file for reading, decompressing it when its name ends in ``.gz`` or ``.xz``."""
     try:
-        if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+        if path.suffix in OPENERS:
+            return io.TextIOWrapper(OPENERS[path.suffix](path, "rb"), encoding="utf-8", errors="replace")
         return path.open("r", encoding="utf-8", errors="replace")
     except OSError as exc:
         raise BenanzaError(f"{path}: cannot open: {exc.strerror or exc}") from exc
@@ -35,7 +39,7 @@ def iter_lines(path: Path) -> Iterator[str]:
                 yield line.rstrip("\r\n")
         except EOFError:
             return
-        except (OSError, zlib.error) as exc:
+        except (OSError, zlib.error, lzma.LZMAError) as exc:
             raise BenanzaError(f"{path}: cannot read: {exc}") from exc
 
 
@@ -46,5 +50,5 @@ def load_json(path: Path) -> Any:
             return json.load(fh)
         except json.JSONDecodeError as exc:
             raise BenanzaError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
-        except (EOFError, OSError, zlib.error) as exc:
+        except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
             raise BenanzaError(f"{path}: cannot read: {exc}") from exc

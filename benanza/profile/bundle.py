@@ -6,7 +6,7 @@ with the run's context (framework, version, batch, dtype, system, end-to-end
 latency). The bundle keeps them side by side; ``meta.json`` is the one required
 file. The layout is documented in docs/PROFILES.md.
 
-Every part may be gzipped (``name`` or ``name.gz``); parts are parsed only when
+Every part may be compressed (``name``, ``name.gz`` or ``name.xz``); parts are parsed only when
 asked for, since API logs can be large.
 """
 
@@ -25,13 +25,14 @@ from typing import Any
 from benanza import SCHEMA_VERSION
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.profile._io import load_json
+from benanza.profile._io import OPENERS, load_json
 from benanza.profile.cublas_log import CublasLog, read_cublas_log
 from benanza.profile.cudnn_log import CudnnLog, read_cudnn_log
 from benanza.profile.kineto import KinetoTrace, read_kineto_trace
 from benanza.profile.ort_profile import OrtProfile, read_ort_profile
 
 META = "meta.json"
+COMPRESSED = tuple(OPENERS)  # suffixes a part may carry
 
 
 class Framework(StrEnum):
@@ -39,7 +40,7 @@ class Framework(StrEnum):
     PYTORCH = "pytorch"
 
 
-# Bundle part -> file names it may have (each also with ".gz"), first match wins.
+# Bundle part -> file names it may have (each also with ".gz" or ".xz"), first match wins.
 PARTS: dict[str, tuple[str, ...]] = {
     "ort_profile": ("ort_profile.json",),
     "torch_trace": ("torch_trace.json",),
@@ -216,7 +217,7 @@ class Bundle:
 
 def _find(directory: Path, names: tuple[str, ...]) -> Path | None:
     for name in names:
-        for candidate in (directory / name, directory / f"{name}.gz"):
+        for candidate in (directory / name, *(directory / f"{name}{z}" for z in COMPRESSED)):
             if candidate.is_file():
                 return candidate
     return None
@@ -233,7 +234,7 @@ def read_bundle(path: str | Path) -> Bundle:
     meta = _meta_from_json(meta_file, load_json(meta_file))
     files = {part: _find(path, names) for part, names in PARTS.items()}
     expected = EXPECTED[Framework(meta.framework)]
-    notes = tuple(f"{path}: no {' or '.join(PARTS[p])}[.gz] ({p} not available)"
+    notes = tuple(f"{path}: no {' or '.join(PARTS[p])}[.gz|.xz] ({p} not available)"
                   for p in expected if files[p] is None)
     return Bundle(path=path, meta=meta, files=files, notes=notes)
 

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -47,13 +48,15 @@ from benanza.model.layer import Layer
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Framework, write_meta
 
-MODEL = "model.onnx"  # the materialized fp32 model (the one the mapping and the analyzer read)
+MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
 MODEL_FP16 = "model_fp16.onnx"  # what ONNX Runtime runs for --dtype fp16
+OPTIMIZED = "optimized_model.onnx"  # ORT's optimized graph; the bundle keeps it without weights
 RUN_RANGE = "model_run"  # record_function name around each timed run (the mapping cuts runs on it)
 NODE_RANGE = "benanza.node:"  # PyTorch: record_function prefix around each converted ONNX node
 NO_GPU_EXIT = 3  # a child's exit status when it finds no usable GPU
 CHILD_TIMEOUT_S = 1800
 SEED = 0
+PROFILED_RUNS = 10  # runs inside the profiler and API logs: enough for per-kernel medians, small bundles
 
 
 class AlgoSearch(StrEnum):
@@ -243,6 +246,16 @@ def _save(model: onnx.ModelProto, out: Path) -> None:
         raise BenanzaError(f"{out}: the materialized model is not valid ONNX: {text[0] if text else exc!r}") from None
 
 
+def strip_weights(path: Path) -> None:
+    """Drop the initializers of a model in place: the mapping reads only its nodes, and
+    weights would make a bundle as large as the model (ResNet-50: 98 MB)."""
+    model = onnx.load(str(path), load_external_data=False)
+    del model.graph.initializer[:]
+    onnx.save_model(model, str(path))
+    for side in path.parent.glob(f"{path.name}.data"):
+        side.unlink()
+
+
 # Ops whose float attributes or outputs would not follow an fp16 cast of inputs and weights.
 FP16_BLOCKERS = frozenset({"Cast", "Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
 
@@ -346,7 +359,7 @@ def check_gpu() -> dict[str, Any]:
 
 def capture(model_path: str | Path, framework: str, batch: int, precision: str, out_dir: str | Path,
             runs: int = 50, warmup: int = 10, algo_search: str = AlgoSearch.EXHAUSTIVE.value,
-            python: str = sys.executable) -> Path:
+            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS) -> Path:
     """Profile one model in one framework and write the bundle ``out_dir``; returns its path."""
     fw = Framework(framework)
     try:
@@ -356,8 +369,9 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
     if prec not in CAPTURE_PRECISIONS:
         raise BenanzaError(f"dtype {prec.value} cannot be captured yet (one of "
                            f"{', '.join(p.value for p in CAPTURE_PRECISIONS)})")
-    if runs < 1 or warmup < 0:
-        raise BenanzaError(f"runs must be >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    if runs < 1 or profiled_runs < 1 or warmup < 0:
+        raise BenanzaError(f"runs and profiled runs must be >= 1 and warmup >= 0 "
+                           f"(got runs={runs}, profiled_runs={profiled_runs}, warmup={warmup})")
     search = AlgoSearch(algo_search)
     sys_info = check_gpu()
     bundle = Path(out_dir)
@@ -365,19 +379,22 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
         raise BenanzaError(f"{bundle}: bundle directory exists and is not empty (choose a new --out)")
     bundle.mkdir(parents=True, exist_ok=True)
     src = Path(model_path)
-    mat = materialize(src, batch, bundle / MODEL)
-    runnable = mat.path
-    if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
-        runnable = to_fp16(mat.path, bundle / MODEL_FP16)
-    profiled = run_child(child_command(fw, runnable, bundle, prec, runs, warmup, search, True, python),
-                         f"{src} ({fw.value}, profiled run)")
-    timed = run_child(child_command(fw, runnable, bundle, prec, runs, warmup, search, False, python),
-                      f"{src} ({fw.value}, latency run)")
+    with tempfile.TemporaryDirectory(prefix="benanza-profile-") as work:
+        mat = materialize(src, batch, Path(work) / MODEL)
+        runnable = mat.path
+        if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
+            runnable = to_fp16(mat.path, Path(work) / MODEL_FP16)
+        profiled = run_child(child_command(fw, runnable, bundle, prec, profiled_runs, warmup, search, True, python),
+                             f"{src} ({fw.value}, profiled run)")
+        timed = run_child(child_command(fw, runnable, bundle, prec, runs, warmup, search, False, python),
+                          f"{src} ({fw.value}, latency run)")
+    if (bundle / OPTIMIZED).is_file():
+        strip_weights(bundle / OPTIMIZED)
     for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
         log = bundle / name
         if log.is_file() and log.stat().st_size == 0:
             log.unlink()  # an empty log means the library was not called: say "absent", not "unreadable"
-    extra = {**profiled.get("settings", {}), "runs_profiled": runs, "warmup": warmup,
+    extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "randomized_weights": len(mat.randomized), "latency_without": "API logs and profiler",
              "clock": profiled.get("clock", {})}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
@@ -477,7 +494,7 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     if profiled:
         so.enable_profiling = True
         so.profile_file_prefix = str(bundle / "ort_profile")
-        so.optimized_model_filepath = str(bundle / "optimized_model.onnx")
+        so.optimized_model_filepath = str(bundle / OPTIMIZED)
     cuda_options = {"device_id": 0, "cudnn_conv_algo_search": ORT_ALGO_SEARCH[AlgoSearch(args.algo_search)],
                     "use_tf32": int(ALLOW_TF32[prec])}
     try:
@@ -541,7 +558,9 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = AlgoSearch(args.algo_search) is AlgoSearch.EXHAUSTIVE
     torch.backends.cudnn.allow_tf32 = ALLOW_TF32[prec]
     torch.backends.cuda.matmul.allow_tf32 = ALLOW_TF32[prec]
-    module = onnx2torch.convert(onnx.load(args.model)).cuda().eval()
+    from benanza.profile.onnx_torch import convert  # onnx2torch plus the zoo models' fixes
+
+    module = convert(args.model).cuda().eval()
     dtype = torch.float16 if prec is Precision.FP16 else torch.float32
     if prec is Precision.FP16:
         module = module.half()

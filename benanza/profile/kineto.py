@@ -121,7 +121,11 @@ def _int(value: Any) -> int | None:
 
 
 def _dims(value: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in value) if isinstance(value, list) else ()
+    """A shape; an op's tensor-list argument (aten::cat's inputs) gives its first tensor's shape."""
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        return _dims(value[0])
+    return tuple(int(v) for v in value) if isinstance(value, list) and all(
+        isinstance(v, int | float) for v in value) else ()
 
 
 def read_kineto_trace(path: str | Path) -> KinetoTrace:

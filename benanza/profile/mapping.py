@@ -39,7 +39,7 @@ from typing import Any
 
 from benanza.analyze.inputs import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 from benanza.errors import BenanzaError
-from benanza.library import Api, Fusion, Precision
+from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 from benanza.profile import cudnn_log
 from benanza.profile.bundle import Bundle, Framework, read_bundle
@@ -717,16 +717,22 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     if rep is not None:
         unmapped_work = tuple(UnmappedWork(ev.name, ev.dur_us / 1e3, _kind(ev, node))
                               for ev, node in rep.events if not (node and node.layers))
-    missing = []
+    missing, elided = [], []
     for layer in model.layers:
         i = layer.index
         if i in nodes or i in fused:
             continue
         if i in calls and not work:
             continue  # the library logs place it; with no kernel trace there is no node to find
+        if layer.op in NO_COPY_OPS and work:
+            elided.append(layer.name)  # inference no-op (Dropout, Reshape...): frameworks drop it
+            continue
         why = "no framework node or op matched it" if work or bundle.ort_profile is not None else \
             "no library call matched it" if layer_signature(layer) is not None else "no part of the bundle names it"
         missing.append((i, f"{layer.op} '{layer.name}': {why}"))
+    if elided:
+        notes.append(f"{len(elided)} alias layer(s) ran as no framework node (elided, no GPU work): "
+                     f"{', '.join(elided[:5])}{' ...' if len(elided) > 5 else ''}")
     profile = Profile(layers=layers, e2e_ms=bundle.meta.latency_ms.median,
                       gpu_busy_ms=statistics.median(run_busy) if run_busy else None,
                       kernel_count=sum(1 for ev, _ in rep.events if ev.kind == "kernel") if rep else None,

@@ -1,0 +1,138 @@
+"""ONNX -> PyTorch for the torch capture: onnx2torch plus the fixes the zoo models need.
+
+onnx2torch 1.5.15 cannot convert two patterns of the (opset 9) zoo models:
+
+* ``Dropout`` opset 7 has no converter (AlexNet, Inception-v1, SqueezeNet, VGG-19).
+  At inference it is the identity; its optional ``mask`` output, unused in the zoo,
+  is dropped from the node so that no ones-tensor is computed (and timed).
+* ``AveragePool`` with asymmetric ``pads`` (Inception-v1: ``[0, 0, 1, 1]``) is refused.
+  Those nodes (only those) become a private op type (onnx2torch's registry allows one
+  converter per op and version, and the stock AveragePool one is taken) whose converter
+  pads explicitly, then pools, and rescales to ONNX's ``count_include_pad=0`` average
+  (over the non-pad elements).
+
+Node names are kept (a domain would be prepended to the module name), so the
+profiler's per-node ranges still name the ONNX nodes.
+Imported only by the torch child process (it needs torch and onnx2torch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PADDED_POOL = "BenanzaPaddedAveragePool"  # op type of the rewritten AveragePool nodes (no ONNX schema)
+
+
+class _Identity(nn.Module):
+    """Dropout at inference: the data unchanged, and an all-ones mask where the graph reads one."""
+
+    def __init__(self, mask: bool) -> None:
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, x: torch.Tensor, *_: Any) -> Any:
+        return (x, torch.ones_like(x)) if self.mask else x
+
+
+class _PaddedAvgPool(nn.Module):
+    """ONNX AveragePool with any pads: zero-pad, pool, and with count_include_pad=0 rescale
+    each output by (window size / non-pad elements), a factor computed once per input shape."""
+
+    def __init__(self, kernel: list[int], strides: list[int], pads: list[int], ceil_mode: bool,
+                 count_include_pad: bool) -> None:
+        super().__init__()
+        rank = len(kernel)
+        self.pool = getattr(F, f"avg_pool{rank}d")
+        self.kernel, self.strides, self.ceil_mode = kernel, strides, ceil_mode
+        self.count_include_pad = count_include_pad
+        # F.pad wants (begin, end) pairs from the last axis; ONNX gives all begins, then all ends
+        self.pad = [p for axis in reversed(range(rank)) for p in (pads[axis], pads[rank + axis])]
+        self._scale: torch.Tensor | None = None
+
+    def _avg(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(F.pad(x, self.pad), self.kernel, self.strides, 0, self.ceil_mode, True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self._avg(x)
+        if self.count_include_pad:
+            return y
+        s = self._scale
+        if s is None or s.shape[2:] != y.shape[2:] or s.device != y.device or s.dtype != y.dtype:
+            ones = torch.ones((1, 1, *x.shape[2:]), device=x.device, dtype=torch.float32)
+            s = self._scale = (1.0 / self._avg(ones)).to(y.dtype)
+        return y * s
+
+
+def _result(module: nn.Module, node: Any) -> Any:
+    from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
+
+    return OperationConverterResult(torch_module=module, onnx_mapping=onnx_mapping_from_node(node))
+
+
+def _dropout(node: Any, graph: Any) -> Any:
+    return _result(_Identity(mask=len(node.output_values) > 1), node)
+
+
+def _padded_pool(node: Any, graph: Any) -> Any:
+    a = node.attributes
+    kernel = list(a["kernel_shape"])
+    rank = len(kernel)
+    if any(d != 1 for d in a.get("dilations", [1] * rank)):
+        raise NotImplementedError(f"AveragePool {node.name}: dilations are not supported")
+    module = _PaddedAvgPool(kernel, list(a.get("strides", [1] * rank)), list(a["pads"]),
+                            bool(a.get("ceil_mode", 0)), bool(a.get("count_include_pad", 0)))
+    return _result(module, node)
+
+
+def _register(op: str, version: int, converter: Any) -> None:
+    """onnx2torch's add_converter, unless (op, version) already has a converter."""
+    from onnx2torch.node_converters.registry import add_converter, get_converter
+
+    try:
+        get_converter(operation_type=op, version=version)
+    except NotImplementedError:
+        add_converter(operation_type=op, version=version)(converter)
+
+
+def _rewrite(model: onnx.ModelProto) -> bool:
+    """Drop unused Dropout masks; make asymmetric-pad AveragePool nodes PADDED_POOL (True if any)."""
+    g = model.graph
+    read = {name for n in g.node for name in n.input} | {v.name for v in g.output}
+    moved = False
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] not in read:
+            del node.output[1:]
+        elif node.op_type == "AveragePool":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            pads = list(attrs.get("pads", []))
+            if attrs.get("auto_pad", b"NOTSET") == b"NOTSET" and pads[:len(pads) // 2] != pads[len(pads) // 2:]:
+                node.op_type = PADDED_POOL
+                moved = True
+    return moved
+
+
+def convert(model_path: str) -> nn.Module:
+    """onnx2torch.convert of ``model_path`` after the fixes above, in eval mode.
+
+    Plain onnx2torch 1.5.15 fails on the opset-9 zoo models (Dropout-7, AveragePool with
+    asymmetric pads); this converts them, with outputs that match ONNX Runtime.
+    """
+    import onnx2torch
+    from onnx2torch.utils.safe_shape_inference import safe_shape_inference
+
+    model = onnx.load(model_path)
+    # shapes first: onnx2torch infers them again, but not past an op without a schema
+    model = safe_shape_inference(model)
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    _register("Dropout", 7, _dropout)
+    if _rewrite(model):
+        # an op without a schema is looked up under the model's default-domain opset
+        _register(PADDED_POOL, opset, _padded_pool)
+    return onnx2torch.convert(model).eval()
