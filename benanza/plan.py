@@ -86,6 +86,9 @@ class Job:
                           self.layout) for a in self.fields.algorithms]
 
 
+ALREADY_MEASURED = "already in the database"  # Dropped.reason of a benchmark the database holds
+
+
 @dataclass(frozen=True)
 class Dropped:
     """A candidate the planner did not turn into a job, and why."""
@@ -889,7 +892,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
                 continue
             job = Job("", 0, c.key, c.api, precision, c.fusion, fields)
             if fields.algorithms and all(measured(b) for b in job.benchmarks()):
-                drop(c, precision, "already in the database")
+                drop(c, precision, ALREADY_MEASURED)
                 continue
             pending.append((c.api, p_order, order, c, precision, fields))
 
@@ -907,7 +910,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
             job = Job(EXECUTABLES[Api.CEILING], counters.get(EXECUTABLES[Api.CEILING], 0), CEILING_KEY, Api.CEILING,
                       precision, Fusion.NONE, fields)
             if all(measured(b) for b in job.benchmarks()):
-                d = Dropped(CEILING_KEY, CEILING_KEY, Api.CEILING.value, precision.value, "already in the database")
+                d = Dropped(CEILING_KEY, CEILING_KEY, Api.CEILING.value, precision.value, ALREADY_MEASURED)
                 dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
                 continue
             counters[job.executable] = job.index + 1

@@ -1,4 +1,4 @@
-"""`benanza analyze` and `benanza quickstart` on the shipped H100 database (perfdb/h100.db.gz).
+"""`benanza analyze` and `benanza quickstart` on the shipped H100 database (perfdb/h100.db.xz).
 
 Real data: the database was measured on an H100 (docs/RESULTS.md); checked through the library.
 """
@@ -93,3 +93,22 @@ def test_quickstart_without_a_gpu_analyzes_with_the_shipped_data(tmp_path: Path)
     assert out.exit_code == 0, out.output
     assert "no usable NVIDIA GPU here" in out.output
     assert sorted(p.name for p in (tmp_path / "out").glob("*.html")) == ["light_alexnet.html", "light_zfnet512.html"]
+
+
+@pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU the capture would run")
+def test_quickstart_profiling_without_a_gpu_degrades_to_no_profile(tmp_path: Path, capsys) -> None:
+    from benanza.cli.quickstart import record_bundle
+
+    assert record_bundle(RESNET, tmp_path / "bundles") is None
+    err = capsys.readouterr().err
+    assert "no onnxruntime profile: no usable CUDA GPU" in err and "no pytorch profile: no usable CUDA GPU" in err
+
+
+@pytest.mark.parametrize("field, value", [("gpu", "NVIDIA A100-SXM4-80GB"), ("cudnn_version", "9.10.2")])
+def test_a_bundle_from_another_gpu_or_cudnn_is_refused(field: str, value: str, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    write_meta(bundle, framework="onnxruntime", framework_version="1.31.1", model="light_resnet50.onnx", batch=1,
+               dtype="fp32", latencies_ms=[1.0], system={"gpu": "NVIDIA H100 80GB HBM3", field: value})
+    out = CliRunner().invoke(main, ["analyze", str(RESNET), "--profile", str(bundle)])
+    assert out.exit_code == 1, out.output
+    assert f"the profile ran with {field} {value}, the database system" in out.output.replace("\n", "")

@@ -232,3 +232,12 @@ def test_cli_generate_skips_what_the_database_holds(tmp_path: Path) -> None:
     assert data["executables"]["bench_conv_fwd"]["num_jobs"] == len(full.jobs) - 1
     assert first.key not in {j["layer_key"] for j in data["jobs"]}
     assert "already in the database" in done.output
+    # everything measured: a second run of the campaign has nothing to do, and that is success
+    perfdb.insert_results(database, system, [
+        Result(b.layer_key, b.api, b.algorithm, b.dtype, b.math, b.fusion, "ok", layout=b.layout, median_ms=0.01)
+        for job in full.jobs[1:] for b in job.benchmarks()])
+    again = CliRunner().invoke(main, ["generate", str(model), "--out", str(tmp_path / "proj2"), "--api", "conv_fwd",
+                                      "--db", str(tmp_path / "perf.db")])
+    assert again.exit_code == 0, again.output
+    assert f"already holds all {len(full.jobs)} job(s)" in again.output.replace("\n", "")
+    assert not (tmp_path / "proj2" / "manifest.json").exists()

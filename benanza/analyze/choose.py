@@ -137,6 +137,12 @@ def _choose_best(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choi
     return best if isinstance(best, Miss) else Choice(best.median_ms or 0.0, Source.BENCHMARK, best)
 
 
+def _tensor_core_engine(row: Result) -> bool:
+    """Whether a graph-API engine config row uses Tensor Cores; legacy rows (no engine notes) count as yes."""
+    notes = row.notes.get("numerical_notes") if isinstance(row.notes, dict) else None
+    return notes is None or "TENSOR_CORE" in notes
+
+
 def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
     if inputs.profile is None:
         return Miss(MissingReason.NO_PROFILE)
@@ -147,8 +153,15 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
         return Miss(MissingReason.NOT_EXECUTED)
     call = prof.executed
     key = call.key or layer.key
-    rows = [r for r in inputs.measurements.get(key, ())
+    measured = inputs.measurements.get(key, ())
+    rows = [r for r in measured
             if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, call.precision, call.fusion)]
+    if call.precision == Precision.TF32.value and rows and not any(_tensor_core_engine(r) for r in rows):
+        # TF32 was allowed, but this engine config computes with FMA (no TENSOR_CORE note):
+        # it ran in fp32, and its fp32 row is the one to compare with fp32 alternatives.
+        fma = [r for r in measured if (r.api, r.algorithm, r.dtype, r.fusion)
+               == (call.api, call.algorithm, Precision.FP32.value, call.fusion)]
+        rows = fma or rows
     wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}"
     if not rows:
         return Miss(MissingReason.NOT_BENCHMARKED, wanted)

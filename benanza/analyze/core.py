@@ -24,6 +24,9 @@ LAYER_COLUMNS = ("#", "layer", "op", "measured (ms)", "kernels", "as-executed (m
 MISSING_COLUMNS = ("policy", "kind", "#", "layer", "op", "key", "reason")
 ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensity (FLOP/B)", "achieved (FLOP/s)",
                     "bound (ms)", "best (ms)", "efficiency (%)", "limit")
+# Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
+# kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
+FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
 BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
 
 
@@ -80,12 +83,20 @@ def analyze(inputs: Inputs) -> Report:
     _, fusions_taken, _ = gaps.select_fusions(outcomes, graph)
     fusion_gap = sum(o.gap or 0.0 for o in fusions_taken) if any(o.gap is not None for o in outcomes) else None
     measured = e2e if e2e is not None else busy
+    mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(
+        model, inputs, choices[Policy.AS_EXECUTED])
     summary: dict[str, Any] = {
         "layers": len(model.layers), "layers with data (best)": covered,
         "LBL_seq (ms)": seq, "LBL_par (ms)": par,
         "measured end-to-end (ms)": e2e, "GPU busy (ms)": busy,
         "BR_seq vs end-to-end": ratio(seq, e2e), "BR_par vs end-to-end": ratio(par, e2e),
         "BR_seq vs GPU busy": ratio(seq, busy), "BR_par vs GPU busy": ratio(par, busy),
+        "mapped layers (measured and as-executed)": mapped,
+        "measured GPU time, mapped layers (ms)": mapped_measured,
+        "library kernels, mapped layers (ms)": mapped_library,
+        "as-executed LBL, mapped layers (ms)": mapped_executed,
+        "as-executed / measured, mapped layers": ratio(mapped_executed, mapped_measured),
+        "as-executed / library kernels, mapped layers": ratio(mapped_executed, mapped_library),
         "algorithm-selection gap (ms)": algo_gap,
         "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
         "fusion gap (ms)": fusion_gap,
@@ -126,6 +137,23 @@ def analyze(inputs: Inputs) -> Report:
         ceilings={"bandwidth (GB/s)": inputs.ceilings.bandwidth_gbs,
                   "peak (FLOP/s)": {Precision(p).value: v for p, v in inputs.ceilings.flops.items()}},
         summary=summary, tables=tables, timeline=timeline(model, prof, graph, best, joint), notes=tuple(notes))
+
+
+def _as_executed_check(model: Model, inputs: Inputs, executed: dict[int, Choice | Miss]
+                       ) -> tuple[int, float | None, float | None, float | None]:
+    """How well the database reproduces the run, over the layers that have both a measured GPU
+    time and an as-executed benchmark: (layer count, measured ms, ms of the library kernels
+    alone, i.e. without the framework's own kernels, benchmark ms)."""
+    prof = inputs.profile
+    mapped = [(lp, ms) for layer in model.layers
+              if prof is not None and (lp := prof.layers.get(layer.index)) is not None and lp.gpu_ms is not None
+              and (ms := _val(executed[layer.index])) is not None]
+    if not mapped:
+        return 0, None, None, None
+    measured = sum(lp.gpu_ms for lp, _ in mapped if lp.gpu_ms is not None)
+    library = sum(sum(k.dur_us for k in lp.kernels if not any(m in k.name for m in FRAMEWORK_KERNELS)) / 1e3
+                  if lp.kernels else lp.gpu_ms or 0.0 for lp, _ in mapped)  # no kernel list: all of it
+    return len(mapped), measured, library, sum(ms for _, ms in mapped)
 
 
 def _waterfall(start: float | None, end: float, steps: list[tuple[str, float | None]]) -> Table:

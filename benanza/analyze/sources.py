@@ -7,7 +7,7 @@ the one place that reads the database for it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
@@ -16,6 +16,9 @@ from benanza.analyze.inputs import Ceilings, Inputs, Profile
 from benanza.errors import BenanzaError
 from benanza.library import Precision, Status
 from benanza.model.layer import Model
+
+if TYPE_CHECKING:
+    from benanza.profile.bundle import Bundle
 
 # The ceilings executable's result rows (layer_key "ceiling"): algorithm -> what it measures.
 CEILING_KEY = "ceiling"
@@ -35,6 +38,25 @@ def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
         names = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in rows)
         raise BenanzaError(f"{where}: several systems match, choose one with --system: {names}")
     return rows[0]
+
+
+# What a profile must share with the database system: (meta.json system field, systems column).
+SAME_SYSTEM_FIELDS = (("gpu", "gpu"), ("cudnn_version", "cudnn_version"), ("cublas_version", "cublas_version"))
+
+
+def check_same_system(bundle: Bundle, system: Mapping[str, Any]) -> None:
+    """Refuse to compare a run with benchmarks of another GPU or library version: engine ids,
+    knobs and algorithm speeds change between them. The cuDNN log's own version counts too."""
+    ran = {field: bundle.meta.system.get(field) for field, _ in SAME_SYSTEM_FIELDS}
+    log = bundle.files.get("cudnn_log") and bundle.cudnn_log
+    if log:
+        ran["cudnn_version"] = log.version
+    for field, column in SAME_SYSTEM_FIELDS:
+        have = system.get(column)
+        if ran[field] and have and str(ran[field]) != str(have):
+            raise BenanzaError(f"{bundle.path}: the profile ran with {field} {ran[field]}, the database system "
+                               f"{system['id'][:12]} has {have}; measure this system, or choose another with "
+                               "--system")
 
 
 def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:

@@ -10,7 +10,7 @@ from benanza import db as perfdb
 from benanza import runner, system
 from benanza.analyze import Constraints, analyze
 from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import inputs_from_db, pick_system
+from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
@@ -54,6 +54,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
         raise BenanzaError(f"{db_path}: no such performance database")
     db = perfdb.open_db(db_path)
     sys_row = pick_system(db, system_name, str(db_path))
+    if bundle is not None:
+        check_same_system(bundle, sys_row)
     constraints = Constraints(families=frozenset(FAMILIES[apis]))
     if precisions:
         constraints = constraints.with_precisions(precisions)
@@ -64,7 +66,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
 @main.command("analyze")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Performance database (default: the shipped H100 database, perfdb/h100.db.gz).")
+              help="Performance database (default: the shipped H100 database, perfdb/h100.db.xz).")
 @click.option("--profile", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")

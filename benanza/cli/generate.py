@@ -15,7 +15,7 @@ from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
-from benanza.plan import EXECUTABLES, Benchmark, Plan, plan
+from benanza.plan import ALREADY_MEASURED, EXECUTABLES, Benchmark, Plan, plan
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {
@@ -127,6 +127,11 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     for line in errors:
         console.print(f"[yellow]skipped:[/] {line}", highlight=False)
     p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
+    held = sum(1 for d in p.dropped if d.reason == ALREADY_MEASURED)
+    if not p.jobs and held:  # a finished campaign run again: success, nothing to do
+        console.print(f"{model}: nothing to generate: the database already holds all {held} job(s) "
+                      "asked for (--force on benanza run measures again)", highlight=False)
+        return
     if not p.jobs:
         raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
                            f"{'; '.join(sorted(p.drop_reasons())) or 'no layers'})")

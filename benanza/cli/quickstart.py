@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import click
@@ -13,13 +14,36 @@ from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir, shipped_db
+from benanza.profile.bundle import Framework
+from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
+
+# Frameworks the quickstart profiles with on a GPU, in order of preference.
+FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)
 
 
 def shipped_bundle(model: Path) -> Path | None:
     """A profile bundle shipped for this model at batch 1 (perfdb/bundles/<stem>_b1_*), if any."""
     found = sorted((perfdb_dir() / "bundles").glob(f"{model.stem}_b1_*"))
     return found[0] if found else None
+
+
+def record_bundle(model: Path, bundles: Path) -> Path | None:
+    """Profile MODEL at batch 1 in fp32 on this GPU: ONNX Runtime's CUDA EP, else PyTorch.
+
+    A framework that is missing or fails is reported in one line; the model is then
+    analyzed without a profile (bounds only) rather than stopping the whole job.
+    """
+    for framework in FRAMEWORKS:
+        bundle = bundles / f"{model.stem}_b1_{framework.value}_fp32"
+        if bundle.is_dir() and (bundle / "meta.json").is_file():
+            return bundle  # recorded by an earlier quickstart
+        shutil.rmtree(bundle, ignore_errors=True)
+        try:
+            return capture(model, framework.value, 1, "fp32", bundle, runs=30, warmup=10, profiled_runs=5)
+        except BenanzaError as exc:
+            err_console.print(f"{model.name}: no {framework.value} profile: {exc}", highlight=False, markup=False)
+    return None
 
 
 @main.command("quickstart")
@@ -31,13 +55,15 @@ def shipped_bundle(model: Path) -> Path | None:
               help="Precisions to benchmark (GPU machines only).")
 @friendly_errors
 def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
-    """Analyze every model of MODELS_DIR: with a GPU, measure first (generate, build, run);
-    without one, analyze against the shipped H100 database and profile bundles."""
+    """Analyze every model of MODELS_DIR: with a GPU, measure first (generate, build, run,
+    and a profile of each model in ONNX Runtime or PyTorch); without one, analyze against
+    the shipped H100 database and profile bundles."""
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
         raise BenanzaError(f"{models_dir}: no *.onnx files (get some with: benanza models zoo {models_dir})")
     out.mkdir(parents=True, exist_ok=True)
-    if system.fingerprint().get("usable"):
+    gpu = bool(system.fingerprint().get("usable"))
+    if gpu:
         db_path = out / "perf.db"
         project = generate_project(models, out / "project", tuple(dtypes.split(",")), None)
         runner.build(project)
@@ -49,7 +75,7 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
         err_console.print(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}",
                           highlight=False, markup=False)
     for model in models:
-        bundle = shipped_bundle(model)
+        bundle = record_bundle(model, out / "bundles") if gpu else shipped_bundle(model)
         report, _ = analyze_model(model, db_path, bundle)
         print_report(report, console, top=5)
         page = write_html(report, out / f"{model.stem}.html")

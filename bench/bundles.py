@@ -1,0 +1,64 @@
+"""Benanza ratio and as-executed check for profile bundles, as one Markdown table (docs/RESULTS.md §4).
+
+    python bench/bundles.py perf.db models/zoo BUNDLE... [--precisions fp32,tf32]
+
+One row per bundle: the measured end-to-end and GPU-busy times, LBL under the best
+policy, BR against both (a sound lower bound has BR <= 1; rows where it is not are
+flagged), and the as-executed benchmarks against the measured GPU time of the layers
+that have both, all their kernels and the library kernels alone (docs/METRICS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from benanza.cli.analyze import analyze_model
+from benanza.library import Precision
+from benanza.profile.bundle import read_bundle
+
+COLUMNS = ("model", "framework", "batch", "dtype", "end-to-end (ms)", "GPU busy (ms)", "LBL_seq (ms)",
+           "LBL_par (ms)", "BR_par vs e2e", "BR_par vs busy", "mapped layers", "measured (ms)",
+           "library kernels (ms)", "as-executed (ms)", "as-exec / measured", "as-exec / library", "analysis (s)")
+
+
+def fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def row(db: Path, models: Path, bundle: Path, precisions: frozenset[Precision] | None) -> list[str]:
+    meta = read_bundle(bundle).meta
+    model = models / f"{Path(meta.model).stem.removeprefix('light_')}.onnx"
+    t0 = time.perf_counter()
+    report, _ = analyze_model(model, db, bundle, precisions=precisions)
+    s = report.summary
+    flags = [name for name in ("BR_par vs end-to-end", "BR_par vs GPU busy") if (s.get(name) or 0) > 1]
+    return [model.stem, meta.framework, str(meta.batch), meta.dtype, fmt(s["measured end-to-end (ms)"]),
+            fmt(s["GPU busy (ms)"]), fmt(s["LBL_seq (ms)"]), fmt(s["LBL_par (ms)"]),
+            fmt(s["BR_par vs end-to-end"]) + (" **>1**" if "BR_par vs end-to-end" in flags else ""),
+            fmt(s["BR_par vs GPU busy"]) + (" **>1**" if "BR_par vs GPU busy" in flags else ""),
+            f"{s['mapped layers (measured and as-executed)']}/{s['layers']}",
+            fmt(s["measured GPU time, mapped layers (ms)"]), fmt(s["library kernels, mapped layers (ms)"]),
+            fmt(s["as-executed LBL, mapped layers (ms)"]), fmt(s["as-executed / measured, mapped layers"]),
+            fmt(s["as-executed / library kernels, mapped layers"]), f"{time.perf_counter() - t0:.1f}"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("db", type=Path)
+    p.add_argument("models", type=Path, help="directory with the bundles' models (benanza models zoo DIR)")
+    p.add_argument("bundles", type=Path, nargs="+")
+    p.add_argument("--precisions", help="precisions the best policy may use (default: the analyzer's)")
+    args = p.parse_args()
+    precisions = frozenset(Precision(x) for x in args.precisions.split(",")) if args.precisions else None
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    for bundle in args.bundles:
+        print("| " + " | ".join(row(args.db, args.models, bundle, precisions)) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
