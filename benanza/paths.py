@@ -27,16 +27,17 @@ def perfdb_dir() -> Path:
 
 
 def shipped_db(name: str = "h100") -> Path:
-    """The shipped performance database ``perfdb/<name>.db.gz``, unpacked once into a cache.
+    """The shipped performance database ``perfdb/<name>.db.xz``, unpacked once into a cache.
 
-    Shipped compressed to keep the repository small; the cache copy is refreshed
-    whenever the shipped file is newer, so an updated checkout never reads stale data.
+    Shipped xz-compressed to keep the repository small (a tenth of the database's size);
+    the cache copy is refreshed whenever the shipped file is newer, so an updated
+    checkout never reads stale data.
     """
-    import gzip
+    import lzma
     import os
     import shutil
 
-    packed = perfdb_dir() / f"{name}.db.gz"
+    packed = perfdb_dir() / f"{name}.db.xz"
     if not packed.is_file():
         raise FileNotFoundError(f"{packed}: no shipped performance database named '{name}'")
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza"
@@ -44,7 +45,7 @@ def shipped_db(name: str = "h100") -> Path:
     target = cache / f"{name}.db"
     if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
         partial = target.with_suffix(".db.partial")
-        with gzip.open(packed, "rb") as src, open(partial, "wb") as dst:
+        with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst)
         partial.replace(target)
     return target
