@@ -82,9 +82,9 @@ class ApiSpec:
     template: str  # file under templates/ that renders this API's benchmark source
     tensor_core: bool  # whether Tensor Core precisions make sense for it
     library: str  # "cudnn", "cublas", "none"
-    # The source defines no kernels of its own (its references live in the harness's
-    # kernels.cu), so the host compiler builds it: much faster than nvcc for the
-    # template-heavy cudnn-frontend sources.
+    # The source defines no kernels of its own (no __global__, no <<<: its references
+    # live in the harness's kernels.cu: conv, GEMM, activation), so the host compiler
+    # builds it: much faster than nvcc, above all for the cudnn-frontend sources.
     host_only: bool = False
 
 
@@ -92,19 +92,19 @@ APIS: dict[Api, ApiSpec] = {
     Api.CONV_FWD: ApiSpec("cudnn_conv_fwd.cu.j2", True, "cudnn", host_only=True),
     Api.CONV_BIAS_ACT: ApiSpec("cudnn_conv_bias_act.cu.j2", True, "cudnn", host_only=True),
     Api.GRAPH_CONV: ApiSpec("cudnn_graph_conv.cu.j2", True, "cudnn", host_only=True),
-    Api.GRAPH_MATMUL: ApiSpec("cudnn_graph_matmul.cu.j2", True, "cudnn"),
+    Api.GRAPH_MATMUL: ApiSpec("cudnn_graph_matmul.cu.j2", True, "cudnn", host_only=True),
     Api.BATCHNORM_INF: ApiSpec("cudnn_batchnorm.cu.j2", False, "cudnn"),
-    Api.ACTIVATION: ApiSpec("cudnn_activation.cu.j2", False, "cudnn"),
+    Api.ACTIVATION: ApiSpec("cudnn_activation.cu.j2", False, "cudnn", host_only=True),
     Api.POOLING: ApiSpec("cudnn_pooling.cu.j2", False, "cudnn"),
     Api.SOFTMAX: ApiSpec("cudnn_softmax.cu.j2", False, "cudnn"),
     Api.LRN: ApiSpec("cudnn_lrn.cu.j2", False, "cudnn"),
     Api.ADD_TENSOR: ApiSpec("cudnn_add_tensor.cu.j2", False, "cudnn"),
     Api.OP_TENSOR: ApiSpec("cudnn_op_tensor.cu.j2", False, "cudnn"),
-    Api.GEMM_EX: ApiSpec("cublas_gemm_ex.cu.j2", True, "cublas"),
-    Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas"),
-    Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas"),
-    Api.COPY: ApiSpec("copy.cu.j2", False, "none"),
-    Api.CEILING: ApiSpec("ceilings.cu.j2", True, "cublas"),
+    Api.GEMM_EX: ApiSpec("cublas_gemm_ex.cu.j2", True, "cublas", host_only=True),
+    Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas", host_only=True),
+    Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas", host_only=True),
+    Api.COPY: ApiSpec("copy.cu.j2", False, "none", host_only=True),
+    Api.CEILING: ApiSpec("ceilings.cu.j2", True, "cublas", host_only=True),
 }
 
 

@@ -293,7 +293,7 @@ class GemmShape:
         return None
 
     def dims(self) -> list[int]:
-        """The 16 numbers of a bz::GemmDims row (csrc/benanza/cublas_util.h)."""
+        """The 16 numbers of a bz::GemmDims row (csrc/benanza/kernels.h)."""
         c = self.cublas()
         return [self.batch, self.m, self.n, self.k, int(self.trans_a), int(self.trans_b), self.stride_a,
                 self.stride_b, self.c_rows, self.c_cols, c["m"], c["n"], c["k"], c["lda"], c["ldb"], c["ldc"]]

@@ -10,15 +10,14 @@
 // column-major cuBLAS call the planner derived from it (benanza/plan.py GemmShape:
 // row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T, so cuBLAS's A is
 // the model's B).  The fp32 reference is computed from the ONNX description on the
-// same device buffers, so a wrong operand swap, transpose or leading dimension fails
-// the output check.
+// same device buffers (gemm_reference, kernels.cu), so a wrong operand swap, transpose
+// or leading dimension fails the output check.  No device code here: the sources that
+// include this header are built by the host compiler.
 #pragma once
 
 #include <cublas_v2.h>
 
-#include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "benanza/bench.h"
 
@@ -37,16 +36,7 @@ struct CublasPrecision {
   double tolerance;
 };
 
-struct GemmDims {
-  // ONNX side, row-major: op(A) is m x k, op(B) is k x n, Y is batch x m x n.
-  int batch, m, n, k;
-  int trans_a, trans_b;
-  long long stride_a, stride_b;  // elements between consecutive batch entries of A, B (0: shared)
-  int c_rows, c_cols;            // the shape C broadcasts from (0 x 0: no C)
-  // column-major cuBLAS call: D (cm x cn, ldc) = op_a(A: the model's B) op_b(B: the model's A)
-  int cm, cn, ck, lda, ldb, ldc;
-};
-
+// GemmDims (the job) is declared in kernels.h, next to the reference it feeds.
 inline std::string to_json(const GemmDims& d) {
   Json j;
   j.add("batch", d.batch).add("m", d.m).add("n", d.n).add("k", d.k).add("trans_a", d.trans_a);
@@ -55,71 +45,6 @@ inline std::string to_json(const GemmDims& d) {
   j.add("lda", d.lda).add("ldb", d.ldb).add("ldc", d.ldc);
   return j.str();
 }
-
-namespace gemm_detail {
-
-constexpr int kTile = 16;
-
-__device__ inline float ld(const float* p, long long i) { return p[i]; }
-__device__ inline float ld(const __half* p, long long i) { return __half2float(p[i]); }
-__device__ inline float ld(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
-
-// ref[b, i, j] = relu?(alpha * sum_k op(A)[i, k] op(B)[k, j] + beta * C[i, j] + bias[j]) in fp32,
-// from the row-major ONNX operands (shared-memory tiles, grid-stride over row tiles and batches).
-template <class T>
-__global__ void reference_kernel(GemmDims d, float alpha, float beta, const T* a, const T* b, const T* c,
-                                 const T* bias, int relu, float* ref) {
-  __shared__ float ta[kTile][kTile + 1], tb[kTile][kTile + 1];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int j = blockIdx.x * kTile + tx;
-  const int row_tiles = (d.m + kTile - 1) / kTile;
-  for (int bt = blockIdx.z; bt < d.batch; bt += gridDim.z) {
-    const T* A = a + bt * d.stride_a;
-    const T* B = b + bt * d.stride_b;
-    for (int rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
-      const int i = rt * kTile + ty;
-      float acc = 0.f;
-      for (int k0 = 0; k0 < d.k; k0 += kTile) {
-        const int ka = k0 + tx, kb = k0 + ty;
-        ta[ty][tx] = i < d.m && ka < d.k ? ld(A, d.trans_a ? (long long)ka * d.m + i : (long long)i * d.k + ka) : 0.f;
-        tb[ty][tx] = kb < d.k && j < d.n ? ld(B, d.trans_b ? (long long)j * d.k + kb : (long long)kb * d.n + j) : 0.f;
-        __syncthreads();
-        for (int kk = 0; kk < kTile; ++kk) acc += ta[ty][kk] * tb[kk][tx];
-        __syncthreads();
-      }
-      if (i < d.m && j < d.n) {
-        float v = alpha * acc;
-        if (c) v += beta * ld(c, (long long)(d.c_rows == 1 ? 0 : i) * d.c_cols + (d.c_cols == 1 ? 0 : j));
-        if (bias) v += ld(bias, j);
-        if (relu) v = fmaxf(v, 0.f);
-        ref[((long long)bt * d.m + i) * d.n + j] = v;
-      }
-    }
-  }
-}
-
-// out[b, i, j] = C[i, j]: C materialized to the output's shape (the in-place beta * C of cuBLAS).
-template <class T>
-__global__ void broadcast_kernel(GemmDims d, const T* c, T* out) {
-  const long long total = (long long)d.batch * d.m * d.n;
-  for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < total;
-       x += (long long)gridDim.x * blockDim.x) {
-    const long long ij = x % ((long long)d.m * d.n);
-    const int i = int(ij / d.n), j = int(ij % d.n);
-    out[x] = c[(long long)(d.c_rows == 1 ? 0 : i) * d.c_cols + (d.c_cols == 1 ? 0 : j)];
-  }
-}
-
-template <class F>
-void dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::F32: f(static_cast<float*>(nullptr)); break;
-    case DType::F16: f(static_cast<__half*>(nullptr)); break;
-    case DType::BF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
-  }
-}
-
-}  // namespace gemm_detail
 
 // Operands, output and fp32 reference of one GEMM job, with random inputs in (-1, 1).
 class GemmProblem {
@@ -151,27 +76,14 @@ class GemmProblem {
       c_src = Buffer(c_count * e);
       c = Buffer(y_count * e);
       ctx.fill(c_src, c_count, t, seed * 16 + 3);
-      gemm_detail::dispatch(t, [&](auto* tag) {
-        using T = std::remove_pointer_t<decltype(tag)>;
-        gemm_detail::broadcast_kernel<T><<<blocks(y_count), 256, 0, ctx.stream>>>(d, c_src.as<T>(), c.as<T>());
-      });
-      BZ_CHECK_CUDA(cudaGetLastError());
+      gemm_broadcast(d, c_src.get(), t, c.get(), ctx.stream);
     }
     if (with_bias) {
       bias = Buffer(size_t(d.n) * e);
       ctx.fill(bias, size_t(d.n), t, seed * 16 + 4);
     }
-    const dim3 block(gemm_detail::kTile, gemm_detail::kTile);
-    const dim3 grid(unsigned((d.n + gemm_detail::kTile - 1) / gemm_detail::kTile),
-                    unsigned(std::min((d.m + gemm_detail::kTile - 1) / gemm_detail::kTile, 65535)),
-                    unsigned(std::min(d.batch, 65535)));
-    gemm_detail::dispatch(t, [&](auto* tag) {
-      using T = std::remove_pointer_t<decltype(tag)>;
-      gemm_detail::reference_kernel<T><<<grid, block, 0, ctx.stream>>>(
-          d, alpha, beta, a.as<T>(), b.as<T>(), c_count ? c_src.as<T>() : nullptr, with_bias ? bias.as<T>() : nullptr,
-          relu ? 1 : 0, ref.as<float>());
-    });
-    BZ_CHECK_CUDA(cudaGetLastError());
+    gemm_reference(d, alpha, beta, a.get(), b.get(), c_count ? c_src.get() : nullptr,
+                   with_bias ? bias.get() : nullptr, relu, t, ref.as<float>(), ctx.stream);
   }
 
   // Before an in-place call (cublasGemmEx, cublasSgemv: C is the output): y = broadcast C,
@@ -189,9 +101,6 @@ class GemmProblem {
   }
 
   double flops() const { return 2.0 * d.batch * double(d.m) * d.n * d.k; }
-
- private:
-  static unsigned blocks(size_t count) { return unsigned(std::clamp<size_t>((count + 255) / 256, 1, 65535 * 8)); }
 };
 
 // Use kCublasWorkspaceBytes of `work` as the handle's workspace (so graph capture never

@@ -136,6 +136,51 @@ __global__ void compare_kernel(const T* a, const float* ref, size_t count, unsig
   }
 }
 
+constexpr int kGemmTile = 16;
+
+// The GEMM reference (see gemm_reference): shared-memory tiles, grid-stride over row tiles and batches.
+template <class T>
+__global__ void gemm_reference_kernel(GemmDims d, float alpha, float beta, const T* a, const T* b, const T* c,
+                                      const T* bias, int relu, float* ref) {
+  __shared__ float ta[kGemmTile][kGemmTile + 1], tb[kGemmTile][kGemmTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int j = blockIdx.x * kGemmTile + tx;
+  const int row_tiles = (d.m + kGemmTile - 1) / kGemmTile;
+  for (int bt = blockIdx.z; bt < d.batch; bt += gridDim.z) {
+    const T* A = a + bt * d.stride_a;
+    const T* B = b + bt * d.stride_b;
+    for (int rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
+      const int i = rt * kGemmTile + ty;
+      float acc = 0.f;
+      for (int k0 = 0; k0 < d.k; k0 += kGemmTile) {
+        const int ka = k0 + tx, kb = k0 + ty;
+        ta[ty][tx] = i < d.m && ka < d.k ? load(A, d.trans_a ? size_t(ka) * d.m + i : size_t(i) * d.k + ka) : 0.f;
+        tb[ty][tx] = kb < d.k && j < d.n ? load(B, d.trans_b ? size_t(j) * d.k + kb : size_t(kb) * d.n + j) : 0.f;
+        __syncthreads();
+        for (int kk = 0; kk < kGemmTile; ++kk) acc += ta[ty][kk] * tb[kk][tx];
+        __syncthreads();
+      }
+      if (i < d.m && j < d.n) {
+        float v = alpha * acc;
+        if (c) v += beta * load(c, size_t(d.c_rows == 1 ? 0 : i) * d.c_cols + (d.c_cols == 1 ? 0 : j));
+        if (bias) v += load(bias, j);
+        if (relu) v = fmaxf(v, 0.f);
+        ref[(size_t(bt) * d.m + i) * d.n + j] = v;
+      }
+    }
+  }
+}
+
+template <class T>
+__global__ void gemm_broadcast_kernel(GemmDims d, const T* c, T* out) {
+  const size_t total = size_t(d.batch) * d.m * d.n;
+  for (size_t x = blockIdx.x * size_t(blockDim.x) + threadIdx.x; x < total; x += size_t(gridDim.x) * blockDim.x) {
+    const size_t ij = x % (size_t(d.m) * d.n);
+    const int i = int(ij / d.n), j = int(ij % d.n);
+    out[x] = c[size_t(d.c_rows == 1 ? 0 : i) * d.c_cols + (d.c_cols == 1 ? 0 : j)];
+  }
+}
+
 // Call f with the typed pointer type matching dtype (the one place that switches on it).
 template <class F>
 void dispatch(DType dtype, F&& f) {
@@ -176,6 +221,31 @@ void bias_act_reference(const ConvShape& shape, float* ref, DType dtype, const v
     using T = std::remove_pointer_t<decltype(tag)>;
     bias_act_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(
         shape, ref, static_cast<const T*>(z), static_cast<const T*>(bias), alpha1, alpha2, act, float(coef));
+  });
+  check_launch();
+}
+
+void gemm_reference(const GemmDims& d, float alpha, float beta, const void* a, const void* b, const void* c,
+                    const void* bias, bool relu, DType dtype, float* ref, cudaStream_t stream) {
+  const dim3 block(kGemmTile, kGemmTile);
+  const int row_tiles = (d.m + kGemmTile - 1) / kGemmTile;
+  const dim3 grid(unsigned((d.n + kGemmTile - 1) / kGemmTile), unsigned(row_tiles < 65535 ? row_tiles : 65535),
+                  unsigned(d.batch < 65535 ? d.batch : 65535));
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    gemm_reference_kernel<T><<<grid, block, 0, stream>>>(d, alpha, beta, static_cast<const T*>(a),
+                                                         static_cast<const T*>(b), static_cast<const T*>(c),
+                                                         static_cast<const T*>(bias), relu ? 1 : 0, ref);
+  });
+  check_launch();
+}
+
+void gemm_broadcast(const GemmDims& d, const void* c, DType dtype, void* out, cudaStream_t stream) {
+  const size_t total = size_t(d.batch) * d.m * d.n;
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    gemm_broadcast_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(d, static_cast<const T*>(c),
+                                                                         static_cast<T*>(out));
   });
   check_launch();
 }

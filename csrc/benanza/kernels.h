@@ -43,6 +43,27 @@ void conv_reference(const ConvShape& shape, const void* x, const void* w, DType 
 void bias_act_reference(const ConvShape& shape, float* ref, DType dtype, const void* z, const void* bias,
                         float alpha1, float alpha2, int act, double coef, cudaStream_t stream);
 
+// One GEMM job in the model's row-major terms, with the column-major cuBLAS call derived
+// from it (benanza/plan.py GemmShape; cublas_util.h describes both sides).
+struct GemmDims {
+  // ONNX side, row-major: op(A) is m x k, op(B) is k x n, Y is batch x m x n.
+  int batch, m, n, k;
+  int trans_a, trans_b;
+  long long stride_a, stride_b;  // elements between consecutive batch entries of A, B (0: shared)
+  int c_rows, c_cols;            // the shape C broadcasts from (0 x 0: no C)
+  // column-major cuBLAS call: D (cm x cn, ldc) = op_a(A: the model's B) op_b(B: the model's A)
+  int cm, cn, ck, lda, ldb, ldc;
+};
+
+// Naive GEMM in fp32 from row-major operands of the storage type `dtype`:
+// ref[b, i, j] = relu?(alpha * sum_k op(A)[i, k] op(B)[k, j] + beta * C[i, j] + bias[j]), with C
+// (c_rows x c_cols, may be null) broadcast and bias (n values, may be null) the epilogue's.
+void gemm_reference(const GemmDims& d, float alpha, float beta, const void* a, const void* b, const void* c,
+                    const void* bias, bool relu, DType dtype, float* ref, cudaStream_t stream);
+
+// out[b, i, j] = C[i, j]: C (c_rows x c_cols of `dtype`) broadcast to batch x m x n.
+void gemm_broadcast(const GemmDims& d, const void* c, DType dtype, void* out, cudaStream_t stream);
+
 // Elementwise activation on an fp32 buffer (a cudnnActivationMode_t value).
 void activation_reference(float* data, size_t count, int act, double coef, cudaStream_t stream);
 
