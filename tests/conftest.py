@@ -1,16 +1,32 @@
-"""Shared test helpers: building a generated benchmark project with CMake + Ninja."""
+"""Shared test helpers: the light zoo models, the CUDA toolchain, and building and listing a
+generated benchmark project with CMake + Ninja."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+import onnx
 import pytest
 
+# The nine light ONNX zoo models that ship inside the onnx package (light_*.onnx).
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+GPU = shutil.which("nvidia-smi") is not None
+
+
+def listed_jobs(build: Path, exe: str, manifest_jobs: list[Mapping[str, Any]]
+                ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+    """A built executable's ``--list`` (one JSON object per job) and the manifest's jobs of it."""
+    listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    return ([json.loads(line) for line in listed.stdout.splitlines()],
+            [j for j in manifest_jobs if j["executable"] == exe])
 
 
 @pytest.fixture(scope="session")

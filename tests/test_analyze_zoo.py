@@ -9,10 +9,9 @@ branches and real fusion candidates.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-import onnx
 import pytest
+from conftest import LIGHT
 
 from benanza.analyze import Ceilings, ExecutedCall, Inputs, LayerProfile, Policy, Profile, analyze
 from benanza.analyze.roofline import bound_ms
@@ -20,7 +19,6 @@ from benanza.library import APIS, Api, Fusion, Precision
 from benanza.model.layer import Model
 from benanza.records import Result
 
-LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
 RESNET50 = LIGHT / "light_resnet50.onnx"
 CEIL = Ceilings(bandwidth_gbs=3000.0, flops={Precision.FP32: 50e12, Precision.TF32: 400e12})  # made up
 LAUNCH_MS = 0.002  # synthetic per-call floor

@@ -9,9 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
-import onnx
 import pytest
 from click.testing import CliRunner
+from conftest import LIGHT
 
 from benanza import system
 from benanza.cli import main
@@ -19,8 +19,7 @@ from benanza.cli.analyze import analyze_model
 from benanza.paths import shipped_db
 from benanza.profile.bundle import write_meta
 
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-RESNET = ZOO / "light_resnet50.onnx"
+RESNET = LIGHT / "light_resnet50.onnx"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def h100() -> Path:
     ("inception_v1", ["AveragePool"]),  # pads [0,0,1,1]: the legacy API takes symmetric pads only
 ])
 def test_shipped_database_bounds_the_zoo_at_batch_1(h100: Path, name: str, lacking: list[str]) -> None:
-    report, mapping = analyze_model(ZOO / f"light_{name}.onnx", h100)
+    report, mapping = analyze_model(LIGHT / f"light_{name}.onnx", h100)
     assert mapping is None
     s = report.summary
     missing = [r for r in report.tables["missing"].rows if r["policy"] == "best" and r["kind"] == "layer"]
@@ -44,8 +43,8 @@ def test_shipped_database_bounds_the_zoo_at_batch_1(h100: Path, name: str, lacki
 
 
 def test_branchy_model_has_a_parallelism_gap_and_a_chain_has_none(h100: Path) -> None:
-    inception, _ = analyze_model(ZOO / "light_inception_v1.onnx", h100)
-    vgg, _ = analyze_model(ZOO / "light_vgg19.onnx", h100)
+    inception, _ = analyze_model(LIGHT / "light_inception_v1.onnx", h100)
+    vgg, _ = analyze_model(LIGHT / "light_vgg19.onnx", h100)
     assert inception.summary["LBL_par (ms)"] < inception.summary["LBL_seq (ms)"]
     assert vgg.summary["LBL_par (ms)"] == pytest.approx(vgg.summary["LBL_seq (ms)"])
 
@@ -88,7 +87,7 @@ def test_quickstart_without_a_gpu_analyzes_with_the_shipped_data(tmp_path: Path)
     models = tmp_path / "zoo"
     models.mkdir()
     for name in ("light_alexnet.onnx", "light_zfnet512.onnx"):
-        shutil.copy(ZOO / name.replace("alexnet", "bvlc_alexnet"), models / name)
+        shutil.copy(LIGHT / name.replace("alexnet", "bvlc_alexnet"), models / name)
     out = CliRunner().invoke(main, ["quickstart", str(models), "--out", str(tmp_path / "out")])
     assert out.exit_code == 0, out.output
     assert "no usable NVIDIA GPU here" in out.output

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
@@ -11,8 +10,8 @@ from pathlib import Path
 
 import jinja2
 import networkx as nx
-import onnx
 import pytest
+from conftest import GPU, LIGHT, NVCC, listed_jobs
 
 from benanza import codegen
 from benanza.errors import BenanzaError
@@ -22,9 +21,6 @@ from benanza.model.onnx_import import load_model
 from benanza.plan import JobFields, Plan, plan
 from benanza.records import Result
 
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-GPU = shutil.which("nvidia-smi") is not None
 NASTY = 'conv "quoted" \\back\\slash\nnew line */ /* ??= `$(rm -rf /)`'
 
 
@@ -52,7 +48,7 @@ def handmade() -> Model:
 
 @pytest.fixture(scope="module")
 def zoo_plan() -> Plan:
-    models = [load_model(ZOO / "light_squeezenet.onnx", batch=1), load_model(ZOO / "light_resnet50.onnx", batch=1),
+    models = [load_model(LIGHT / "light_squeezenet.onnx", batch=1), load_model(LIGHT / "light_resnet50.onnx", batch=1),
               handmade()]
     return plan(models, ["fp32", "fp16"])
 
@@ -145,11 +141,8 @@ def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codeg
     for exe, spec in manifest.executables.items():
         binary = build / exe
         assert binary.is_file()
-        listed = subprocess.run([str(binary), "--list"], capture_output=True, text=True, timeout=60)
-        assert listed.returncode == 0, listed.stderr
-        lines = [json.loads(line) for line in listed.stdout.splitlines()]
+        lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert [d["job"] for d in lines] == list(range(spec["num_jobs"]))
-        jobs = [j for j in manifest.jobs if j["executable"] == exe]
         assert [d["layer_key"] for d in lines] == [j["layer_key"] for j in jobs]
         assert [d["dtype"] for d in lines] == [j["dtype"] for j in jobs]
         bad = subprocess.run([str(binary), "--jobs", str(spec["num_jobs"])], capture_output=True, text=True)
@@ -191,19 +184,19 @@ def test_cli_generate(tmp_path: Path) -> None:
 
     runner = CliRunner()
     out = tmp_path / "proj"
-    done = runner.invoke(main, ["generate", str(ZOO / "light_squeezenet.onnx"), "--out", str(out), "--batch", "1,2",
+    done = runner.invoke(main, ["generate", str(LIGHT / "light_squeezenet.onnx"), "--out", str(out), "--batch", "1,2",
                                 "--dtype", "fp32,fp16", "--api", "conv_fwd"])
     assert done.exit_code == 0, done.output
     data = json.loads((out / "manifest.json").read_text())
     assert list(data["executables"]) == ["bench_conv_fwd"]
-    squeeze = load_model(ZOO / "light_squeezenet.onnx", batch=1)
+    squeeze = load_model(LIGHT / "light_squeezenet.onnx", batch=1)
     convs = len({layer.key for layer in squeeze.layers if layer.op == "Conv"})
     assert data["executables"]["bench_conv_fwd"]["num_jobs"] == 2 * 2 * convs  # two batches, two precisions
     assert data["generated_by"].startswith("benanza generate ") and "--api conv_fwd" in data["generated_by"]
     assert "bench_conv_fwd" in done.output and "not generated" in done.output
-    bad = runner.invoke(main, ["generate", str(ZOO / "light_squeezenet.onnx"), "--out", str(out), "--dtype", "fp8"])
+    bad = runner.invoke(main, ["generate", str(LIGHT / "light_squeezenet.onnx"), "--out", str(out), "--dtype", "fp8"])
     assert bad.exit_code == 1 and "--dtype: unknown fp8" in bad.output
-    bad = runner.invoke(main, ["generate", str(ZOO / "light_squeezenet.onnx"), "--out", str(out), "--api", "nope"])
+    bad = runner.invoke(main, ["generate", str(LIGHT / "light_squeezenet.onnx"), "--out", str(out), "--api", "nope"])
     assert bad.exit_code == 1 and "--api: unknown nope" in bad.output
     assert "MODEL" in runner.invoke(main, ["generate", "--help"]).output
 
@@ -214,7 +207,7 @@ def test_cli_generate_skips_what_the_database_holds(tmp_path: Path) -> None:
     from benanza import db as perfdb
     from benanza.cli import main
 
-    model = ZOO / "light_squeezenet.onnx"
+    model = LIGHT / "light_squeezenet.onnx"
     full = plan([load_model(model, batch=1)], ["fp32"], apis=[Api.CONV_FWD])
     database = perfdb.open_db(tmp_path / "perf.db")
     system = perfdb.upsert_system(database, {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0",

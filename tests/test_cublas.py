@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
-import onnx
 import pytest
+from conftest import GPU, LIGHT, NVCC, listed_jobs
 
 from benanza import codegen
 from benanza.library import Activation, Api, Fusion, Precision
@@ -38,13 +37,10 @@ from benanza.plan import (
 )
 from benanza.records import Result
 
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-ZOO_MODELS = sorted(ZOO.glob("light_*.onnx"))
+ZOO_MODELS = sorted(LIGHT.glob("light_*.onnx"))
 SAMPLES = Path(__file__).parent / "data" / "samples"  # real H100 logs, copied from shared/samples
 CUBLAS_INCLUDE = Path(np.__file__).parents[1] / "nvidia" / "cu13" / "include"
 CSRC = Path(__file__).parents[1] / "csrc" / "benanza"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-GPU = shutil.which("nvidia-smi") is not None
 CUBLAS_APIS = [Api.GEMM_EX, Api.LT_MATMUL, Api.SGEMV]
 ALL_PRECISIONS = [p.value for p in Precision]
 NASTY = 'fc "quoted" \\back\\slash\nnew line */ `$(rm -rf /)`'
@@ -180,7 +176,7 @@ def test_batched_matmul_strides_and_folds() -> None:
 
 @pytest.mark.parametrize("batch", [1, 4])
 def test_vgg19_first_fc(batch: int) -> None:
-    vgg = load_model(ZOO / "light_vgg19.onnx", batch=batch)
+    vgg = load_model(LIGHT / "light_vgg19.onnx", batch=batch)
     fc = next(layer for layer in vgg.layers if layer.op == "Gemm")
     s = gemm_shape(fc)
     assert (s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b) == (1, batch, 4096, 25088, False, True)
@@ -208,7 +204,7 @@ def test_mapping_matches_what_onnx_runtime_called_on_the_h100() -> None:
 
     log = SAMPLES / "ort1.31_zfnet512_cublas_api.log.gz"
     logged = {(c.transa, c.transb, c.m, c.n, c.k, c.lda, c.ldb, c.ldc) for c in read_cublas_log(log).calls}
-    zfnet = load_model(ZOO / "light_zfnet512.onnx", batch=1)
+    zfnet = load_model(LIGHT / "light_zfnet512.onnx", batch=1)
     ours = set()
     for job in plan([zfnet], ["fp32"], apis=[Api.GEMM_EX]).jobs:
         c = job.fields.shapes["cublas"]
@@ -382,10 +378,7 @@ def test_cublas_benchmarks_build_and_list(cublas_project: tuple[Path, codegen.Ma
     out, manifest = cublas_project
     build = cmake_build(out)
     for exe, spec in manifest.executables.items():
-        listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
-        assert listed.returncode == 0, listed.stderr
-        lines = [json.loads(line) for line in listed.stdout.splitlines()]
-        jobs = [j for j in manifest.jobs if j["executable"] == exe]
+        lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert len(lines) == spec["num_jobs"] == len(jobs)
         assert [d["layer_key"] for d in lines] == [j["layer_key"] for j in jobs]
         assert [d["dtype"] for d in lines] == [j["dtype"] for j in jobs]

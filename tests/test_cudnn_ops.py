@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
+from conftest import GPU, LIGHT, NVCC, listed_jobs
 
 from benanza import codegen
 from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
@@ -44,11 +43,8 @@ from benanza.plan import (
 )
 from benanza.records import Result
 
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-ZOO_MODELS = sorted(ZOO.glob("light_*.onnx"))
+ZOO_MODELS = sorted(LIGHT.glob("light_*.onnx"))
 CUDNN_INCLUDE = Path(np.__file__).parents[1] / "nvidia" / "cudnn" / "include"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-GPU = shutil.which("nvidia-smi") is not None
 OPS_APIS = [Api.BATCHNORM_INF, Api.ACTIVATION, Api.POOLING, Api.SOFTMAX, Api.LRN, Api.ADD_TENSOR, Api.OP_TENSOR,
             Api.COPY]
 EXECUTABLES = {"bench_batchnorm", "bench_activation", "bench_pooling", "bench_softmax", "bench_lrn",
@@ -390,10 +386,7 @@ def test_op_benchmarks_build_and_list(project: tuple[Path, codegen.Manifest, Pla
     out, manifest, _ = project
     build = cmake_build(out)
     for exe, spec in manifest.executables.items():
-        listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
-        assert listed.returncode == 0, listed.stderr
-        lines = [json.loads(line) for line in listed.stdout.splitlines()]
-        jobs = [j for j in manifest.jobs if j["executable"] == exe]
+        lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert [d["job"] for d in lines] == list(range(spec["num_jobs"]))
         assert [(d["layer_key"], d["dtype"]) for d in lines] == [(j["layer_key"], j["dtype"]) for j in jobs]
         assert all(d["api"] == spec["api"] for d in lines)

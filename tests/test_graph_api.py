@@ -21,6 +21,7 @@ from pathlib import Path
 import networkx as nx
 import onnx
 import pytest
+from conftest import GPU, LIGHT, NVCC, listed_jobs
 
 from benanza import codegen, paths
 from benanza.library import Activation, Api, Fusion, Precision
@@ -31,14 +32,11 @@ from benanza.plan import GRAPH_POINTWISE, Unsupported, graph_conv_job, graph_mat
 from benanza.profile.cudnn_log import engine_config_name, parse_engine_config_name, read_cudnn_log
 from benanza.records import Result
 
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 SAMPLES = Path(__file__).parent / "data" / "samples"
 SITE = Path(onnx.__file__).parent.parent
 CUDNN_INCLUDE = SITE / "nvidia" / "cudnn" / "include"
 CUDA_INCLUDE = Path("/usr/local/cuda/include")
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 CXX = shutil.which("g++") or shutil.which("c++")
-GPU = shutil.which("nvidia-smi") is not None
 NAMES_H = paths.csrc_dir() / "benanza" / "cudnn_graph_names.h"
 
 
@@ -168,12 +166,12 @@ def test_random_knob_sets_name_alike(names_tool: Path) -> None:
 
 
 def zoo(name: str, batch: int = 1) -> Model:
-    return load_model(ZOO / f"light_{name}.onnx", batch=batch)
+    return load_model(LIGHT / f"light_{name}.onnx", batch=batch)
 
 
 @pytest.fixture(scope="module")
 def zoo_models() -> list[Model]:
-    return [load_model(p, batch=1) for p in sorted(ZOO.glob("light_*.onnx"))]
+    return [load_model(p, batch=1) for p in sorted(LIGHT.glob("light_*.onnx"))]
 
 
 def test_plain_conv_job_keeps_pads_apart() -> None:
@@ -318,10 +316,7 @@ def test_graph_benchmarks_build_and_list(graph_project: tuple[Path, codegen.Mani
     out, manifest = graph_project
     build = cmake_build(out)
     for exe, spec in manifest.executables.items():
-        listed = subprocess.run([str(build / exe), "--list"], capture_output=True, text=True, timeout=60)
-        assert listed.returncode == 0, listed.stderr
-        lines = [json.loads(line) for line in listed.stdout.splitlines()]
-        jobs = [j for j in manifest.jobs if j["executable"] == exe]
+        lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert [d["job"] for d in lines] == list(range(spec["num_jobs"]))
         assert [(d["layer_key"], d["dtype"], d["fusion"]) for d in lines] == \
             [(j["layer_key"], j["dtype"], j["fusion"]) for j in jobs]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from conftest import LIGHT
 from onnx import TensorProto, helper
 
 torch = pytest.importorskip("torch")
@@ -19,8 +20,6 @@ ort = pytest.importorskip("onnxruntime")
 from benanza.cli.models import ZOO  # noqa: E402
 from benanza.profile.capture import materialize  # noqa: E402
 from benanza.profile.onnx_torch import convert  # noqa: E402
-
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 def _compare(path: Path, x: np.ndarray) -> None:

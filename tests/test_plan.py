@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import networkx as nx
-import onnx
 import pytest
+from conftest import LIGHT
 
 from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
 from benanza.plan import JOB_BUILDERS, JobFields, plan
-
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 def conv_layer(name: str, x: tuple[int, ...], k: int, r: int, pads: list[int], stride: int = 1, dil: int = 1,
@@ -34,12 +30,12 @@ def model_of(layers: list[Layer], name: str = "handmade") -> Model:
 
 @pytest.fixture(scope="module")
 def squeezenet() -> Model:
-    return load_model(ZOO / "light_squeezenet.onnx", batch=1)
+    return load_model(LIGHT / "light_squeezenet.onnx", batch=1)
 
 
 @pytest.fixture(scope="module")
 def resnet50() -> Model:
-    return load_model(ZOO / "light_resnet50.onnx", batch=1)
+    return load_model(LIGHT / "light_resnet50.onnx", batch=1)
 
 
 def test_one_conv_job_per_unique_conv_key_and_precision(squeezenet: Model) -> None:
@@ -61,7 +57,7 @@ def test_dedupes_across_models_but_not_across_batches(squeezenet: Model) -> None
     once = plan([squeezenet], ["fp32"], apis=[Api.CONV_FWD])
     twice = plan([squeezenet, squeezenet], ["fp32"], apis=[Api.CONV_FWD])
     assert [j.key for j in once.jobs] == [j.key for j in twice.jobs]
-    batch8 = load_model(ZOO / "light_squeezenet.onnx", batch=8)
+    batch8 = load_model(LIGHT / "light_squeezenet.onnx", batch=8)
     both = plan([squeezenet, batch8], ["fp32"], apis=[Api.CONV_FWD])
     assert len(both.jobs) == 2 * len(once.jobs)
     assert both.jobs[len(once.jobs)].fields.row["dims"][0] == 8

@@ -7,12 +7,12 @@ The GPU test at the end captures real bundles in ONNX Runtime and PyTorch and ma
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from conftest import LIGHT
 from onnx import TensorProto, numpy_helper
 
 from benanza import system
@@ -32,7 +32,6 @@ from benanza.profile.capture import (
     to_fp16,
 )
 
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 GPU = bool(system.device_info().get("usable"))
 
 

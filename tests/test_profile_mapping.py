@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from conftest import LIGHT
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza.analyze.inputs import OverheadKind, Profile
@@ -37,7 +38,6 @@ from benanza.profile.mapping import (
 )
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZFNET_CUDNN = SAMPLES / "ort1.31_zfnet512_cudnn_api.log.gz"
 ZFNET_CUBLAS = SAMPLES / "ort1.31_zfnet512_cublas_api.log.gz"
 RESNET_PROFILE = SAMPLES / "ort1.31_resnet50light_b1_profile.json.gz"

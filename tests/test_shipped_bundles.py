@@ -8,22 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import onnx
 import pytest
+from conftest import LIGHT
 
 from benanza.cli.analyze import analyze_model
 from benanza.cli.quickstart import shipped_bundle
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.profile.bundle import read_bundle
 
-ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 BUNDLES = sorted(p for p in (perfdb_dir() / "bundles").iterdir() if p.is_dir())
 DIRECT_ENGINES = ("eng28_", "eng70_")  # one implicit-GEMM kernel per call (FFT engines launch several)
 
 
 def model_of(bundle: Path) -> Path:
     stem = Path(read_bundle(bundle).meta.model).stem.removeprefix("light_")
-    return ZOO / f"light_{'bvlc_alexnet' if stem == 'alexnet' else stem}.onnx"
+    return LIGHT / f"light_{'bvlc_alexnet' if stem == 'alexnet' else stem}.onnx"
 
 
 @pytest.fixture(scope="module")
