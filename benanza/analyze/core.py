@@ -150,7 +150,7 @@ def _as_executed_check(model: Model, inputs: Inputs, executed: dict[int, Choice 
               and (ms := _val(executed[layer.index])) is not None]
     if not mapped:
         return 0, None, None, None
-    measured = sum(lp.gpu_ms for lp, _ in mapped if lp.gpu_ms is not None)
+    measured = sum(lp.gpu_ms or 0.0 for lp, _ in mapped)  # every mapped layer has a GPU time
     library = sum(sum(k.dur_us for k in lp.kernels if not any(m in k.name for m in FRAMEWORK_KERNELS)) / 1e3
                   if lp.kernels else lp.gpu_ms or 0.0 for lp, _ in mapped)  # no kernel list: all of it
     return len(mapped), measured, library, sum(ms for _, ms in mapped)
