@@ -28,7 +28,7 @@ from benanza.library import (
     Math,
     Precision,
 )
-from benanza.model.layer import FusionCandidate, Layer, Model
+from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 
 # ---------------------------------------------------------------- descriptions
 
@@ -822,6 +822,10 @@ def _candidates(models: Iterable[Model]) -> Iterator[_Candidate]:
         for layer in model.layers:
             for api in layer.apis:
                 yield _Candidate(layer.key, layer.op, api, Fusion.NONE, layer, model)
+            if layer.op in SEPARATE_BIAS_OPS and layer.outputs and len(layer.outputs[0].shape) >= 3:
+                bias = bias_add(layer)
+                for api in bias.apis:
+                    yield _Candidate(bias.key, f"{layer.op} bias", api, Fusion.NONE, bias, model)
         for f in model.fusions:
             fusion = Fusion(f.pattern)
             key = getattr(f, "key", "") or f"{fusion.value}:{'-'.join(model.layers[i].key for i in f.layers)}"

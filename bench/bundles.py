@@ -18,7 +18,7 @@ from benanza.cli.analyze import analyze_model
 from benanza.library import Precision
 from benanza.profile.bundle import read_bundle
 
-COLUMNS = ("model", "framework", "batch", "dtype", "end-to-end (ms)", "GPU busy (ms)", "LBL_seq (ms)",
+COLUMNS = ("bundle", "framework", "batch", "dtype", "end-to-end (ms)", "GPU busy (ms)", "LBL_seq (ms)",
            "LBL_par (ms)", "BR_par vs e2e", "BR_par vs busy", "mapped layers", "measured (ms)",
            "library kernels (ms)", "as-executed (ms)", "as-exec / measured", "as-exec / library", "analysis (s)")
 
@@ -36,7 +36,7 @@ def row(db: Path, models: Path, bundle: Path, precisions: frozenset[Precision] |
     report, _ = analyze_model(model, db, bundle, precisions=precisions)
     s = report.summary
     flags = [name for name in ("BR_par vs end-to-end", "BR_par vs GPU busy") if (s.get(name) or 0) > 1]
-    return [model.stem, meta.framework, str(meta.batch), meta.dtype, fmt(s["measured end-to-end (ms)"]),
+    return [f"`{bundle.name}`", meta.framework, str(meta.batch), meta.dtype, fmt(s["measured end-to-end (ms)"]),
             fmt(s["GPU busy (ms)"]), fmt(s["LBL_seq (ms)"]), fmt(s["LBL_par (ms)"]),
             fmt(s["BR_par vs end-to-end"]) + (" **>1**" if "BR_par vs end-to-end" in flags else ""),
             fmt(s["BR_par vs GPU busy"]) + (" **>1**" if "BR_par vs GPU busy" in flags else ""),

@@ -6,6 +6,8 @@ value below can be worked out on paper; the comments show the arithmetic.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from test_analyze_fixtures import (
     CEILINGS,
@@ -39,6 +41,7 @@ from benanza.analyze import (
 from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.roofline import bound_ms
 from benanza.library import Api, Fusion, Precision
+from benanza.model.layer import bias_add
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
 FP32 = frozenset({Precision.FP32})
@@ -130,6 +133,44 @@ def test_as_executed_fused_call_and_fused_member():
     member = choose(inputs.model.layers[1], inputs, Policy.AS_EXECUTED)
     assert head.latency_ms == approx(0.07) and head.result.fusion == Fusion.CONV_BIAS_ACT.value
     assert member == Choice(0.0, Source.FUSED)
+
+
+def test_as_executed_adds_the_separate_bias_add_but_algorithm_selection_does_not():
+    """ORT runs a conv then cudnnAddTensor for its bias: as-executed counts both, the
+    algorithm-selection gap only the conv (the bias add is no algorithm choice)."""
+    inputs = branchy_inputs()
+    conv = inputs.model.layers[0]
+    bias = bias_add(conv)
+    add = ExecutedCall(Api.ADD_TENSOR.value, "default", "fp32", key=bias.key)
+    layers = dict(inputs.profile.layers)
+    layers[0] = LayerProfile(0.13, 2, ExecutedCall(Api.GRAPH_CONV.value, "eng1", "tf32"), extra=(add,))
+    rows = {**inputs.measurements, bias.key: [R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.02)]}
+    with_bias = branchy_inputs(profile=Profile(layers, 0.9, 0.35), measurements=rows)
+    choice = choose(conv, with_bias, Policy.AS_EXECUTED)
+    assert choice.latency_ms == approx(0.10 + 0.02) and choice.result.algorithm == "eng1"
+    assert choice.describe().endswith(f" + {Api.ADD_TENSOR.value}")
+    report = analyze(with_bias)
+    assert by_index(report.tables["algorithm"], 0)["gap (ms)"] == approx(0.10 - 0.08)
+    assert report.summary["separate bias adds, as-executed (ms)"] == approx(0.02)
+    unmeasured = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35)))  # no bias benchmark
+    assert by_index(unmeasured.tables["layers"], 0)["as-executed (ms)"] == approx(0.10)
+    assert any("separate bias adds) have no benchmark" in n and "cudnnAddTensor / default / fp32" in n
+               for n in unmeasured.notes)
+
+
+def test_a_tf32_allowed_call_of_an_fma_engine_counts_as_its_fp32_row():
+    """ORT and PyTorch log TF32 as allowed even in fp32 runs; an engine config without the
+    TENSOR_CORE note, or measured in fp32 only (fp32 leaves Tensor Core engines out), ran in fp32."""
+    inputs = branchy_inputs()
+    conv = inputs.model.layers[0]
+    fma = {"numerical_notes": ["CUDNN_NUMERICAL_NOTE_FFT"]}
+    rows = {conv.key: [replace(R(conv.key, Api.GRAPH_CONV, "eng3_kMULTIPLY=2", "fp32", 0.4), notes=fma),
+                       replace(R(conv.key, Api.GRAPH_CONV, "eng5", "fp32", 0.3), notes=fma),
+                       replace(R(conv.key, Api.GRAPH_CONV, "eng5", "tf32", 0.3), notes=fma)]}
+    for algorithm, ms in (("eng3_kMULTIPLY=2", 0.4), ("eng5", 0.3)):
+        layers = {0: LayerProfile(0.5, 1, ExecutedCall(Api.GRAPH_CONV.value, algorithm, "tf32"))}
+        choice = choose(conv, branchy_inputs(profile=Profile(layers), measurements=rows), Policy.AS_EXECUTED)
+        assert (choice.latency_ms, choice.result.dtype) == (approx(ms), "fp32"), algorithm
 
 
 def test_missing_table_lists_exactly_the_layers_without_data(report):

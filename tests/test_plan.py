@@ -7,7 +7,7 @@ import pytest
 from conftest import LIGHT
 
 from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
-from benanza.model.layer import Layer, Model, Tensor
+from benanza.model.layer import Layer, Model, Tensor, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.plan import JOB_BUILDERS, JobFields, plan
 
@@ -61,6 +61,19 @@ def test_dedupes_across_models_but_not_across_batches(squeezenet: Model) -> None
     both = plan([squeezenet, batch8], ["fp32"], apis=[Api.CONV_FWD])
     assert len(both.jobs) == 2 * len(once.jobs)
     assert both.jobs[len(once.jobs)].fields.row["dims"][0] == 8
+
+
+def test_every_conv_gets_a_bias_add_job_keyed_as_the_onnx_add_that_computes_it() -> None:
+    """Frameworks may add a conv's bias with a call of its own (ORT: cudnnAddTensor): it is
+    benchmarked under the key of Add(y, bias[K,1,1]), so a model's real bias Add shares it."""
+    conv = conv_layer("c", (8, 3, 32, 32), 16, 3, [1, 1, 1, 1])
+    p = plan([model_of([conv])], ["fp32"], apis=[Api.ADD_TENSOR, Api.OP_TENSOR])
+    add = Layer("add", "Add", [Tensor("y", (8, 16, 32, 32), "float32"), Tensor("b", (16, 1, 1), "float32", True)],
+                [Tensor("z", (8, 16, 32, 32), "float32")], {})
+    assert bias_add(conv).key == add.key
+    assert [(j.api, j.key) for j in p.jobs] == [(Api.ADD_TENSOR, add.key), (Api.OP_TENSOR, add.key)]
+    assert p.jobs[0].fields.row["c"] == [8, 16, 32, 32] and p.jobs[0].fields.row["a"] == [1, 16, 1, 1]
+    assert plan([model_of([conv])], ["fp32"], apis=[Api.CONV_FWD]).jobs[0].key == conv.key  # the conv itself
 
 
 def test_conv_rows_follow_onnx_pad_order() -> None:

@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from benanza.errors import BenanzaError
-from benanza.profile.cublas_log import read_cublas_log
+from benanza.profile.cublas_log import lt_algorithm_name, read_cublas_log
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 CUBLAS_LOG = SAMPLES / "ort1.31_zfnet512_cublas_api.log.gz"
@@ -85,3 +85,19 @@ def test_cublaslt_matmul_line(tmp_path):
     assert call.a_type == "CUDA_R_32F" and call.lda == 18432 and call.ldc == 4096
     assert call.algo == "algoId=21 tile=MATMUL_TILE_128x64 stages=MATMUL_STAGES_64x3"
     assert call.epilogue == "EPILOGUE_BIAS" and call.stream == "0x3d2b46f0"
+
+
+def test_lt_algorithm_names_from_real_h100_logs_spell_like_the_harness():
+    """The log prints only non-default fields; the name fills in the defaults the harness
+    (csrc/benanza/cublaslt_names.h) spells, so the as-executed call finds its benchmark."""
+    bundles = Path(__file__).parent.parent / "perfdb" / "bundles"
+    names = {lt_algorithm_name(c.algo or "") for b in ("resnet50_b64_ort_tf32", "vgg19_b64_torch_fp32")
+             for c in read_cublas_log(bundles / b / "cublaslt_api.log.xz").calls}
+    assert "algo43_tile128x128_stages32xAUTO_splitk1_rednone_swizzle0_custom0_innerUNDEFINED_cluster1x1x1" in names
+    assert "algo20_tile128x64_stages8x5_splitk16_redinplace_swizzle0_custom0_innerUNDEFINED_clusterAUTO" in names
+    assert lt_algorithm_name("algoId=43 tile=MATMUL_TILE_128x64 stages=MATMUL_STAGES_32xAUTO "
+                             "clusterShape=CLUSTER_SHAPE_1x2x1") == \
+        "algo43_tile128x64_stages32xAUTO_splitk1_rednone_swizzle0_custom0_innerUNDEFINED_cluster1x2x1"
+    assert lt_algorithm_name("algoId=13 customOption=75") == (  # measured under this name on the H100
+        "algo13_tileUNDEFINED_stagesUNDEFINED_splitk1_rednone_swizzle0_custom75_innerUNDEFINED_clusterAUTO")
+    assert lt_algorithm_name("customOption=3") is None

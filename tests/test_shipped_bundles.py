@@ -13,8 +13,12 @@ from conftest import LIGHT
 
 from benanza.cli.analyze import analyze_model
 from benanza.cli.quickstart import shipped_bundle
+from benanza.library import Api
+from benanza.model.layer import bias_add
+from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.profile.bundle import read_bundle
+from benanza.profile.mapping import map_bundle_report
 
 BUNDLES = sorted(p for p in (perfdb_dir() / "bundles").iterdir() if p.is_dir())
 DIRECT_ENGINES = ("eng28_", "eng70_")  # one implicit-GEMM kernel per call (FFT engines launch several)
@@ -51,12 +55,39 @@ def test_resnet50_b64_conv_kernels_match_their_as_executed_benchmarks(h100: Path
     implicit-GEMM kernel lasts what its engine config measured in the micro-benchmark."""
     bundle = perfdb_dir() / "bundles" / "resnet50_b64_ort_fp32"
     report, mapping = analyze_model(model_of(bundle), h100, bundle)
-    rows = {r["#"]: r for r in report.tables["layers"].rows}
+    rows = {r["#"]: r for r in report.tables["algorithm"].rows}  # the conv call alone, without its bias add
     ratios = []
     for i, lp in mapping.profile.layers.items():
-        call = rows[i]["as-executed call"] or ""
-        if rows[i]["op"] == "Conv" and any(e in call for e in DIRECT_ENGINES) and lp.kernels:
+        call = rows[i]["as-executed call"] if i in rows else ""
+        if i in rows and rows[i]["op"] == "Conv" and any(e in call for e in DIRECT_ENGINES) and lp.kernels:
             ratios.append(max(k.dur_us for k in lp.kernels) / 1e3 / rows[i]["as-executed (ms)"])
     assert len(ratios) >= 40
     close = [r for r in ratios if abs(r - 1) <= 0.1]
     assert len(close) >= 0.95 * len(ratios), sorted(ratios)
+
+
+def test_ort_conv_bias_adds_map_to_their_conv_and_are_benchmarked(h100: Path) -> None:
+    """ONNX Runtime adds every conv's bias (a folded BatchNormalization's shift) with a
+    cudnnAddTensor of its own: each conv carries it, keyed like its bias_add, and the
+    shipped database holds its benchmark at batch 64."""
+    bundle = perfdb_dir() / "bundles" / "resnet50_b64_ort_fp32"
+    model = load_model(model_of(bundle), 64)
+    mapping = map_bundle_report(model, bundle)
+    report, _ = analyze_model(model_of(bundle), h100, bundle)
+    convs = [layer for layer in model.layers if layer.op == "Conv"]
+    for conv in convs:
+        (extra,) = mapping.profile.layers[conv.index].extra
+        assert (extra.api, extra.key) == (Api.ADD_TENSOR.value, bias_add(conv).key), conv.name
+    assert report.summary["separate bias adds, as-executed (ms)"] > 1.0
+    assert not any("have no benchmark" in n for n in report.notes)
+
+
+def test_a_conv_bias_add_is_not_taken_by_a_model_mul_or_add_of_its_shape() -> None:
+    """DenseNet-121 has Mul and Add layers of the same shapes as ORT's conv bias adds; the
+    adds logged right after a conv are that conv's, and ORT runs the model's Mul/Add itself."""
+    bundle = perfdb_dir() / "bundles" / "densenet121_b64_ort_fp32"
+    model = load_model(model_of(bundle), 64)
+    mapping = map_bundle_report(model, bundle)
+    assert not any(mapping.calls.get(layer.index) for layer in model.layers if layer.op in ("Mul", "Add"))
+    with_bias = [i for i, lp in mapping.profile.layers.items() if lp.extra]
+    assert len(with_bias) == 60 and {model.layers[i].op for i in with_bias} == {"Conv"}  # 600 adds in 10 runs

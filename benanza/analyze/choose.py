@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from benanza.analyze.inputs import Ceilings, Constraints, Inputs
+from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
 from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer
 from benanza.records import Result
@@ -45,9 +45,13 @@ class MissingReason(StrEnum):
 
 @dataclass(frozen=True)
 class Choice:
-    latency_ms: float
+    latency_ms: float  # result's median plus the extra rows' medians
     source: Source
     result: Result | None = None  # None for roofline and fused layers
+    # As-executed only: the benchmarks of the framework's further calls for the layer (a
+    # separate bias add) and those of its further calls that have no benchmark.
+    extra: tuple[Result, ...] = ()
+    unbenchmarked: tuple[str, ...] = ()
 
     @property
     def precision(self) -> Precision | None:
@@ -59,7 +63,7 @@ class Choice:
             return self.source.value
         r = self.result
         fusion = "" if r.fusion == Fusion.NONE.value else f" [{r.fusion}]"
-        return f"{r.api} / {r.algorithm} / {r.dtype}{fusion}"
+        return f"{r.api} / {r.algorithm} / {r.dtype}{fusion}" + "".join(f" + {e.api}" for e in self.extra)
 
 
 @dataclass(frozen=True)
@@ -151,16 +155,26 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
         return Choice(0.0, Source.FUSED)
     if prof is None or prof.executed is None:
         return Miss(MissingReason.NOT_EXECUTED)
-    call = prof.executed
-    key = call.key or layer.key
+    main = executed_row(prof.executed, layer.key, inputs)
+    if isinstance(main, Miss):
+        return main
+    extra = [executed_row(call, layer.key, inputs) for call in prof.extra]
+    rows = tuple(r for r in extra if not isinstance(r, Miss))
+    return Choice((main.median_ms or 0.0) + sum(r.median_ms or 0.0 for r in rows), Source.BENCHMARK, main,
+                  extra=rows, unbenchmarked=tuple(m.detail for m in extra if isinstance(m, Miss)))
+
+
+def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs) -> Result | Miss:
+    """The fastest ok benchmark of exactly the call the framework made (api, algorithm, precision, fusion)."""
+    key = call.key or layer_key
     measured = inputs.measurements.get(key, ())
     rows = [r for r in measured
             if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, call.precision, call.fusion)]
-    if call.precision == Precision.TF32.value and rows and not any(_tensor_core_engine(r) for r in rows):
-        # TF32 was allowed, but this engine config computes with FMA (no TENSOR_CORE note):
-        # it ran in fp32, and its fp32 row is the one to compare with fp32 alternatives.
+    if call.precision == Precision.TF32.value and not any(_tensor_core_engine(r) for r in rows):
+        # TF32 was allowed, but this engine config computes with FMA (no TENSOR_CORE note,
+        # or measured in fp32 only): it ran in fp32, and its fp32 row is the one to compare.
         fma = [r for r in measured if (r.api, r.algorithm, r.dtype, r.fusion)
-               == (call.api, call.algorithm, Precision.FP32.value, call.fusion)]
+               == (call.api, call.algorithm, Precision.FP32.value, call.fusion) and not _tensor_core_engine(r)]
         rows = fma or rows
     wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}"
     if not rows:
@@ -168,7 +182,7 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
     ok = fastest(usable(rows))
     if ok is None:
         return Miss(MissingReason.NONE_OK, f"{wanted}: {', '.join(sorted({r.status for r in rows}))}")
-    return Choice(ok.median_ms or 0.0, Source.BENCHMARK, ok)
+    return ok
 
 
 def heuristic_pick(rows: Sequence[Result]) -> Result | None:

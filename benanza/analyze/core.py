@@ -85,6 +85,13 @@ def analyze(inputs: Inputs) -> Report:
     measured = e2e if e2e is not None else busy
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(
         model, inputs, choices[Policy.AS_EXECUTED])
+    executed = [c for c in choices[Policy.AS_EXECUTED].values() if isinstance(c, Choice)]
+    extra_ms = sum(r.median_ms or 0.0 for c in executed for r in c.extra) if any(c.extra for c in executed) else None
+    lacking = sorted({d for c in executed for d in c.unbenchmarked})
+    if lacking:
+        notes.append(f"{sum(len(c.unbenchmarked) for c in executed)} further as-executed call(s) (separate bias "
+                     f"adds) have no benchmark, so as-executed leaves them out: {'; '.join(lacking[:3])}"
+                     f"{' ...' if len(lacking) > 3 else ''} (benanza generate MODEL --api add_tensor --db PATH)")
     summary: dict[str, Any] = {
         "layers": len(model.layers), "layers with data (best)": covered,
         "LBL_seq (ms)": seq, "LBL_par (ms)": par,
@@ -97,6 +104,7 @@ def analyze(inputs: Inputs) -> Report:
         "as-executed LBL, mapped layers (ms)": mapped_executed,
         "as-executed / measured, mapped layers": ratio(mapped_executed, mapped_measured),
         "as-executed / library kernels, mapped layers": ratio(mapped_executed, mapped_library),
+        "separate bias adds, as-executed (ms)": extra_ms,
         "algorithm-selection gap (ms)": algo_gap,
         "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
         "fusion gap (ms)": fusion_gap,

@@ -150,6 +150,9 @@ class LayerProfile:
     executed: ExecutedCall | None = None
     fused_into: int | None = None  # ran inside this other layer's (fused) call
     kernels: tuple[KernelSpan, ...] = ()
+    # Calls the framework made for this layer after ``executed`` (ONNX Runtime adds a
+    # conv's bias with a cudnnAddTensor of its own): as-executed counts them too.
+    extra: tuple[ExecutedCall, ...] = ()
 
 
 class OverheadKind(StrEnum):

@@ -72,8 +72,11 @@ def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:
 
 def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profile: Profile | None = None,
                    **options: Any) -> Inputs:
-    """Everything the database holds for the model's layers and fusion candidates on ``system``."""
+    """Everything the database holds on ``system`` for the model's layers, its fusion candidates
+    and the profile's further calls (a conv's separate bias add has a key of its own)."""
     keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions}
+    if profile is not None:
+        keys |= {c.key for lp in profile.layers.values() for c in lp.extra if c.key}
     measurements = perfdb.results_for(db, system["id"], keys)
     return Inputs(model=model, measurements=measurements, system=dict(system), ceilings=ceilings(db, system),
                   profile=profile, **options)

@@ -57,6 +57,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     if bundle is not None:
         check_same_system(bundle, sys_row)
     constraints = Constraints(families=frozenset(FAMILIES[apis]))
+    if not precisions and bundle is not None:  # a run's bound may use the precision the run computed in
+        precisions = constraints.precisions | {Precision(bundle.meta.dtype)}
     if precisions:
         constraints = constraints.with_precisions(precisions)
     inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
@@ -71,7 +73,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
               help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the bundle's, else the model's).")
-@click.option("--dtype", "dtypes", help="Precisions the best policy may use, e.g. fp32,tf32 (default: fp32,tf32).")
+@click.option("--dtype", "dtypes",
+              help="Precisions the best policy may use, e.g. fp32,tf32 (default: fp32,tf32 and the profile's).")
 @click.option("--apis", type=click.Choice(sorted(FAMILIES)), default="both", show_default=True,
               help="cuDNN API families the best policy may use.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the report as JSON.")

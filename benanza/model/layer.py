@@ -83,6 +83,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Ops whose bias frameworks may add with a call of its own after the op (ONNX Runtime's
+# cudnnAddTensor after every convolution, a folded BatchNormalization's shift included).
+SEPARATE_BIAS_OPS = frozenset({"Conv"})
+
+
+def bias_add(layer: Layer) -> Layer:
+    """The per-channel bias add after ``layer``'s output, as the ONNX Add that computes it.
+
+    Why: the benchmark of a separately added bias is the one an ``Add(y, bias[C,1,..])``
+    layer gets, so it shares that layer's key; the planner benchmarks it for every
+    layer of ``SEPARATE_BIAS_OPS`` and the analyzer counts it where the logs show the call.
+    """
+    y = layer.outputs[0]
+    bias = Tensor(f"{layer.name}.bias", (y.shape[1], *(1,) * (len(y.shape) - 2)), y.dtype, constant=True)
+    out = Tensor(f"{y.name}.biased", y.shape, y.dtype)
+    return Layer(f"{layer.name}.bias_add", "Add", [y, bias], [out], {}, index=layer.index)
+
+
 @dataclass(frozen=True)
 class FusionCandidate:
     """A chain of layers that one fused library call could replace."""

@@ -18,6 +18,7 @@ algo=[algoId=.. tile=..] ...``. Both styles may be mixed in one file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,3 +267,30 @@ def read_cublas_log(path: str | Path) -> CublasLog:
         notes.append(f"{path}: file ends inside a record (cut short) at line {head[1]}; "
                      "the records before it were read")
     return CublasLog(path=path, version=version, calls=tuple(calls), truncated=head is not None, notes=tuple(notes))
+
+
+# cuBLASLt's log prints an algo's configuration fields only where they differ from the
+# default: (log field, name part, default, value spelling) in the order of the harness's
+# canonical name (csrc/benanza/cublaslt_names.h). Swizzle and inner shape were never seen
+# printed in the H100 logs, so they stay at their defaults.
+LT_NAME_FIELDS: tuple[tuple[str, str, str, Callable[[str], str]], ...] = (
+    ("tile", "tile", "UNDEFINED", lambda v: v.removeprefix("MATMUL_TILE_")),
+    ("stages", "stages", "UNDEFINED", lambda v: v.removeprefix("MATMUL_STAGES_")),
+    ("numSplitsK", "splitk", "1", str),
+    ("reductionScheme", "red", "none", lambda v: LT_REDUCTIONS.get(v, v)),
+    ("", "swizzle", "0", str),
+    ("customOption", "custom", "0", str),
+    ("", "inner", "UNDEFINED", str),
+    ("clusterShape", "cluster", "AUTO", lambda v: v.removeprefix("CLUSTER_SHAPE_")),
+)
+LT_REDUCTIONS = {"REDUCTION_SCHEME_NONE": "none", "REDUCTION_SCHEME_INPLACE": "inplace",
+                 "REDUCTION_SCHEME_COMPUTE_TYPE": "compute", "REDUCTION_SCHEME_OUTPUT_TYPE": "output"}
+
+
+def lt_algorithm_name(algo: str) -> str | None:
+    """The benchmarks' name of a logged ``algo=[algoId=.. tile=.. ...]`` (None without an algoId)."""
+    fields = dict(item.split("=", 1) for item in algo.split() if "=" in item)
+    if not fields.get("algoId", "").isdigit():
+        return None
+    return f"algo{fields['algoId']}" + "".join(
+        f"_{part}{spell(fields[key]) if key in fields else default}" for key, part, default, spell in LT_NAME_FIELDS)

@@ -32,7 +32,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,11 @@ from typing import Any
 from benanza.analyze.inputs import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 from benanza.errors import BenanzaError
 from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
-from benanza.model.layer import FusionCandidate, Layer, Model
+from benanza.model.layer import FusionCandidate, Layer, Model, bias_add
 from benanza.profile import cudnn_log
 from benanza.profile.bundle import Bundle, Framework, read_bundle
 from benanza.profile.capture import NODE_RANGE, RUN_RANGE
-from benanza.profile.cublas_log import GemmCall
+from benanza.profile.cublas_log import GemmCall, lt_algorithm_name
 from benanza.profile.kineto import Annotation, CpuEvent, GpuEvent, KinetoTrace, busy_time
 from benanza.profile.ort_profile import NodeEvent, OrtProfile
 
@@ -109,8 +109,8 @@ LAYER_SIGNATURES: dict[str, Callable[[Layer], Signature | None]] = {
     "LRN": _x("lrn"),
     "BatchNormalization": _x("bn"),
     "Softmax": lambda layer: ("softmax", prod(layer.inputs[0].shape)),
-    **{op: (lambda layer: ("add", _nd(layer.outputs[0].shape), _other_input(layer)))
-       for op in ("Add", "Sum", "Mul")},
+    **{op: (lambda layer, kind=kind: (kind, _nd(layer.outputs[0].shape), _other_input(layer)))
+       for op, kind in (("Add", "add"), ("Sum", "add"), ("Mul", "mul"))},
 }
 
 
@@ -164,11 +164,18 @@ def _first(kind: str) -> Callable[[cudnn_log.ExecutedCall], Signature | None]:
     return lambda call: (kind, _nd(call.tensors[0].dims)) if call.tensors else None
 
 
+# cudnnOpTensor's operation -> the signature kind of the layers it can run.
+OP_TENSOR_KINDS = {"CUDNN_OP_TENSOR_ADD": "add", "CUDNN_OP_TENSOR_MUL": "mul"}
+
+
 def _add_sig(call: cudnn_log.ExecutedCall) -> Signature | None:
     dest = _tensor(call, "srcDestDesc", "cDesc", "CDesc")
-    other = _tensor(call, "biasDesc", "aDesc", "ADesc") if call.api == Api.ADD_TENSOR.value else \
-        _tensor(call, "bDesc", "BDesc")
-    return None if dest is None or other is None else ("add", _nd(dest.dims), _nd(other.dims))
+    if call.api == Api.ADD_TENSOR.value:
+        kind, other = "add", _tensor(call, "biasDesc", "aDesc", "ADesc")
+    else:
+        op = _desc_field(call, "opTensorOp") or ""
+        kind, other = OP_TENSOR_KINDS.get(op, op.lower()), _tensor(call, "bDesc", "BDesc")
+    return None if dest is None or other is None else (kind, _nd(dest.dims), _nd(other.dims))
 
 
 # Api of a logged cuDNN call -> its signature.
@@ -265,9 +272,8 @@ def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:
         if prec is Precision.FP32 and call.tf32:
             prec = Precision.TF32
         if call.function.startswith("cublasLt"):
-            algo_id = re.search(r"algoId=(\d+)", call.algo or "")
             fusion = LT_EPILOGUES.get((call.epilogue or "").removeprefix("CUBLASLT_EPILOGUE_"), Fusion.NONE)
-            return ExecutedCall(Api.LT_MATMUL.value, f"algo{algo_id.group(1)}" if algo_id else (call.algo or ""),
+            return ExecutedCall(Api.LT_MATMUL.value, lt_algorithm_name(call.algo or "") or (call.algo or ""),
                                 prec.value, fusion.value)
         api = Api.SGEMV if call.kind == "gemv" and call.function.startswith("cublasSgemv") else Api.GEMM_EX
         return ExecutedCall(api.value, call.algo or "CUBLAS_GEMM_DEFAULT", prec.value)
@@ -332,6 +338,30 @@ def assign_calls(layers: Sequence[Layer], calls: Sequence[cudnn_log.ExecutedCall
         for index, call in zip(indices[len(indices) - len(last):], last, strict=True):
             out[index] = call
     return out, runs, notes
+
+
+def split_bias_adds(calls: Sequence[cudnn_log.ExecutedCall | GemmCall]
+                    ) -> tuple[list[cudnn_log.ExecutedCall | GemmCall], dict[int, cudnn_log.ExecutedCall]]:
+    """(the calls without bias adds, id(conv call) -> its bias add).
+
+    A bias add is a cudnnAddTensor logged right after a conv call that adds a
+    ``[1, K, 1, 1]`` tensor to exactly that conv's output (ONNX Runtime adds every
+    conv's bias, a folded BatchNormalization's shift included, this way). Taken out
+    first, it cannot be mistaken for a model Add of the same shapes.
+    """
+    rest: list[cudnn_log.ExecutedCall | GemmCall] = []
+    bias: dict[int, cudnn_log.ExecutedCall] = {}
+    conv: Signature | None = None
+    for call in calls:
+        sig = call_signature(call)
+        if conv is not None and getattr(call, "api", None) == Api.ADD_TENSOR.value and sig is not None \
+                and sig[1:] == (conv[3], (1, conv[3][1], *(1,) * (len(conv[3]) - 2))):
+            bias[id(rest[-1])] = call  # type: ignore[assignment]
+            conv = None
+            continue
+        rest.append(call)
+        conv = sig if sig is not None and sig[0] == "conv" else None
+    return rest, bias
 
 
 # ---------------------------------------------------------------- framework nodes -> layers
@@ -648,9 +678,12 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     notes = list(bundle.notes)
     raw_calls, call_notes = _library_calls(bundle)
     notes += call_notes
-    assigned, runs_in_logs, assign_notes = assign_calls(model.layers, raw_calls)
+    lib_calls, bias_of = split_bias_adds(raw_calls)
+    assigned, runs_in_logs, assign_notes = assign_calls(model.layers, lib_calls)
     notes += assign_notes
     calls = {i: executed_call(c) for i, c in assigned.items()}
+    bias_calls = {i: (replace(executed_call(bias_of[id(c)]), key=bias_add(model.layers[i]).key),)
+                  for i, c in assigned.items() if id(c) in bias_of}
 
     trace = bundle.torch_trace
     work: list[RunWork] = []
@@ -711,7 +744,7 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
             spans = tuple(KernelSpan(ev.name, ev.start_us - rep.origin_us, ev.dur_us) for ev in mine)
             count = len(mine) if (mine or i in nodes) else None
         layers[i] = LayerProfile(gpu_ms=gpu_ms, kernel_count=count, executed=call, fused_into=fused.get(i),
-                                 kernels=spans)
+                                 kernels=spans, extra=bias_calls.get(i, ()))
 
     unmapped_work: tuple[UnmappedWork, ...] = ()
     if rep is not None:
