@@ -14,7 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-from benanza.cli.analyze import analyze_model
+from benanza.cli.analyze import analyze_model, model_stem
 from benanza.library import Precision
 from benanza.profile.bundle import read_bundle
 
@@ -31,7 +31,7 @@ def fmt(value: object) -> str:
 
 def row(db: Path, models: Path, bundle: Path, precisions: frozenset[Precision] | None) -> list[str]:
     meta = read_bundle(bundle).meta
-    model = models / f"{Path(meta.model).stem.removeprefix('light_')}.onnx"
+    model = models / f"{model_stem(meta.model)}.onnx"
     t0 = time.perf_counter()
     report, _ = analyze_model(model, db, bundle, precisions=precisions)
     s = report.summary

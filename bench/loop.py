@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benanza.cli.analyze import analyze_model
+from benanza.analyze import Report
+from benanza.cli.analyze import analyze_model, model_stem
 from benanza.library import Precision
 from benanza.profile.bundle import read_bundle
 
@@ -21,8 +22,8 @@ COLUMNS = ("model", "batch", "change", "predicted (ms)", "as-executed LBL before
            "realized GPU busy (ms)", "realized end-to-end (ms)")
 
 
-def as_executed_lbl(report: object) -> float | None:
-    rows = {r["policy"]: r for r in report.tables["policies"].rows}  # type: ignore[attr-defined]
+def as_executed_lbl(report: Report) -> float | None:
+    rows = {r["policy"]: r for r in report.tables["policies"].rows}
     return rows["as-executed"]["LBL_seq (ms)"]
 
 
@@ -37,8 +38,8 @@ def main() -> None:
     p.add_argument("--change", default="", help="what was applied, for the table")
     args = p.parse_args()
     precisions = frozenset(Precision(x) for x in args.precisions.split(",")) if args.precisions else None
-    meta = read_bundle(args.before).meta
-    model = args.models / f"{Path(meta.model).stem.removeprefix('light_')}.onnx"
+    meta, meta_after = read_bundle(args.before).meta, read_bundle(args.after).meta
+    model = args.models / f"{model_stem(meta.model)}.onnx"
     before, _ = analyze_model(model, args.db, args.before, precisions=precisions)
     after, _ = analyze_model(model, args.db, args.after)
     b, a = before.summary, after.summary
@@ -47,7 +48,7 @@ def main() -> None:
     lbl = (as_executed_lbl(before), as_executed_lbl(after))
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "---|" * len(COLUMNS))
-    print(f"| {model.stem} | {meta.batch} | {args.change or f'{meta.dtype} -> {read_bundle(args.after).meta.dtype}'} "
+    print(f"| {model.stem} | {meta.batch} | {args.change or f'{meta.dtype} -> {meta_after.dtype}'} "
           f"| {b[args.gap]:.2f} | {lbl[0]:.2f} → {lbl[1]:.2f} | {busy[0]:.2f} → {busy[1]:.2f} "
           f"(−{busy[0] - busy[1]:.2f}) | {e2e[0]:.2f} → {e2e[1]:.2f} (−{e2e[0] - e2e[1]:.2f}, "
           f"{e2e[0] / e2e[1]:.2f}×) |")

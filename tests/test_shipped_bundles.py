@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import LIGHT
 
-from benanza.cli.analyze import analyze_model
+from benanza.cli.analyze import analyze_model, model_stem
 from benanza.cli.quickstart import shipped_bundle
 from benanza.library import Api
 from benanza.model.layer import bias_add
@@ -25,7 +25,7 @@ DIRECT_ENGINES = ("eng28_", "eng70_")  # one implicit-GEMM kernel per call (FFT 
 
 
 def model_of(bundle: Path) -> Path:
-    stem = Path(read_bundle(bundle).meta.model).stem.removeprefix("light_")
+    stem = model_stem(read_bundle(bundle).meta.model)
     return LIGHT / f"light_{'bvlc_alexnet' if stem == 'alexnet' else stem}.onnx"
 
 

@@ -166,16 +166,17 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
 
 def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs) -> Result | Miss:
     """The fastest ok benchmark of exactly the call the framework made (api, algorithm, precision, fusion)."""
-    key = call.key or layer_key
-    measured = inputs.measurements.get(key, ())
-    rows = [r for r in measured
-            if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, call.precision, call.fusion)]
+    measured = inputs.measurements.get(call.key or layer_key, ())
+
+    def of_call(dtype: str) -> list[Result]:
+        return [r for r in measured if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, dtype,
+                                                                                   call.fusion)]
+
+    rows = of_call(call.precision)
     if call.precision == Precision.TF32.value and not any(_tensor_core_engine(r) for r in rows):
         # TF32 was allowed, but this engine config computes with FMA (no TENSOR_CORE note,
         # or measured in fp32 only): it ran in fp32, and its fp32 row is the one to compare.
-        fma = [r for r in measured if (r.api, r.algorithm, r.dtype, r.fusion)
-               == (call.api, call.algorithm, Precision.FP32.value, call.fusion) and not _tensor_core_engine(r)]
-        rows = fma or rows
+        rows = [r for r in of_call(Precision.FP32.value) if not _tensor_core_engine(r)] or rows
     wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}"
     if not rows:
         return Miss(MissingReason.NOT_BENCHMARKED, wanted)

@@ -31,7 +31,7 @@ def _precisions(text: str) -> frozenset[Precision]:
         raise BenanzaError(f"--dtype: {exc}; choose from {', '.join(p.value for p in Precision)}") from None
 
 
-def _model_stem(name: str) -> str:
+def model_stem(name: str) -> str:
     """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
     return Path(name).name.removesuffix(".onnx").removeprefix("light_")
 
@@ -42,7 +42,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     """Load the model (at the bundle's batch), map the bundle, read the database, analyze."""
     bundle = read_bundle(bundle_path) if bundle_path else None
     if bundle is not None:
-        if _model_stem(bundle.meta.model) != _model_stem(model_path.name):
+        if model_stem(bundle.meta.model) != model_stem(model_path.name):
             raise BenanzaError(f"{bundle_path}: profile bundle of model '{bundle.meta.model}', "
                                f"not of {model_path.name}")
         if batch is not None and batch != bundle.meta.batch:
