@@ -38,9 +38,10 @@ from benanza.analyze import (
     analyze,
     choose,
 )
+from benanza.analyze.choose import executed_row
 from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.roofline import bound_ms
-from benanza.library import Api, Fusion, Precision
+from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import bias_add
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
@@ -171,6 +172,79 @@ def test_a_tf32_allowed_call_of_an_fma_engine_counts_as_its_fp32_row():
         layers = {0: LayerProfile(0.5, 1, ExecutedCall(Api.GRAPH_CONV.value, algorithm, "tf32"))}
         choice = choose(conv, branchy_inputs(profile=Profile(layers), measurements=rows), Policy.AS_EXECUTED)
         assert (choice.latency_ms, choice.result.dtype) == (approx(ms), "fp32"), algorithm
+
+
+# --- the as-executed check under cold L2 ----------------------------------------------------
+
+COLD_KEYS = ("cold-L2 layers (of the mapped)", "measured GPU time, cold-L2 layers (ms)",
+             "as-executed LBL, cold L2 (ms)", "as-executed cold L2 / measured")
+
+
+def with_cold_rows(inputs: Inputs) -> dict[str, list]:
+    """Cold rows for conv1's and conv2's as-executed calls, one faster and one slower than its
+    warm row so that a leak either way shows, and a cold eng2 faster than anything warm."""
+    conv1, conv2 = inputs.model.layers[0].key, inputs.model.layers[2].key
+    rows = {k: list(v) for k, v in inputs.measurements.items()}
+    rows[conv1] += [R(conv1, Api.GRAPH_CONV, "eng1", "tf32", 0.09, 0, l2="cold"),  # warm .10
+                    R(conv1, Api.GRAPH_CONV, "eng2", "tf32", 0.001, 1, l2="cold")]  # warm best .08
+    rows[conv2] += [R(conv2, Api.CONV_FWD, GEMM, "fp32", 0.12, 0, l2="cold")]  # warm .10
+    return rows
+
+
+def test_cold_rows_count_in_the_cold_check_only(report):
+    inputs = branchy_inputs()
+    cold = analyze(branchy_inputs(measurements=with_cold_rows(inputs)))
+    s = cold.summary
+    # mapped: conv1 (.11), conv2 (.105), pool (.021), concat (.004, roofline); pool has no cold row and
+    # concat no call, so the check covers conv1 and conv2: cold eng1 .09 + cold GEMM .12
+    assert s["cold-L2 layers (of the mapped)"] == 2 and s["mapped layers (measured and as-executed)"] == 4
+    assert s["measured GPU time, cold-L2 layers (ms)"] == approx(0.11 + 0.105)
+    assert s["as-executed LBL, cold L2 (ms)"] == approx(0.09 + 0.12)
+    assert s["as-executed cold L2 / measured"] == approx((0.09 + 0.12) / (0.11 + 0.105))
+    # everything else (best, heuristic, warm as-executed, gaps, roofline, timeline) is as without them
+    assert {k: v for k, v in s.items() if k not in COLD_KEYS} == {
+        k: v for k, v in report.summary.items() if k not in COLD_KEYS}
+    assert cold.tables == report.tables and cold.timeline == report.timeline
+    assert s["as-executed LBL, mapped layers (ms)"] == approx(0.10 + 0.10 + 0.02 + ROOF_CONCAT)
+
+
+def test_executed_row_takes_the_rows_of_the_l2_asked_for():
+    inputs = branchy_inputs(measurements=with_cold_rows(branchy_inputs()))
+    call, key = inputs.profile.layers[0].executed, inputs.model.layers[0].key
+    assert (executed_row(call, key, inputs).median_ms, executed_row(call, key, inputs).l2) == (0.10, "warm")
+    assert (executed_row(call, key, inputs, L2.COLD).median_ms,
+            executed_row(call, key, inputs, L2.COLD).l2) == (0.09, "cold")
+    pool = inputs.model.layers[3]  # warm rows only
+    miss = executed_row(inputs.profile.layers[3].executed, pool.key, inputs, L2.COLD)
+    assert isinstance(miss, Miss) and miss.reason is MissingReason.NOT_BENCHMARKED and "cold L2" in miss.detail
+
+
+def test_cold_check_leaves_out_a_layer_whose_extra_call_has_no_cold_row():
+    """conv1's bias add is a call of the layer too: without its cold row the layer is left out."""
+    inputs = branchy_inputs()
+    conv = inputs.model.layers[0]
+    bias = bias_add(conv)
+    layers = dict(inputs.profile.layers)
+    layers[0] = replace(layers[0], extra=(ExecutedCall(Api.ADD_TENSOR.value, "default", "fp32", key=bias.key),))
+    warm_add = R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.02)
+    rows = with_cold_rows(inputs)
+    s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35), measurements={**rows, bias.key: [warm_add]})
+                ).summary
+    assert s["cold-L2 layers (of the mapped)"] == 1  # conv2 alone
+    assert s["as-executed LBL, cold L2 (ms)"] == approx(0.12)
+    assert s["measured GPU time, cold-L2 layers (ms)"] == approx(0.105)
+    cold_add = R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.03, l2="cold")
+    s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35),
+                               measurements={**rows, bias.key: [warm_add, cold_add]})).summary
+    assert s["cold-L2 layers (of the mapped)"] == 2
+    assert s["as-executed LBL, cold L2 (ms)"] == approx(0.09 + 0.03 + 0.12)
+    assert s["separate bias adds, as-executed (ms)"] == approx(0.02)  # the warm one
+
+
+def test_no_cold_rows_leave_the_cold_check_out(report):
+    # the fixture's only cold row (conv1 FFT) is no as-executed call: no layer has a cold row
+    assert all(report.summary[k] is None for k in COLD_KEYS)
+    assert all(analyze(branchy_inputs(profile=None)).summary[k] is None for k in COLD_KEYS)
 
 
 def test_missing_table_lists_exactly_the_layers_without_data(report):

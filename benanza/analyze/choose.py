@@ -79,9 +79,10 @@ def _is_precision(value: str) -> bool:
     return value in {p.value for p in Precision}
 
 
-def usable(rows: Iterable[Result]) -> list[Result]:
-    """Rows that count as latencies: status ok, warm L2 (the lower bound), with a median."""
-    return [r for r in rows if r.ok and r.l2 == L2.WARM.value and r.median_ms is not None]
+def usable(rows: Iterable[Result], l2: L2 = L2.WARM) -> list[Result]:
+    """Rows that count as latencies: status ok, with a median, measured with ``l2``. Warm by
+    default: the lower bound and every gap; cold only for the as-executed cold-L2 check."""
+    return [r for r in rows if r.ok and r.l2 == l2.value and r.median_ms is not None]
 
 
 def fastest(rows: Iterable[Result]) -> Result | None:
@@ -164,9 +165,11 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
                   extra=rows, unbenchmarked=tuple(m.detail for m in extra if isinstance(m, Miss)))
 
 
-def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs) -> Result | Miss:
-    """The fastest ok benchmark of exactly the call the framework made (api, algorithm, precision, fusion)."""
-    measured = inputs.measurements.get(call.key or layer_key, ())
+def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2.WARM) -> Result | Miss:
+    """The fastest ok benchmark of exactly the call the framework made (api, algorithm, precision,
+    fusion), among the rows measured with ``l2``: warm for the as-executed policy, cold for the
+    check against a run that streams each layer's weights from HBM."""
+    measured = [r for r in inputs.measurements.get(call.key or layer_key, ()) if r.l2 == l2.value]
 
     def of_call(dtype: str) -> list[Result]:
         return [r for r in measured if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, dtype,
@@ -177,13 +180,25 @@ def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs) -> Result |
         # TF32 was allowed, but this engine config computes with FMA (no TENSOR_CORE note,
         # or measured in fp32 only): it ran in fp32, and its fp32 row is the one to compare.
         rows = [r for r in of_call(Precision.FP32.value) if not _tensor_core_engine(r)] or rows
-    wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}"
+    wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}" + _L2_SUFFIX[l2]
     if not rows:
         return Miss(MissingReason.NOT_BENCHMARKED, wanted)
-    ok = fastest(usable(rows))
+    ok = fastest(usable(rows, l2))
     if ok is None:
         return Miss(MissingReason.NONE_OK, f"{wanted}: {', '.join(sorted({r.status for r in rows}))}")
     return ok
+
+
+_L2_SUFFIX = {L2.WARM: "", L2.COLD: " (cold L2)"}  # warm is the default, so a miss names only cold
+
+
+def executed_ms(layer_key: str, calls: Sequence[ExecutedCall], inputs: Inputs, l2: L2) -> float | None:
+    """Sum of the rows of every one of ``calls`` under ``l2``; None when any of them has none
+    (a check over a layer must not count part of what the framework ran)."""
+    rows = [executed_row(call, layer_key, inputs, l2) for call in calls]
+    if not rows or any(isinstance(r, Miss) for r in rows):
+        return None
+    return sum(r.median_ms or 0.0 for r in rows if isinstance(r, Result))
 
 
 def heuristic_pick(rows: Sequence[Result]) -> Result | None:
