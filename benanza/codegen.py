@@ -30,7 +30,7 @@ import jinja2
 from benanza import paths
 from benanza.errors import BenanzaError
 from benanza.library import ALGORITHM_TOLERANCE, APIS, PRECISIONS, Precision
-from benanza.plan import Job, Plan
+from benanza.plan import NAMED_CONFIG_APIS, Job, Plan
 
 MANIFEST_SCHEMA = 1
 MANIFEST = "manifest.json"
@@ -128,7 +128,9 @@ def job_row(job: Job) -> dict[str, Any]:
 def render_source(env: jinja2.Environment, jobs: list[Job], command: str) -> str:
     """One executable's source: its API's template over the jobs' rows."""
     api = jobs[0].api
-    algorithms = list(dict.fromkeys(a for j in jobs for a in j.fields.algorithms if a != "*"))
+    # the legacy enum spellings a template tables; named engine configs travel as numbers in the rows
+    algorithms = list(dict.fromkeys(a for j in jobs if j.api not in NAMED_CONFIG_APIS
+                                    for a in j.fields.algorithms if a != "*"))
     context = {"api": api.value, "executable": jobs[0].executable, "precisions": precision_rows(),
                "algorithms": algorithms, "jobs": [job_row(j) for j in jobs],
                "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benanza.analyze.inputs import ExecutedCall
 from benanza.library import (
     APIS,
     NO_COPY_OPS,
@@ -29,6 +30,7 @@ from benanza.library import (
     Precision,
 )
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
+from benanza.profile.cudnn_log import parse_engine_config_name
 
 # ---------------------------------------------------------------- descriptions
 
@@ -764,7 +766,7 @@ def graph_conv_job(item: Layer | FusionCandidate, model: Model, precision: Preci
            *([GRAPH_POINTWISE[act].lower()] if has_act else [])]
     row = {"dims": dims, "bias": bias, "alpha2": alpha2, "has_act": has_act, "pointwise": GRAPH_POINTWISE[act],
            "act": act.value, "coef": coef, "upper_clip": coef if act is Activation.CLIPPED_RELU else math.inf,
-           "elu_alpha": coef if act is Activation.ELU else 1.0}
+           "elu_alpha": coef if act is Activation.ELU else 1.0, "engines": []}
     return JobFields(row, {**shapes, "graph": ops}, ("*",), _layout(precision))
 
 
@@ -777,7 +779,7 @@ def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Pre
     shape, bias, relu = _gemm_chain(item, model, "the graph matmul benchmark fuses ReLU only, not {}")
     ops = ["matmul", *(["scale_alpha"] if shape.alpha != 1.0 else []), *(["add_c"] if shape.c_rows else []),
            *(["add_bias"] if bias else []), *(["relu_fwd"] if relu else [])]
-    row = {"dims": shape.dims(), "alpha": shape.alpha, "beta": shape.beta, "bias": bias, "relu": relu}
+    row = {"dims": shape.dims(), "alpha": shape.alpha, "beta": shape.beta, "bias": bias, "relu": relu, "engines": []}
     return JobFields(row, {**shape.describe(), "bias": [shape.n] if bias else None, "relu": relu, "graph": ops},
                      ("*",))
 
@@ -852,6 +854,22 @@ def _measured(skip: Skip) -> Callable[[Benchmark], bool]:
     return lambda b: b.name() in names
 
 
+_Pending = tuple[Api, int, int, _Candidate, Precision, JobFields]  # api, precision order, candidate order, ...
+
+
+def _numbered(pending: list[_Pending]) -> tuple[list[Job], dict[str, int]]:
+    """Jobs in API, precision, candidate order, numbered per executable (and the next free numbers)."""
+    api_order = {a: i for i, a in enumerate(Api)}
+    jobs: list[Job] = []
+    counters: dict[str, int] = {}
+    for api, _p, _o, c, precision, fields in sorted(pending, key=lambda t: (api_order[t[0]], t[1], t[2])):
+        exe = EXECUTABLES[api]
+        index = counters.get(exe, 0)
+        counters[exe] = index + 1
+        jobs.append(Job(exe, index, c.key, api, precision, c.fusion, fields))
+    return jobs, counters
+
+
 def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
          apis: Iterable[Api | str] | None = None, skip: Skip = None, ceilings: bool = False) -> Plan:
     """Jobs for every layer and fusion of ``models`` in each precision, deduped by key.
@@ -867,7 +885,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
     measured = _measured(skip)
     seen: set[tuple[str, Api, Precision]] = set()
     dropped: dict[tuple[str, str, str, str], Dropped] = {}
-    pending: list[tuple[Api, int, int, _Candidate, Precision, JobFields]] = []
+    pending: list[_Pending] = []
 
     def drop(c: _Candidate, precision: Precision | None, reason: str) -> None:
         d = Dropped(c.key, c.what, c.api.value, precision.value if precision else "*", reason)
@@ -900,15 +918,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
                 continue
             pending.append((c.api, p_order, order, c, precision, fields))
 
-    api_order = {a: i for i, a in enumerate(Api)}
-    pending.sort(key=lambda t: (api_order[t[0]], t[1], t[2]))
-    jobs: list[Job] = []
-    counters: dict[str, int] = {}
-    for api, _p, _o, c, precision, fields in pending:
-        exe = EXECUTABLES[api]
-        index = counters.get(exe, 0)
-        counters[exe] = index + 1
-        jobs.append(Job(exe, index, c.key, api, precision, c.fusion, fields))
+    jobs, counters = _numbered(pending)
     if ceilings or (wanted is not None and Api.CEILING in wanted):
         for precision, fields in ceiling_jobs():
             job = Job(EXECUTABLES[Api.CEILING], counters.get(EXECUTABLES[Api.CEILING], 0), CEILING_KEY, Api.CEILING,
@@ -920,3 +930,76 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
             counters[job.executable] = job.index + 1
             jobs.append(job)
     return Plan(jobs, list(dropped.values()), models)
+
+
+# ---------------------------------------------------------------- the calls a framework made
+
+# APIs whose job can name the engine configs it measures, so that a framework's own
+# choice (read from its cuDNN log) is measured even where it is not among the first
+# --max-engines configs of the heuristics, or in none of their lists.
+NAMED_CONFIG_APIS = frozenset({Api.GRAPH_CONV, Api.GRAPH_MATMUL})
+# Dropped.reason of a measured job whose algorithms its API enumerates at run time (cuBLASLt):
+# the framework's own configuration may not be among them, and cannot be named yet.
+UNNAMED = "already measured; the framework's own configuration cannot be named for this API"
+
+
+def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
+    """``fields`` measuring exactly the engine configs ``names`` (canonical, as logs and benchmarks spell them)."""
+    names = sorted(set(names))
+    engines = []
+    for name in names:
+        engine_id, knobs = parse_engine_config_name(name)
+        engines.append({"id": engine_id, "knobs": [[k, v] for k, v in sorted(knobs.items())]})
+    return replace(fields, row={**fields.row, "engines": engines}, algorithms=tuple(names))
+
+
+def plan_executed(calls: Iterable[tuple[Model, str, ExecutedCall]], skip: Skip = None) -> Plan:
+    """Jobs for exactly the library calls a framework made (``benanza generate --from-profile``).
+
+    ``calls`` are (model, layer key, call) as a profile's mapping gives them.  A graph-API
+    call becomes a job of its named engine configs; any other call its layer's usual job,
+    which measures every algorithm.  What the database holds is dropped as in :func:`plan`.
+    """
+    calls = list(calls)
+    models = list({id(model): model for model, _, _ in calls}.values())  # Model is not hashable
+    found: dict[tuple[str, Api], _Candidate] = {}
+    for c in _candidates(models):
+        found.setdefault((c.key, c.api), c)
+    wanted: dict[tuple[str, Api, Precision, Fusion], set[str]] = {}
+    dropped: dict[tuple[str, str, str, str], Dropped] = {}
+    for _model, layer_key, call in calls:
+        key, api = call.key or layer_key, Api(call.api)
+        if (key, api) not in found:
+            d = Dropped(key, call.api, call.api, call.precision, "the models have no such layer or fusion for this API")
+            dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+            continue
+        precision = Precision(call.precision)
+        # TF32 allowed: an FMA engine config computes in fp32, and its fp32 row is the one the
+        # analyzer compares (analyze.choose.executed_row); a Tensor Core one is refused in fp32
+        for p in (precision, Precision.FP32) if precision is Precision.TF32 and api in NAMED_CONFIG_APIS \
+                else (precision,):
+            wanted.setdefault((key, api, p, Fusion(call.fusion)), set()).add(call.algorithm)
+    measured = _measured(skip)
+    pending: list[_Pending] = []
+    for order, ((key, api, precision, _fusion), algorithms) in enumerate(sorted(wanted.items())):
+        c = found[(key, api)]
+        builder = JOB_BUILDERS.get(api)
+        try:
+            if builder is None:
+                raise Unsupported(f"no benchmark template for {api.value} yet")
+            fields = builder(c.item, c.model, precision)
+        except Unsupported as exc:
+            d = Dropped(key, c.what, api.value, precision.value, str(exc))
+            dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+            continue
+        if api in NAMED_CONFIG_APIS:  # only the configs the database lacks (all of them: dropped below)
+            named = Job("", 0, key, api, precision, c.fusion, with_named_configs(fields, algorithms))
+            fields = with_named_configs(fields, [b.algorithm for b in named.benchmarks() if not measured(b)]
+                                        or algorithms)
+        if all(measured(b) for b in Job("", 0, key, api, precision, c.fusion, fields).benchmarks()):
+            reason = UNNAMED if fields.algorithms == ("*",) else ALREADY_MEASURED
+            d = Dropped(key, c.what, api.value, precision.value, reason)
+            dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+            continue
+        pending.append((api, 0, order, c, precision, fields))
+    return Plan(_numbered(pending)[0], list(dropped.values()), models)

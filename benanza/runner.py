@@ -506,7 +506,8 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     if l2 not in {x.value for x in L2}:
         raise BenanzaError(f"--l2 must be one of {', '.join(x.value for x in L2)}, not {l2!r}")
     jobs = manifest_jobs(manifest, l2, str(project / MANIFEST))
-    out = Path(build_dir) if build_dir else project / "build"
+    # absolute: each executable runs with its build directory as the working directory
+    out = (Path(build_dir) if build_dir else project / "build").resolve()
     missing = [name for name, todo in jobs.items() if todo and not os.access(out / name, os.X_OK)]
     if missing:
         raise BenanzaError(f"{out}: no executable {', '.join(missing)} (build the project first)")

@@ -15,7 +15,9 @@ import random
 import re
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import networkx as nx
@@ -24,11 +26,12 @@ import pytest
 from conftest import GPU, LIGHT, NVCC, listed_jobs
 
 from benanza import codegen, paths
+from benanza.analyze.inputs import ExecutedCall
 from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.graph import build_graph, find_fusions
 from benanza.model.layer import FusionCandidate, Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.plan import GRAPH_POINTWISE, Unsupported, graph_conv_job, graph_matmul_job, plan
+from benanza.plan import GRAPH_POINTWISE, Plan, Unsupported, graph_conv_job, graph_matmul_job, plan, plan_executed
 from benanza.profile.cudnn_log import engine_config_name, parse_engine_config_name, read_cudnn_log
 from benanza.records import Result
 
@@ -286,12 +289,21 @@ def handmade() -> Model:
     return Model("hand", "hand.onnx", 2, layers, nx.DiGraph())
 
 
+# Engine configs a job names (generate --from-profile): a general engine, one with a knob type
+# cudnn-frontend no longer names (USE_TEX, so built from backend descriptors), one that does not exist.
+NAMED = ("eng0", "eng28_kTILE_SIZE=4_kUSE_TEX=0", "eng9999")
+
+
 @pytest.fixture(scope="module")
 def graph_project(zoo_models: list[Model], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, codegen.Manifest]:
     models = [*zoo_models, handmade(), chain("Clip", {"min": 0.0, "max": 6.0})[0], chain("Sigmoid", {})[0]]
     p = plan(models, [Precision.FP32, Precision.TF32, Precision.FP16], apis=[Api.GRAPH_CONV, Api.GRAPH_MATMUL])
+    conv = next(layer for layer in zoo_models[0].layers if layer.op == "Conv")
+    named = plan_executed([(zoo_models[0], conv.key, ExecutedCall(Api.GRAPH_CONV.value, n, "fp32")) for n in NAMED])
+    count = Counter(j.executable for j in p.jobs)  # appended after the enumerated jobs of the same executables
+    jobs = [*p.jobs, *(replace(j, index=count[j.executable] + j.index) for j in named.jobs)]
     out = tmp_path_factory.mktemp("graph")
-    return out, codegen.generate(p, out, "benanza generate zoo --api graph")
+    return out, codegen.generate(Plan(jobs, p.dropped, models), out, "benanza generate zoo --api graph")
 
 
 def test_generated_sources_hold_no_model_text(graph_project: tuple[Path, codegen.Manifest]) -> None:
@@ -336,7 +348,7 @@ def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manife
     out, manifest = graph_project
     build = out / "build" if (out / "build" / "bench_graph_conv").exists() else cmake_build(out)
     for exe in manifest.executables:
-        jobs = [j for j in manifest.jobs if j["executable"] == exe]
+        jobs = [j for j in manifest.jobs if j["executable"] == exe and j["algorithms"] == ["*"]]
         picked = {(j["dtype"], j["fusion"]): j["job"] for j in jobs}  # one job per precision and pattern
         run = subprocess.run([str(build / exe), "--jobs", ",".join(str(i) for i in sorted(picked.values())),
                               "--max-engines", "6", "--max-ms", "50"], capture_output=True, text=True, timeout=900)
@@ -359,3 +371,26 @@ def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manife
                 assert r.status == "not_supported" and "tf32" in r.message
             if r.notes["heuristics"].get("A") is not None:
                 assert r.heuristic_rank == r.notes["heuristics"]["A"]
+
+
+@pytest.mark.gpu
+@pytest.mark.compile
+@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+def test_named_engine_configs_run_on_a_gpu(graph_project: tuple[Path, codegen.Manifest],
+                                           cmake_build: Callable[[Path], Path]) -> None:
+    out, manifest = graph_project
+    build = out / "build" if (out / "build" / "bench_graph_conv").exists() else cmake_build(out)
+    job = next(j for j in manifest.jobs if j["algorithms"] != ["*"])
+    assert sorted(job["algorithms"]) == sorted(NAMED)
+    run = subprocess.run([str(build / job["executable"]), "--jobs", str(job["job"]), "--max-engines", "1",
+                          "--max-ms", "50"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = {r.algorithm: r for r in (Result.from_dict(json.loads(line)) for line in run.stdout.splitlines()
+                                        if json.loads(line)["event"] == "result")}
+    assert sorted(results) == sorted(NAMED)  # every named config, --max-engines notwithstanding
+    for name in NAMED[:2]:
+        r = results[name]
+        assert r.ok, r.message
+        assert r.notes["named"] and r.heuristic_rank is None and r.max_rel_error <= r.tolerance
+        assert (r.notes["engine_id"], r.notes["knobs"]) == parse_engine_config_name(name)
+    assert results["eng9999"].status in ("not_supported", "failed") and results["eng9999"].message

@@ -163,7 +163,9 @@ def test_a_child_with_bad_arguments_fails_with_its_reason(tmp_path):
 def test_capture_and_map_on_the_gpu(tmp_path, framework):
     from benanza.profile.mapping import map_bundle_report
 
-    pytest.importorskip("onnxruntime" if framework == "onnxruntime" else "onnx2torch")
+    module = pytest.importorskip("onnxruntime" if framework == "onnxruntime" else "onnx2torch")
+    if framework == "onnxruntime" and "CUDAExecutionProvider" not in module.get_available_providers():
+        pytest.skip("needs onnxruntime-gpu (this onnxruntime has no CUDAExecutionProvider)")
     src = LIGHT / "light_zfnet512.onnx"
     out = capture(src, framework, 1, "tf32", tmp_path / "bundle", runs=5, warmup=3)
     bundle = read_bundle(out)

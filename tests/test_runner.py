@@ -154,6 +154,15 @@ def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> No
     assert dict(db.execute("SELECT l2, COUNT(*) FROM benchmarks GROUP BY l2").fetchall()) == {"cold": 4, "warm": 4}
 
 
+def test_relative_project_and_build_paths(fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``benanza run some/dir`` from anywhere: an executable runs with its build directory as cwd."""
+    make_project(plan_env, {"bench_fake": ["ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    monkeypatch.chdir(plan_env)
+    summary = runner.run(Path("project"), db, timeout_s=TIMEOUT_S, build_dir=os.path.relpath(fake_build, plan_env))
+    assert summary.errors == [] and summary.completed == 1
+
+
 def test_fixed_system_id_and_fingerprint_merge(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok"]})
     db = perfdb.open_db(plan_env / "perf.db")

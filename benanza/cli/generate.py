@@ -11,11 +11,12 @@ import click
 from rich.table import Table
 
 from benanza import codegen
+from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
-from benanza.plan import ALREADY_MEASURED, EXECUTABLES, Benchmark, Plan, plan
+from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Benchmark, Plan, plan, plan_executed
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {
@@ -92,6 +93,26 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
     return perfdb.measured(database, system)
 
 
+def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
+    """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
+    from benanza.cli.analyze import model_stem
+    from benanza.model.onnx_import import load_model
+    from benanza.profile.bundle import read_bundle
+    from benanza.profile.mapping import executed_calls
+
+    calls: list[tuple[Model, str, ExecutedCall]] = []
+    for path in bundles:
+        bundle = read_bundle(path)
+        stem = model_stem(bundle.meta.model)
+        onnx = model / f"{stem}.onnx" if model.is_dir() else model
+        if model_stem(onnx.name) != stem or not onnx.is_file():
+            raise BenanzaError(f"{path}: profile bundle of model '{bundle.meta.model}', "
+                               f"and {model} {'has no ' + stem + '.onnx' if model.is_dir() else 'is another model'}")
+        loaded = load_model(onnx, bundle.meta.batch)
+        calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
+    return calls
+
+
 def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
     """Tables for the terminal: jobs per executable, and dropped candidates by reason."""
     jobs = Table("executable", "api", "jobs", "benchmarks", title=f"benchmarks in {out}")
@@ -117,17 +138,25 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database: skip benchmarks it already holds for the system.")
 @click.option("--system", default=None, help="System id in --db (default: its only system).")
+@click.option("--from-profile", "bundles", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Benchmark exactly the library calls logged in this profile bundle (the engine configs the "
+                   "framework chose, at the bundle's batch and precision; --batch, --dtype and --api are not "
+                   "used). Repeatable.")
 @friendly_errors
 def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | None, db_path: Path | None,
-             system: str | None) -> None:
+             system: str | None, bundles: tuple[Path, ...]) -> None:
     """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
     batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
     skip = skip_predicate(db_path, system)
-    models, errors = load(model, batches)
-    for line in errors:
-        console.print(f"[yellow]skipped:[/] {line}", highlight=False)
-    p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
-    held = sum(1 for d in p.dropped if d.reason == ALREADY_MEASURED)
+    if bundles:
+        p = plan_executed(profile_calls(model, bundles), skip=skip)
+    else:
+        models, errors = load(model, batches)
+        for line in errors:
+            console.print(f"[yellow]skipped:[/] {line}", highlight=False)
+        p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
+    held = sum(1 for d in p.dropped if d.reason in (ALREADY_MEASURED, UNNAMED))
     if not p.jobs and held:  # a finished campaign run again: success, nothing to do
         console.print(f"{model}: nothing to generate: the database already holds all {held} job(s) "
                       "asked for (--force on benanza run measures again)", highlight=False)
@@ -136,7 +165,8 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
         raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
                            f"{'; '.join(sorted(p.drop_reasons())) or 'no layers'})")
     command = shlex.join(["benanza", "generate", str(model), "--out", str(out_dir), "--batch", batch, "--dtype", dtype,
-                          *(["--api", apis] if apis else []), *(["--db", str(db_path)] if db_path else [])])
+                          *(["--api", apis] if apis else []), *(["--db", str(db_path)] if db_path else []),
+                          *(a for b in bundles for a in ("--from-profile", str(b)))])
     manifest = codegen.generate(p, out_dir, command)
     for table in summary(p, manifest, out_dir):
         console.print(table)

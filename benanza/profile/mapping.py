@@ -671,19 +671,44 @@ def _kind(ev: GpuEvent, node: NodeLayers | None) -> OverheadKind:
     return ORT_OVERHEAD.get(node.op, OverheadKind.KERNEL) if node else OverheadKind.KERNEL
 
 
+@dataclass(frozen=True)
+class LoggedCalls:
+    """What a bundle's cuDNN/cuBLAS logs say each layer ran, by layer index."""
+
+    calls: dict[int, ExecutedCall]  # a fused call carries its fusion key
+    extra: dict[int, tuple[ExecutedCall, ...]]  # calls after the main one (ORT's separate bias add)
+    runs_in_logs: int
+    notes: tuple[str, ...]
+
+
+def logged_calls(model: Model, bundle: Bundle) -> LoggedCalls:
+    """The library calls of a bundle assigned to the model's layers (no kernel trace needed)."""
+    raw_calls, notes = _library_calls(bundle)
+    lib_calls, bias_of = split_bias_adds(raw_calls)
+    assigned, runs_in_logs, assign_notes = assign_calls(model.layers, lib_calls)
+    calls = {}
+    for i, c in assigned.items():
+        call = executed_call(c)
+        calls[i] = call if call.fusion == Fusion.NONE.value else replace(call, key=_fusion_key(model, i, call))
+    extra = {i: (replace(executed_call(bias_of[id(c)]), key=bias_add(model.layers[i]).key),)
+             for i, c in assigned.items() if id(c) in bias_of}
+    return LoggedCalls(calls, extra, runs_in_logs, (*notes, *assign_notes))
+
+
+def executed_calls(model: Model, bundle: Bundle) -> list[tuple[str, ExecutedCall]]:
+    """(layer key, call) of every call the bundle's logs assign to a layer, its bias adds included."""
+    logged = logged_calls(model, bundle)
+    return [(model.layers[i].key, call) for i in sorted(logged.calls)
+            for call in (logged.calls[i], *logged.extra.get(i, ()))]
+
+
 def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     """Map every part of a bundle that is there onto the model's layers (see the module doc)."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle)
-    notes = list(bundle.notes)
-    raw_calls, call_notes = _library_calls(bundle)
-    notes += call_notes
-    lib_calls, bias_of = split_bias_adds(raw_calls)
-    assigned, runs_in_logs, assign_notes = assign_calls(model.layers, lib_calls)
-    notes += assign_notes
-    calls = {i: executed_call(c) for i, c in assigned.items()}
-    bias_calls = {i: (replace(executed_call(bias_of[id(c)]), key=bias_add(model.layers[i]).key),)
-                  for i, c in assigned.items() if id(c) in bias_of}
+    logged = logged_calls(model, bundle)
+    notes = [*bundle.notes, *logged.notes]
+    calls, bias_calls, runs_in_logs = dict(logged.calls), logged.extra, logged.runs_in_logs
 
     trace = bundle.torch_trace
     work: list[RunWork] = []
@@ -731,10 +756,6 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     for layer in model.layers:
         i = layer.index
         call = calls.get(i)
-        if call is not None and call.fusion != Fusion.NONE.value:
-            call = ExecutedCall(call.api, call.algorithm, call.precision, call.fusion,
-                                _fusion_key(model, i, call))
-            calls[i] = call
         runs = per_layer.get(i, [])
         gpu_ms = statistics.median(busy_time(e.interval for e in evs) / 1e3 for evs in runs) if runs else None
         spans: tuple[KernelSpan, ...] = ()

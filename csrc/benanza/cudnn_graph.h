@@ -55,6 +55,50 @@ class FeGraph : public fe::graph::Graph {
     auto& built = plans.get_execution_plans();
     if (index >= 0 && size_t(index) < built.size()) built[size_t(index)].reset();
   }
+
+  // Appends one engine config, given by global engine index and knob choices, as the graph's
+  // next plan and returns its index. Built from backend descriptors: the framework logs' knobs
+  // include types cudnn-frontend's KnobType_t no longer names (USE_TEX).
+  int64_t add_engine_config(long long engine_id, const std::vector<KnobChoice>& knobs) {
+    auto engine = fe::make_shared_backend_pointer(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cudnnBackendDescriptor_t graph_desc = op_graph();
+    const int64_t global_index = engine_id;
+    BZ_CHECK_CUDNN(engine->get_status());
+    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(engine->get_backend_descriptor(), CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_desc));
+    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(engine->get_backend_descriptor(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                                            CUDNN_TYPE_INT64, 1, &global_index));
+    BZ_CHECK_CUDNN(cudnnBackendFinalize(engine->get_backend_descriptor()));
+    std::vector<fe::ManagedOpaqueDescriptor> choices;  // owners of the raw descriptors below
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (const auto& [name, value] : knobs) {
+      const long long type = knob_type(name);
+      if (type < 0) throw Error(Status::Failed, "unknown knob type '" + name + "'");
+      auto choice = fe::make_shared_backend_pointer(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      const auto knob = cudnnBackendKnobType_t(type);
+      const int64_t knob_value = value;
+      BZ_CHECK_CUDNN(choice->get_status());
+      BZ_CHECK_CUDNN(cudnnBackendSetAttribute(choice->get_backend_descriptor(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                              CUDNN_TYPE_KNOB_TYPE, 1, &knob));
+      BZ_CHECK_CUDNN(cudnnBackendSetAttribute(choice->get_backend_descriptor(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                              CUDNN_TYPE_INT64, 1, &knob_value));
+      BZ_CHECK_CUDNN(cudnnBackendFinalize(choice->get_backend_descriptor()));
+      raw.push_back(choice->get_backend_descriptor());
+      choices.push_back(std::move(choice));
+    }
+    auto config = fe::make_shared_backend_pointer(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    cudnnBackendDescriptor_t engine_desc = engine->get_backend_descriptor();
+    BZ_CHECK_CUDNN(config->get_status());
+    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(config->get_backend_descriptor(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine_desc));
+    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(config->get_backend_descriptor(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data()));
+    BZ_CHECK_CUDNN(cudnnBackendFinalize(config->get_backend_descriptor()));
+    plans.enqueue_engine_configs({config});
+    fe::error_t queried = plans.query_properties();
+    if (queried.is_bad()) throw Error(Status::Failed, "query_properties: " + queried.get_message());
+    return get_execution_plan_count() - 1;
+  }
 };
 
 // Multi-line frontend messages as one line, capped (result messages are one line).
@@ -103,6 +147,7 @@ struct EngineConfig {
   std::string name;  // canonical (engine_config_name), or the frontend's text when it does not parse
   std::string tag;   // the frontend's plan name (numeric knob types)
   bool parsed = false;
+  std::optional<Error> error;  // a named config that could not be set up
   long long engine_id = -1;
   std::vector<KnobChoice> knobs;
   int64_t index = 0;                                       // plan index in the graph (first occurrence)
@@ -111,6 +156,7 @@ struct EngineConfig {
 
 struct EngineList {
   std::vector<EngineConfig> configs;  // A's order, then B's new ones, then the fallback's new ones
+  bool named = false;                 // the plan named these configs (no heuristic query, no --max-engines)
   std::array<int, kNumHeurModes> counts{};
   std::array<std::string, kNumHeurModes> errors;  // a mode whose query failed
 };
@@ -144,6 +190,43 @@ inline EngineList enumerate_engine_configs(FeGraph& g) {
     }
   }
   return out;
+}
+
+// One engine config a job names (benanza.plan.with_named_configs): the framework's own choice.
+struct NamedEngineConfig {
+  int job;
+  long long engine_id;
+  std::vector<KnobChoice> knobs;
+};
+
+// The engine configs `job` names, each added to the graph as a plan of its own; a config
+// cuDNN refuses for this graph keeps its error and becomes that config's result.
+inline EngineList named_engine_configs(FeGraph& g, int job, const std::vector<NamedEngineConfig>& named) {
+  EngineList out;
+  out.named = true;
+  for (const NamedEngineConfig& n : named) {
+    if (n.job != job) continue;
+    EngineConfig c;
+    c.parsed = true;
+    c.engine_id = n.engine_id;
+    c.knobs = n.knobs;
+    c.name = c.tag = engine_config_name(n.engine_id, n.knobs);
+    try {
+      c.index = g.add_engine_config(n.engine_id, n.knobs);
+    } catch (const Error& e) {
+      c.error = e;
+      c.index = -1;  // no plan of its own to release
+    }
+    out.configs.push_back(std::move(c));
+  }
+  return out;
+}
+
+// What a job measures: the configs the plan names for it, else every config of the heuristics.
+inline EngineList engine_configs(FeGraph& g, int job, const std::vector<NamedEngineConfig>& named) {
+  for (const NamedEngineConfig& n : named)
+    if (n.job == job) return named_engine_configs(g, job, named);
+  return enumerate_engine_configs(g);
 }
 
 // Numerical and behaviour notes of one engine on an operation graph (backend ENGINE descriptor).
@@ -244,8 +327,9 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     return;
   }
   const bool fma_only = p.math_type == CUDNN_FMA_MATH;  // fp32: no TF32 Tensor Core engines
-  const size_t limit = ctx.opt.max_engines > 0 ? std::min(list.configs.size(), size_t(ctx.opt.max_engines))
-                                               : list.configs.size();
+  const size_t limit = ctx.opt.max_engines > 0 && !list.named
+                           ? std::min(list.configs.size(), size_t(ctx.opt.max_engines))
+                           : list.configs.size();
   for (size_t ci = 0; ci < limit; ++ci) {
     const EngineConfig& c = list.configs[ci];
     Result r = base;
@@ -253,7 +337,9 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     r.heuristic_rank = c.ranks[0];
     r.notes.add("engine_id", c.engine_id).raw("knobs", json_knobs(c.knobs)).add("plan_name", c.tag);
     r.notes.raw("heuristics", json_ranks(c)).add("config", int(ci)).add("configs", int(list.configs.size()));
+    if (list.named) r.notes.add("named", true);
     try {
+      if (c.error) throw *c.error;
       if (!c.parsed) throw Error(Status::Failed, "cudnn-frontend plan name '" + c.tag + "' is not eng<id>_k<knob>=<v>");
       const EngineNotes notes = engine_notes(run.graph.op_graph(), c.engine_id);
       if (notes.known) {

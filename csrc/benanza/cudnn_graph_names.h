@@ -97,6 +97,13 @@ inline std::string enum_name(const char* const (&table)[N], long long value, con
 
 inline std::string knob_name(long long type) { return enum_name(kKnobNames, type, "KNOB"); }
 
+// The cudnnBackendKnobType_t of a knob name (without CUDNN_KNOB_TYPE_); -1 when unknown.
+inline long long knob_type(const std::string& name) {
+  for (size_t i = 0; i < std::size(kKnobNames); ++i)
+    if (name == kKnobNames[i]) return (long long)i;
+  return -1;
+}
+
 // One knob choice by name, and an engine config as the log reader names it.
 using KnobChoice = std::pair<std::string, long long>;
 
