@@ -102,6 +102,14 @@ class Dropped:
     reason: str
 
 
+Drops = dict[tuple[str, str, str, str], Dropped]
+
+
+def _record(dropped: Drops, d: Dropped) -> None:
+    """Keep one drop per (key, api, dtype, reason); the first candidate's ``what`` names it."""
+    dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+
+
 @dataclass
 class Plan:
     jobs: list[Job]
@@ -884,12 +892,11 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
     wanted = None if apis is None else {Api(a) for a in apis}
     measured = _measured(skip)
     seen: set[tuple[str, Api, Precision]] = set()
-    dropped: dict[tuple[str, str, str, str], Dropped] = {}
+    dropped: Drops = {}
     pending: list[_Pending] = []
 
     def drop(c: _Candidate, precision: Precision | None, reason: str) -> None:
-        d = Dropped(c.key, c.what, c.api.value, precision.value if precision else "*", reason)
-        dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+        _record(dropped, Dropped(c.key, c.what, c.api.value, precision.value if precision else "*", reason))
 
     for order, c in enumerate(_candidates(models)):
         if wanted is not None and c.api not in wanted:
@@ -924,8 +931,8 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
             job = Job(EXECUTABLES[Api.CEILING], counters.get(EXECUTABLES[Api.CEILING], 0), CEILING_KEY, Api.CEILING,
                       precision, Fusion.NONE, fields)
             if all(measured(b) for b in job.benchmarks()):
-                d = Dropped(CEILING_KEY, CEILING_KEY, Api.CEILING.value, precision.value, ALREADY_MEASURED)
-                dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+                _record(dropped, Dropped(CEILING_KEY, CEILING_KEY, Api.CEILING.value, precision.value,
+                                         ALREADY_MEASURED))
                 continue
             counters[job.executable] = job.index + 1
             jobs.append(job)
@@ -966,12 +973,12 @@ def plan_executed(calls: Iterable[tuple[Model, str, ExecutedCall]], skip: Skip =
     for c in _candidates(models):
         found.setdefault((c.key, c.api), c)
     wanted: dict[tuple[str, Api, Precision, Fusion], set[str]] = {}
-    dropped: dict[tuple[str, str, str, str], Dropped] = {}
+    dropped: Drops = {}
     for _model, layer_key, call in calls:
         key, api = call.key or layer_key, Api(call.api)
         if (key, api) not in found:
-            d = Dropped(key, call.api, call.api, call.precision, "the models have no such layer or fusion for this API")
-            dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+            _record(dropped, Dropped(key, call.api, call.api, call.precision,
+                                     "the models have no such layer or fusion for this API"))
             continue
         precision = Precision(call.precision)
         # TF32 allowed: an FMA engine config computes in fp32, and its fp32 row is the one the
@@ -989,8 +996,7 @@ def plan_executed(calls: Iterable[tuple[Model, str, ExecutedCall]], skip: Skip =
                 raise Unsupported(f"no benchmark template for {api.value} yet")
             fields = builder(c.item, c.model, precision)
         except Unsupported as exc:
-            d = Dropped(key, c.what, api.value, precision.value, str(exc))
-            dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+            _record(dropped, Dropped(key, c.what, api.value, precision.value, str(exc)))
             continue
         if api in NAMED_CONFIG_APIS:  # only the configs the database lacks (all of them: dropped below)
             named = Job("", 0, key, api, precision, c.fusion, with_named_configs(fields, algorithms))
@@ -998,8 +1004,7 @@ def plan_executed(calls: Iterable[tuple[Model, str, ExecutedCall]], skip: Skip =
                                         or algorithms)
         if all(measured(b) for b in Job("", 0, key, api, precision, c.fusion, fields).benchmarks()):
             reason = UNNAMED if fields.algorithms == ("*",) else ALREADY_MEASURED
-            d = Dropped(key, c.what, api.value, precision.value, reason)
-            dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+            _record(dropped, Dropped(key, c.what, api.value, precision.value, reason))
             continue
         pending.append((api, 0, order, c, precision, fields))
     return Plan(_numbered(pending)[0], list(dropped.values()), models)

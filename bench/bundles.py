@@ -16,7 +16,7 @@ import argparse
 import time
 from pathlib import Path
 
-from benanza.cli.analyze import analyze_model, model_stem
+from benanza.cli.analyze import analyze_model, bundle_model
 from benanza.library import Precision
 from benanza.profile.bundle import read_bundle
 
@@ -33,8 +33,8 @@ def fmt(value: object) -> str:
 
 
 def row(db: Path, models: Path, bundle: Path, precisions: frozenset[Precision] | None) -> list[str]:
-    meta = read_bundle(bundle).meta
-    model = models / f"{model_stem(meta.model)}.onnx"
+    recorded = read_bundle(bundle)
+    meta, model = recorded.meta, bundle_model(models, recorded)
     t0 = time.perf_counter()
     report, _ = analyze_model(model, db, bundle, precisions=precisions)
     s = report.summary

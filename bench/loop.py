@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from benanza.analyze import Report
-from benanza.cli.analyze import analyze_model, model_stem
+from benanza.cli.analyze import analyze_model, bundle_model
 from benanza.library import Precision
 from benanza.profile.bundle import read_bundle
 
@@ -38,8 +38,9 @@ def main() -> None:
     p.add_argument("--change", default="", help="what was applied, for the table")
     args = p.parse_args()
     precisions = frozenset(Precision(x) for x in args.precisions.split(",")) if args.precisions else None
-    meta, meta_after = read_bundle(args.before).meta, read_bundle(args.after).meta
-    model = args.models / f"{model_stem(meta.model)}.onnx"
+    recorded = read_bundle(args.before)
+    meta, meta_after = recorded.meta, read_bundle(args.after).meta
+    model = bundle_model(args.models, recorded)
     before, _ = analyze_model(model, args.db, args.before, precisions=precisions)
     after, _ = analyze_model(model, args.db, args.after)
     b, a = before.summary, after.summary

@@ -17,7 +17,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.paths import shipped_db
-from benanza.profile.bundle import read_bundle
+from benanza.profile.bundle import Bundle, read_bundle
 from benanza.profile.mapping import map_bundle_report
 from benanza.report import print_report, write_html, write_json, write_trace
 
@@ -34,6 +34,11 @@ def _precisions(text: str) -> frozenset[Precision]:
 def model_stem(name: str) -> str:
     """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
     return Path(name).name.removesuffix(".onnx").removeprefix("light_")
+
+
+def bundle_model(models: Path, bundle: Bundle) -> Path:
+    """Where the model a bundle was recorded with lies in the directory ``models`` (zoo names)."""
+    return models / f"{model_stem(bundle.meta.model)}.onnx"
 
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,

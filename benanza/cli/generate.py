@@ -95,7 +95,7 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
 
 def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
     """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
-    from benanza.cli.analyze import model_stem
+    from benanza.cli.analyze import bundle_model, model_stem
     from benanza.model.onnx_import import load_model
     from benanza.profile.bundle import read_bundle
     from benanza.profile.mapping import executed_calls
@@ -104,7 +104,7 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
     for path in bundles:
         bundle = read_bundle(path)
         stem = model_stem(bundle.meta.model)
-        onnx = model / f"{stem}.onnx" if model.is_dir() else model
+        onnx = bundle_model(model, bundle) if model.is_dir() else model
         if model_stem(onnx.name) != stem or not onnx.is_file():
             raise BenanzaError(f"{path}: profile bundle of model '{bundle.meta.model}', "
                                f"and {model} {'has no ' + stem + '.onnx' if model.is_dir() else 'is another model'}")
