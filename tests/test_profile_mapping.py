@@ -24,10 +24,13 @@ from benanza.cli import main
 from benanza.library import Api, Fusion
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
+from benanza.paths import perfdb_dir
 from benanza.profile import read_cublas_log, read_cudnn_log, read_kineto_trace, read_ort_profile
 from benanza.profile.bundle import read_bundle, write_meta
-from benanza.profile.kineto import Annotation, busy_time
+from benanza.profile.kineto import Annotation, GpuEvent, busy_time
 from benanza.profile.mapping import (
+    ORT_KERNELS,
+    _events_by_run,
     _ort_offset,
     assign_calls,
     layer_signature,
@@ -36,6 +39,7 @@ from benanza.profile.mapping import (
     ort_node_layers,
     top_level_ops,
 )
+from benanza.profile.ort_profile import NodeEvent, OrtRun
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 ZFNET_CUDNN = SAMPLES / "ort1.31_zfnet512_cudnn_api.log.gz"
@@ -43,6 +47,7 @@ ZFNET_CUBLAS = SAMPLES / "ort1.31_zfnet512_cublas_api.log.gz"
 RESNET_PROFILE = SAMPLES / "ort1.31_resnet50light_b1_profile.json.gz"
 TORCH_TRACE = SAMPLES / "torch2.11_smallcnn_b1_trace.json.gz"
 CONV3X3_CUDNN = SAMPLES / "torch2.11_conv3x3_cudnn_api.log.gz"
+BUNDLES = perfdb_dir() / "bundles"
 
 
 def _bundle(tmp_path: Path, framework: str, model: str, parts: dict[str, Path], latencies=(1.0, 1.2, 1.1)) -> Path:
@@ -231,13 +236,54 @@ def test_resnet_ort_nodes_map_by_shapes_when_names_differ(resnet):
     assert len({v[0] for v in by_shape.values()}) == len(by_shape)  # no layer taken twice
 
 
+def _launch(name: str, t: float) -> tuple[GpuEvent, float]:
+    return GpuEvent("kernel", name, t + 5.0, 3.0, 0, 7, None, None, None, None), t
+
+
+def _node(name: str, op: str, ts: float, dur: float) -> NodeEvent:
+    return NodeEvent(name, "kernel_time", op, "CUDAExecutionProvider", None, (), (), ts, dur, 1)
+
+
 def test_ort_offset_puts_the_run_and_its_launches_inside_the_trace_range():
     run = Annotation("model_run", start_us=1000.0, dur_us=100.0, gpu=False, external_id=1)
-    # ORT's Run() at ts 10 for 80 us; launches at trace times 1015 and 1085
-    c = _ort_offset(run, 10.0, 80.0, [1015.0, 1085.0])
+    # ORT's Run() at ts 10 for 80 us; launches at trace times 1015 and 1085, of kernels no op claims
+    ort = OrtRun(0, 10.0, 80.0, None, (_node("a", "Custom", 20.0, 60.0),))
+    c = _ort_offset(run, ort, [_launch("mystery", 1015.0), _launch("mystery", 1085.0)])
     assert 10.0 + c >= run.start_us and 90.0 + c <= run.end_us
     assert 10.0 + c <= 1015.0 and 90.0 + c >= 1085.0
     assert c == pytest.approx((max(990.0, 995.0) + min(1010.0, 1005.0)) / 2)
+
+
+def test_ort_offset_follows_the_kernels_each_node_launches():
+    """The bounds leave a wide interval; within it the launches must land in nodes of their ops."""
+    run = Annotation("model_run", start_us=0.0, dur_us=400.0, gpu=False, external_id=1)
+    nodes = (_node("c1", "Conv", 10.0, 20.0), _node("r1", "Relu", 32.0, 8.0), _node("cat", "Concat", 42.0, 10.0),
+             _node("c2", "Conv", 54.0, 20.0))
+    ort = OrtRun(0, 0.0, 80.0, None, nodes)
+    launches = [_launch("sm80_xmma_fprop_implicit_gemm", 120.0), _launch("onnxruntime::cuda::OP_Relu", 143.0),
+                _launch("onnxruntime::cuda::_ConcatKernelInputMajor", 150.0), _launch("fft2d_r2c_16x16", 170.0)]
+    c = _ort_offset(run, ort, launches)
+    spans = {n.name: (n.ts_us + c, n.ts_us + n.dur_us + c) for n in nodes}
+    for (ev, t), name in zip(launches, ("c1", "r1", "cat", "c2"), strict=True):
+        assert spans[name][0] <= t <= spans[name][1], (ev.name, name, c)
+    assert c != pytest.approx((max(0.0, 170.0 - 80.0) + min(320.0, 120.0)) / 2)  # not the middle of the bounds
+
+
+@pytest.mark.parametrize("name", ["densenet121_b64_ort_fp32", "inception_v1_b1_ort_fp32"])
+def test_shipped_ort_bundles_put_kernels_in_nodes_of_their_op(name):
+    """On real H100 bundles: launches whose kernels ORT_KERNELS knows fall in a node of that op
+    (the middle of the bounds put 39 % of DenseNet's in the wrong node)."""
+    bundle = read_bundle(BUNDLES / name)
+    trace, profile = bundle.torch_trace, bundle.ort_profile
+    runs = [a for a in trace.annotations if a.name == "model_run" and not a.gpu]
+    ort = profile.runs[len(profile.runs) - len(runs):]
+    for run, o, events in zip(runs, ort, _events_by_run(trace, runs), strict=True):
+        c = _ort_offset(run, o, events)
+        spans = [(n.ts_us + c, n.ts_us + n.dur_us + c, n.op) for n in o.nodes]
+        hinted = [(ev, t) for ev, t in events if any(h in ev.name for hs in ORT_KERNELS.values() for h in hs)]
+        right = [1 for ev, t in hinted if any(s <= t <= e and any(h in ev.name for h in ORT_KERNELS.get(op, ()))
+                                               for s, e, op in spans)]
+        assert len(hinted) > 100 and len(right) >= 0.98 * len(hinted)
 
 
 # ---------------------------------------------------------------- kernels <-> layers (PyTorch Kineto)

@@ -28,6 +28,7 @@ never dropped: every layer index appears in ``Profile.layers``.
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 from collections import Counter, defaultdict
@@ -40,13 +41,13 @@ from typing import Any
 from benanza.analyze.inputs import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 from benanza.errors import BenanzaError
 from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
-from benanza.model.layer import FusionCandidate, Layer, Model, bias_add
+from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile import cudnn_log
 from benanza.profile.bundle import Bundle, Framework, read_bundle
 from benanza.profile.capture import NODE_RANGE, RUN_RANGE
 from benanza.profile.cublas_log import GemmCall, lt_algorithm_name
 from benanza.profile.kineto import Annotation, CpuEvent, GpuEvent, KinetoTrace, busy_time
-from benanza.profile.ort_profile import NodeEvent, OrtProfile
+from benanza.profile.ort_profile import NodeEvent, OrtProfile, OrtRun
 
 Signature = tuple
 SUCCESS = "CUDNN_STATUS_SUCCESS"
@@ -597,14 +598,55 @@ def torch_runs(model: Model, trace: KinetoTrace) -> tuple[list[RunWork], list[st
     return out, notes
 
 
-def _ort_offset(run_range: Annotation, ort_ts: float, ort_dur: float, launches: Sequence[float]) -> float:
-    """Kineto time minus ORT time for one run: ORT's Run() lies inside the Kineto range and holds every launch."""
-    lo, hi = run_range.start_us - ort_ts, run_range.end_us - (ort_ts + ort_dur)
+# What kernels an ONNX Runtime node of each op launches (substrings of their names): the
+# evidence that aligns ORT's clock with the kernel trace's (_ort_offset).  A node whose op
+# is missing here still gets its kernels; it only adds no evidence.
+ORT_KERNELS: dict[str, tuple[str, ...]] = {
+    "Conv": ("fprop", "convolve", "fft2d", "flip_filter", "winograd", "op_generic_tensor", "xmma_gemm"),
+    "Gemm": ("gemm", "gemv", "splitKreduce", "BroadcastBias"),
+    "MatMul": ("gemm", "gemv", "splitKreduce"),
+    "Relu": ("OP_Relu",), "Concat": ("Concat",), "BatchNormalization": ("bn_fw",),
+    "Add": ("BinaryElementWise",), "Mul": ("BinaryElementWise",), "Sum": ("BinaryElementWise", "Variadic"),
+    "MaxPool": ("pool",), "AveragePool": ("pool", "Pool"), "GlobalAveragePool": ("pool", "Pool"),
+    "Softmax": ("softmax",), "LRN": ("lrn",),
+}
+
+
+def _ort_offset(run_range: Annotation, run: OrtRun, events: Sequence[tuple[GpuEvent, float]]) -> float:
+    """Kineto time minus ORT time for one run.
+
+    The two clocks are unrelated; ORT's Run() lies inside the Kineto range and holds every
+    launch, which bounds the offset to an interval hundreds of microseconds wide, many
+    nodes long.  Inside it, take the middle of the stretch where the most launches fall in
+    a node of an op that launches such kernels (``ORT_KERNELS``): a Concat kernel in a
+    Concat node, a convolution kernel in a Conv node.
+    """
+    lo, hi = run_range.start_us - run.ts_us, run_range.end_us - (run.ts_us + run.dur_us)
+    launches = [t for _, t in events]
     if launches:
-        lo, hi = max(lo, max(launches) - (ort_ts + ort_dur)), min(hi, min(launches) - ort_ts)
-    if lo > hi:
-        lo, hi = run_range.start_us - ort_ts, run_range.end_us - (ort_ts + ort_dur)
-    return (lo + hi) / 2
+        lo2, hi2 = max(lo, max(launches) - (run.ts_us + run.dur_us)), min(hi, min(launches) - run.ts_us)
+        if lo2 <= hi2:
+            lo, hi = lo2, hi2
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for n in run.nodes:
+        spans[ORT_OPS.get(n.op, n.op)].append((n.ts_us, n.ts_us + n.dur_us))
+    marks: list[tuple[float, int]] = []  # +1 where an offset puts a launch in a node of its op, -1 where it stops
+    for ev, t in events:
+        for op, hints in ORT_KERNELS.items():
+            if any(h in ev.name for h in hints):
+                for start, end in spans.get(op, ()):
+                    a, b = max(lo, t - end), min(hi, t - start)
+                    if a <= b:
+                        marks += [(a, 1), (b, -1)]
+    if not marks:
+        return (lo + hi) / 2
+    marks.sort(key=lambda m: (m[0], -m[1]))  # closed intervals: a start before an end at the same offset
+    best, best_span, count = 0, (lo, hi), 0
+    for (x, delta), (nxt, _) in itertools.pairwise(marks):  # count holds from x to the next mark
+        count += delta
+        if count > best or (count == best and nxt - x > best_span[1] - best_span[0]):
+            best, best_span = count, (x, nxt)
+    return (best_span[0] + best_span[1]) / 2
 
 
 def ort_runs(model: Model, trace: KinetoTrace, profile: OrtProfile, optimized: Path | None
@@ -619,7 +661,7 @@ def ort_runs(model: Model, trace: KinetoTrace, profile: OrtProfile, optimized: P
     by_name = {n.name: n for n in node_layers}
     out = []
     for r, o, events in zip(runs, ort, _events_by_run(trace, runs), strict=True):
-        c = _ort_offset(r, o.ts_us, o.dur_us, [t for _, t in events])
+        c = _ort_offset(r, o, events)
         spans = [(n.ts_us + c, n.ts_us + n.dur_us + c, by_name.get(n.name, NodeLayers(n.name, n.op, ())))
                  for n in o.nodes]
         work = RunWork(r.start_us, [n for _, _, n in spans])
@@ -669,6 +711,26 @@ def _kind(ev: GpuEvent, node: NodeLayers | None) -> OverheadKind:
     if ev.kind != "kernel":
         return OverheadKind.COPY
     return ORT_OVERHEAD.get(node.op, OverheadKind.KERNEL) if node else OverheadKind.KERNEL
+
+
+# Frameworks that add a convolution's bias in a kernel of their own after the library call
+# (ATen's convolution: ``output.add_(bias)``), by the prefix of that kernel's name.  Such a
+# kernel is part of the layer's measured time, and its benchmark counterpart is the layer's
+# bias add (cudnnAddTensor), as for ORT's logged one.
+BIAS_KERNELS: dict[str, str] = {Framework.PYTORCH.value: "void at::native::"}
+_STORAGE = {Precision.TF32.value: Precision.FP32.value}  # the data type of a call's math
+
+
+def _kernel_bias_add(bundle: Bundle, layer: Layer, call: ExecutedCall | None, kernels: Sequence[KernelSpan]
+                     ) -> tuple[ExecutedCall, ...]:
+    """The bias add of a layer whose framework added its bias in its own kernel, else ()."""
+    prefix = BIAS_KERNELS.get(bundle.meta.framework)
+    has_bias = len(layer.inputs) > 2 and bool(layer.inputs[2].name)
+    if call is None or prefix is None or layer.op not in SEPARATE_BIAS_OPS or not has_bias \
+            or call.fusion != Fusion.NONE.value or not any(k.name.startswith(prefix) for k in kernels):
+        return ()
+    return (ExecutedCall(Api.ADD_TENSOR.value, "default", _STORAGE.get(call.precision, call.precision),
+                         key=bias_add(layer).key),)
 
 
 @dataclass(frozen=True)
@@ -764,8 +826,9 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
             mine = [ev for ev, node in rep.events if node and node.layers and node.layers[0] == i]
             spans = tuple(KernelSpan(ev.name, ev.start_us - rep.origin_us, ev.dur_us) for ev in mine)
             count = len(mine) if (mine or i in nodes) else None
+        extra = bias_calls.get(i, ()) or _kernel_bias_add(bundle, layer, call, spans)
         layers[i] = LayerProfile(gpu_ms=gpu_ms, kernel_count=count, executed=call, fused_into=fused.get(i),
-                                 kernels=spans, extra=bias_calls.get(i, ()))
+                                 kernels=spans, extra=extra)
 
     unmapped_work: tuple[UnmappedWork, ...] = ()
     if rep is not None:
