@@ -111,3 +111,21 @@ def test_a_bundle_from_another_gpu_or_cudnn_is_refused(field: str, value: str, t
     out = CliRunner().invoke(main, ["analyze", str(RESNET), "--profile", str(bundle)])
     assert out.exit_code == 1, out.output
     assert f"the profile ran with {field} {value}, the database system" in out.output.replace("\n", "")
+
+
+def test_a_gpu_quickstart_starts_from_the_shipped_database_only_on_its_own_system(tmp_path: Path) -> None:
+    """On the system the shipped database was measured on, a GPU quickstart copies it and
+    measures only what it lacks; on any other (another GPU, another cuDNN) it measures all."""
+    from benanza import db as perfdb
+    from benanza.cli.quickstart import seed_database
+
+    (row,) = perfdb.systems(perfdb.open_db(shipped_db()))
+    here = {f: row[f] for f in perfdb.SYSTEM_ID_FIELDS}
+    assert perfdb.system_id(here) == row["id"]
+    for field, value in (("gpu", "NVIDIA A100-SXM4-80GB"), ("cudnn_version", "9.10.2")):
+        assert not seed_database(tmp_path / f"{field}.db", {**here, field: value})
+        assert not (tmp_path / f"{field}.db").exists()
+    db_path = tmp_path / "perf.db"
+    assert seed_database(db_path, here)
+    assert [s["id"] for s in perfdb.systems(perfdb.open_db(db_path))] == [row["id"]]
+    assert not seed_database(db_path, here)  # an existing database is never replaced

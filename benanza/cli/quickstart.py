@@ -46,6 +46,21 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
     return None
 
 
+def seed_database(db_path: Path, here: dict) -> bool:
+    """Start a new database as a copy of the shipped one when that was measured on this very
+    system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
+    so the GPU run measures only what it lacks instead of hours of benchmarks again."""
+    if db_path.exists():
+        return False
+    shipped = shipped_db()
+    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped))}:
+        return False
+    partial = db_path.with_suffix(".partial")
+    shutil.copyfile(shipped, partial)
+    partial.replace(db_path)
+    return True
+
+
 @main.command("quickstart")
 @click.argument("models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
                 default=Path("models/zoo"))
@@ -56,7 +71,8 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
 @friendly_errors
 def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
     """Analyze every model of MODELS_DIR: with a GPU, measure first (generate, build, run,
-    and a profile of each model in ONNX Runtime or PyTorch); without one, analyze against
+    and a profile of each model in ONNX Runtime or PyTorch; the database starts from the
+    shipped one when that was measured on this same system); without one, analyze against
     the shipped H100 database and profile bundles."""
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
@@ -65,11 +81,20 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
     gpu = bool(system.fingerprint().get("usable"))
     if gpu:
         db_path = out / "perf.db"
-        project = generate_project(models, out / "project", tuple(dtypes.split(",")), None)
-        runner.build(project)
-        summary = runner.run(project, perfdb.open_db(db_path), timeout_s=300.0,
-                             system=system.fingerprint(bandwidth=True))
-        console.print(summary_table(summary, str(project)))
+        here = system.fingerprint(bandwidth=True)
+        if seed_database(db_path, here):
+            err_console.print(f"{db_path}: started from the shipped database, measured on this same system "
+                              f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again",
+                              highlight=False, markup=False)
+        db = perfdb.open_db(db_path)
+        project = generate_project(models, out / "project", tuple(dtypes.split(",")), None,
+                                   skip=perfdb.measured(db, perfdb.system_id(here)))
+        if project is None:
+            console.print(f"{db_path}: holds every benchmark of these models already", highlight=False)
+        else:
+            runner.build(project)
+            summary = runner.run(project, db, timeout_s=300.0, system=here)
+            console.print(summary_table(summary, str(project)))
     else:
         db_path = shipped_db()
         err_console.print(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}",

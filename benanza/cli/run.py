@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -41,15 +43,23 @@ def classify(inputs: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
     return projects, models
 
 
-def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None) -> Path:
-    """Plan and generate one benchmark project for all ``models`` (the runner skips what is measured)."""
+def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
+                     skip: Callable[[Any], bool] | None = None) -> Path | None:
+    """Plan and generate one benchmark project for all ``models`` (the runner skips what is
+    measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
+    and None when it holds them all."""
     from benanza import codegen
     from benanza import plan as planner
     from benanza.model.onnx_import import load_model
 
     loaded = [load_model(m, batch) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    codegen.generate(planner.plan(loaded, dtypes, ceilings=True), out, command)
+    p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
+    if not p.jobs and skip is None:
+        raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
+    if not p.jobs:
+        return None
+    codegen.generate(p, out, command)
     return out
 
 
@@ -100,7 +110,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, dtypes, batch))
+        projects.append(generate_project(models, project_dir, dtypes, batch) or project_dir)
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:
