@@ -86,13 +86,17 @@ class ApiSpec:
     # live in the harness's kernels.cu: conv, GEMM, activation), so the host compiler
     # builds it: much faster than nvcc, above all for the cudnn-frontend sources.
     host_only: bool = False
+    # The call reads a layer's weights (a conv filter, a GEMM's constant B), which its template
+    # rotates under --l2 cold-weights (L2.COLD_WEIGHTS); for the others that mode is their warm
+    # state.  BatchNormalization's scale, bias, mean and variance are a few KB: no weights.
+    weights: bool = False
 
 
 APIS: dict[Api, ApiSpec] = {
-    Api.CONV_FWD: ApiSpec("cudnn_conv_fwd.cu.j2", True, "cudnn", host_only=True),
-    Api.CONV_BIAS_ACT: ApiSpec("cudnn_conv_bias_act.cu.j2", True, "cudnn", host_only=True),
-    Api.GRAPH_CONV: ApiSpec("cudnn_graph_conv.cu.j2", True, "cudnn", host_only=True),
-    Api.GRAPH_MATMUL: ApiSpec("cudnn_graph_matmul.cu.j2", True, "cudnn", host_only=True),
+    Api.CONV_FWD: ApiSpec("cudnn_conv_fwd.cu.j2", True, "cudnn", host_only=True, weights=True),
+    Api.CONV_BIAS_ACT: ApiSpec("cudnn_conv_bias_act.cu.j2", True, "cudnn", host_only=True, weights=True),
+    Api.GRAPH_CONV: ApiSpec("cudnn_graph_conv.cu.j2", True, "cudnn", host_only=True, weights=True),
+    Api.GRAPH_MATMUL: ApiSpec("cudnn_graph_matmul.cu.j2", True, "cudnn", host_only=True, weights=True),
     Api.BATCHNORM_INF: ApiSpec("cudnn_batchnorm.cu.j2", False, "cudnn"),
     Api.ACTIVATION: ApiSpec("cudnn_activation.cu.j2", False, "cudnn", host_only=True),
     Api.POOLING: ApiSpec("cudnn_pooling.cu.j2", False, "cudnn"),
@@ -100,9 +104,9 @@ APIS: dict[Api, ApiSpec] = {
     Api.LRN: ApiSpec("cudnn_lrn.cu.j2", False, "cudnn"),
     Api.ADD_TENSOR: ApiSpec("cudnn_add_tensor.cu.j2", False, "cudnn"),
     Api.OP_TENSOR: ApiSpec("cudnn_op_tensor.cu.j2", False, "cudnn"),
-    Api.GEMM_EX: ApiSpec("cublas_gemm_ex.cu.j2", True, "cublas", host_only=True),
-    Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas", host_only=True),
-    Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas", host_only=True),
+    Api.GEMM_EX: ApiSpec("cublas_gemm_ex.cu.j2", True, "cublas", host_only=True, weights=True),
+    Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas", host_only=True, weights=True),
+    Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas", host_only=True, weights=True),
     Api.COPY: ApiSpec("copy.cu.j2", False, "none", host_only=True),
     Api.CEILING: ApiSpec("ceilings.cu.j2", True, "cublas", host_only=True),
 }
@@ -215,5 +219,19 @@ class Status(StrEnum):
 
 
 class L2(StrEnum):
+    """The state of L2 a benchmark measures a call in (``benanza run --l2``)."""
+
     WARM = "warm"  # inputs left in L2 between repetitions (the lower bound)
     COLD = "cold"  # L2 flushed before every repetition
+    # What a framework leaves at small batches: activations warm (just written by the previous
+    # layer), weights cold (each call reads a copy of its weights that the others evicted from
+    # L2), calls back to back.  Measured only for the APIs with weights (ApiSpec.weights).
+    COLD_WEIGHTS = "cold-weights"
+
+
+def has_weights(api: str) -> bool:
+    """Whether a call of ``api`` (an ``Api`` value, as rows and logs spell it) reads a layer's weights."""
+    try:
+        return APIS[Api(api)].weights
+    except ValueError:  # not an API benanza benchmarks
+        return False

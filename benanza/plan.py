@@ -265,6 +265,9 @@ class GemmShape:
     broadcasts from ``c_rows x c_cols`` (0 x 0: no C).  A row-major matrix is its own
     transpose read column-major, so ``Y = op(A) op(B)`` is the cuBLAS call
     ``Y^T = op(B)^T op(A)^T``: cuBLAS's A is the model's B, its m is the model's n.
+    ``b_constant``: B is a model constant, the layer's weights (what ``--l2 cold-weights``
+    rotates); ``a_constant`` likewise for A (MatMul(W, x)), which the benchmarks do not
+    rotate: they refuse cold-weights for such a layer rather than measure its weights warm.
     """
 
     batch: int
@@ -279,6 +282,8 @@ class GemmShape:
     beta: float = 0.0
     c_rows: int = 0
     c_cols: int = 0
+    a_constant: bool = False
+    b_constant: bool = False
 
     def cublas(self) -> dict[str, Any]:
         """Arguments of cublasGemmEx / the cuBLASLt layouts (column-major, operands swapped)."""
@@ -312,7 +317,8 @@ class GemmShape:
         """The manifest's view: the model's M, N, K, transposes, batch, C, and the cuBLAS call."""
         return {"batch": self.batch, "m": self.m, "n": self.n, "k": self.k, "trans_a": self.trans_a,
                 "trans_b": self.trans_b, "stride_a": self.stride_a, "stride_b": self.stride_b, "alpha": self.alpha,
-                "beta": self.beta, "c": [self.c_rows, self.c_cols] if self.c_rows else None, "cublas": self.cublas()}
+                "beta": self.beta, "c": [self.c_rows, self.c_cols] if self.c_rows else None,
+                "a_constant": self.a_constant, "b_constant": self.b_constant, "cublas": self.cublas()}
 
 
 def _gemm_op(layer: Layer) -> GemmShape:
@@ -374,7 +380,8 @@ def gemm_shape(layer: Layer) -> GemmShape:
     for t in layer.inputs[:2]:
         if t.dtype not in FLOAT_DTYPES:
             raise Unsupported(f"input dtype {t.dtype} is not a floating-point type")
-    shape = op(layer)
+    # which operand holds the layer's weights (the layer key includes the constant flags)
+    shape = replace(op(layer), a_constant=layer.inputs[0].constant, b_constant=layer.inputs[1].constant)
     if math.prod(layer.outputs[0].shape) != shape.batch * shape.m * shape.n:
         raise Unsupported(f"output shape {list(layer.outputs[0].shape)} is not {shape.batch}x{shape.m}x{shape.n}")
     if max(shape.m, shape.n, shape.k, shape.batch) > _INT32_MAX:
@@ -382,9 +389,15 @@ def gemm_shape(layer: Layer) -> GemmShape:
     return shape
 
 
+def _weights(shape: GemmShape) -> dict[str, bool]:
+    """The template's row fields that say which operand is a weight (plain bools)."""
+    return {"a_constant": shape.a_constant, "b_constant": shape.b_constant}
+
+
 def _gemm_row(shape: GemmShape) -> dict[str, Any]:
     c = shape.cublas()
-    return {"dims": shape.dims(), "op_a": c["transa"], "op_b": c["transb"], "alpha": shape.alpha, "beta": shape.beta}
+    return {"dims": shape.dims(), "op_a": c["transa"], "op_b": c["transb"], "alpha": shape.alpha, "beta": shape.beta,
+            **_weights(shape)}
 
 
 def _single_gemm(item: Layer | FusionCandidate, api: Api) -> GemmShape:
@@ -437,8 +450,7 @@ def lt_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Precis
     """
     shape, bias, relu = _gemm_chain(item, model, "cuBLASLt has no epilogue for {}")
     if not isinstance(item, Layer) and shape.c_rows == 1:  # C broadcasts along the rows: it is a bias vector
-        shape = GemmShape(shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.stride_a,
-                          shape.stride_b, shape.alpha)
+        shape = replace(shape, beta=0.0, c_rows=0, c_cols=0)
         bias = True
     row = {**_gemm_row(shape), "bias": bias, "relu": relu, "epilogue": LT_EPILOGUES[(bias, relu)]}
     return JobFields(row, {**shape.describe(), "bias": [shape.n] if bias else None, "relu": relu,
@@ -787,7 +799,8 @@ def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Pre
     shape, bias, relu = _gemm_chain(item, model, "the graph matmul benchmark fuses ReLU only, not {}")
     ops = ["matmul", *(["scale_alpha"] if shape.alpha != 1.0 else []), *(["add_c"] if shape.c_rows else []),
            *(["add_bias"] if bias else []), *(["relu_fwd"] if relu else [])]
-    row = {"dims": shape.dims(), "alpha": shape.alpha, "beta": shape.beta, "bias": bias, "relu": relu, "engines": []}
+    row = {"dims": shape.dims(), "alpha": shape.alpha, "beta": shape.beta, "bias": bias, "relu": relu, "engines": [],
+           **_weights(shape)}
     return JobFields(row, {**shape.describe(), "bias": [shape.n] if bias else None, "relu": relu, "graph": ops},
                      ("*",))
 

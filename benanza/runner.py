@@ -29,7 +29,7 @@ from sqlite_utils import Database
 
 from benanza import db as perfdb
 from benanza.errors import BenanzaError
-from benanza.library import L2, Status
+from benanza.library import L2, Status, has_weights
 from benanza.records import Result
 from benanza.system import merge_system
 
@@ -134,6 +134,15 @@ def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -
     return out
 
 
+def jobs_to_run(jobs: Mapping[str, list[Job]], l2: str) -> dict[str, list[Job]]:
+    """The jobs an ``--l2`` setting measures. Cold-weights measures only the jobs of APIs with
+    weights (``library.ApiSpec.weights``): for the others, weights cold and warm are one state,
+    so their warm rows stand for them (the analyzer's cold-weights check takes those)."""
+    if l2 != L2.COLD_WEIGHTS.value:
+        return dict(jobs)
+    return {exe: [j for j in todo if has_weights(j.key.api)] for exe, todo in jobs.items()}
+
+
 def job_ranges(indices: Iterable[int]) -> str:
     """``--jobs`` argument: 0,3,5-9 (sorted, consecutive runs collapsed)."""
     parts: list[str] = []
@@ -166,7 +175,9 @@ class RunSummary:
     """What one run did. Job counts and result (benchmark) counts are kept apart:
 
     - jobs: jobs in the manifest; skipped: already completed for this system (not run);
-      ran: jobs run to an outcome this time = completed + crashed + timeout + garbage.
+      ran: jobs run to an outcome this time = completed + crashed + timeout + garbage;
+      weightless: jobs ``--l2 cold-weights`` leaves out, their APIs having no weights
+      (their warm rows stand for them; ``jobs_to_run``).
     - completed: jobs whose executable printed their "end" with only valid lines;
       job_errors: jobs the harness reported an "error" event for (then ended them);
       crashed / timeout / garbage: jobs whose process died / hung / printed a bad line.
@@ -178,6 +189,7 @@ class RunSummary:
 
     jobs: int = 0
     skipped: int = 0
+    weightless: int = 0
     ran: int = 0
     completed: int = 0
     job_errors: int = 0
@@ -499,13 +511,15 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     ``system_id`` None: the system is what each executable's "system" line says,
     merged with ``system`` (e.g. ``benanza.system.fingerprint()``), and stored in
     ``systems``. Jobs already in ``completed_jobs`` for that system are skipped unless
-    ``force`` (which re-runs them and replaces their rows).
+    ``force`` (which re-runs them and replaces their rows). ``l2`` cold-weights runs only the
+    jobs of APIs with weights (``jobs_to_run``; ``RunSummary.weightless`` counts the others).
     """
     project = Path(project_dir)
     manifest = load_manifest(project)
     if l2 not in {x.value for x in L2}:
         raise BenanzaError(f"--l2 must be one of {', '.join(x.value for x in L2)}, not {l2!r}")
-    jobs = manifest_jobs(manifest, l2, str(project / MANIFEST))
+    every = manifest_jobs(manifest, l2, str(project / MANIFEST))
+    jobs = jobs_to_run(every, l2)
     # absolute: each executable runs with its build directory as the working directory
     out = (Path(build_dir) if build_dir else project / "build").resolve()
     missing = [name for name, todo in jobs.items() if todo and not os.access(out / name, os.X_OK)]
@@ -516,7 +530,8 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     if manifest.get("models"):
         perfdb.store_manifest_models(db, manifest["models"])
     runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines)
-    runner.summary.jobs = sum(len(j) for j in jobs.values())
+    runner.summary.jobs = sum(len(j) for j in every.values())
+    runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())
     for name, todo in jobs.items():
         try:
             runner.run_executable(name, todo)

@@ -6,7 +6,8 @@ One row per bundle: the measured end-to-end and GPU-busy times, LBL under the be
 policy, BR against both (a sound lower bound has BR <= 1; rows where it is not are
 flagged), and the as-executed benchmarks against the measured GPU time of the layers
 that have both, all their kernels and the library kernels alone; then the same check
-with cold-L2 benchmarks over the mapped layers that have them ("-" without cold rows;
+with cold-L2 benchmarks over the mapped layers that have them ("-" without cold rows),
+and with cold-weights benchmarks (weights cold, activations warm; "-" without such rows;
 docs/METRICS.md).
 """
 
@@ -23,7 +24,7 @@ from benanza.profile.bundle import read_bundle
 COLUMNS = ("bundle", "framework", "batch", "dtype", "end-to-end (ms)", "GPU busy (ms)", "LBL_seq (ms)",
            "LBL_par (ms)", "BR_par vs e2e", "BR_par vs busy", "mapped layers", "measured (ms)",
            "library kernels (ms)", "as-executed (ms)", "as-exec / measured", "as-exec / library", "cold-L2 layers",
-           "as-exec cold / measured", "analysis (s)")
+           "as-exec cold / measured", "cold-weights layers", "as-exec cold-w / measured", "analysis (s)")
 
 
 def fmt(value: object) -> str:
@@ -38,18 +39,21 @@ def row(db: Path, models: Path, bundle: Path, precisions: frozenset[Precision] |
     t0 = time.perf_counter()
     report, _ = analyze_model(model, db, bundle, precisions=precisions)
     s = report.summary
+    mapped = s["mapped layers (measured and as-executed)"]
     cold = s["cold-L2 layers (of the mapped)"]  # None without cold rows
+    cold_w = s["cold-weights layers (of the mapped)"]  # None without cold-weights rows
     flags = [name for name in ("BR_par vs end-to-end", "BR_par vs GPU busy") if (s.get(name) or 0) > 1]
     return [f"`{bundle.name}`", meta.framework, str(meta.batch), meta.dtype, fmt(s["measured end-to-end (ms)"]),
             fmt(s["GPU busy (ms)"]), fmt(s["LBL_seq (ms)"]), fmt(s["LBL_par (ms)"]),
             fmt(s["BR_par vs end-to-end"]) + (" **>1**" if "BR_par vs end-to-end" in flags else ""),
             fmt(s["BR_par vs GPU busy"]) + (" **>1**" if "BR_par vs GPU busy" in flags else ""),
-            f"{s['mapped layers (measured and as-executed)']}/{s['layers']}",
+            f"{mapped}/{s['layers']}",
             fmt(s["measured GPU time, mapped layers (ms)"]), fmt(s["library kernels, mapped layers (ms)"]),
             fmt(s["as-executed LBL, mapped layers (ms)"]), fmt(s["as-executed / measured, mapped layers"]),
             fmt(s["as-executed / library kernels, mapped layers"]),
-            fmt(None if cold is None else f"{cold}/{s['mapped layers (measured and as-executed)']}"),
-            fmt(s["as-executed cold L2 / measured"]), f"{time.perf_counter() - t0:.1f}"]
+            fmt(None if cold is None else f"{cold}/{mapped}"), fmt(s["as-executed cold L2 / measured"]),
+            fmt(None if cold_w is None else f"{cold_w}/{mapped}"), fmt(s["as-executed cold weights / measured"]),
+            f"{time.perf_counter() - t0:.1f}"]
 
 
 def main() -> None:

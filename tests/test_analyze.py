@@ -22,6 +22,7 @@ from test_analyze_fixtures import (
 )
 
 from benanza import SCHEMA_VERSION
+from benanza import db as perfdb
 from benanza.analyze import (
     ApiFamily,
     Ceilings,
@@ -41,8 +42,10 @@ from benanza.analyze import (
 from benanza.analyze.choose import executed_row
 from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.roofline import bound_ms
+from benanza.analyze.sources import inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import bias_add
+from benanza.records import Result
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
 FP32 = frozenset({Precision.FP32})
@@ -245,6 +248,91 @@ def test_no_cold_rows_leave_the_cold_check_out(report):
     # the fixture's only cold row (conv1 FFT) is no as-executed call: no layer has a cold row
     assert all(report.summary[k] is None for k in COLD_KEYS)
     assert all(analyze(branchy_inputs(profile=None)).summary[k] is None for k in COLD_KEYS)
+
+
+# --- the as-executed check with cold weights, warm activations ---------------------------------
+
+COLD_WEIGHTS_KEYS = ("cold-weights layers (of the mapped)", "measured GPU time, cold-weights layers (ms)",
+                     "as-executed LBL, cold weights (ms)", "as-executed cold weights / measured")
+CW = L2.COLD_WEIGHTS.value
+
+
+def cold_weights_rows(inputs: Inputs) -> list[Result]:
+    """Cold-weights rows of conv1's and conv2's as-executed calls (slower than their warm .10 and .10,
+    faster than nothing warm), a cold-weights eng2 faster than anything, and one for the pool, whose
+    API has no weights: the runner makes none, and the check must take the pool's warm row anyway."""
+    conv1, conv2, pool = (inputs.model.layers[i].key for i in (0, 2, 3))
+    return [R(conv1, Api.GRAPH_CONV, "eng1", "tf32", 0.13, 0, l2=CW),
+            R(conv1, Api.GRAPH_CONV, "eng2", "tf32", 0.001, 1, l2=CW),
+            R(conv2, Api.CONV_FWD, GEMM, "fp32", 0.14, 0, l2=CW),
+            R(pool, Api.POOLING, "CUDNN_POOLING_MAX", "fp32", 0.5, l2=CW)]
+
+
+def inputs_through_db(tmp_path, inputs: Inputs, extra: list[Result] = (), profile: Profile | None = None) -> Inputs:
+    """The inputs' rows plus ``extra`` stored in a real SQLite database and read back as the CLI does."""
+    db = perfdb.open_db(tmp_path / "perf.db")
+    system = perfdb.upsert_system(db, {**SYSTEM, "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
+                                       "cuda_runtime": "13.0"})
+    perfdb.insert_results(db, system, [r for rows in inputs.measurements.values() for r in rows] + list(extra))
+    (row,) = [s for s in perfdb.systems(db) if s["id"] == system]
+    return replace(inputs_from_db(db, inputs.model, row, profile or inputs.profile), ceilings=CEILINGS)
+
+
+def test_cold_weights_check_takes_cold_weights_rows_for_weights_and_warm_rows_for_the_rest(report, tmp_path):
+    inputs = inputs_through_db(tmp_path, branchy_inputs(), cold_weights_rows(branchy_inputs()))
+    s = analyze(inputs).summary
+    # mapped: conv1 (.11), conv2 (.105), pool (.021), concat (.004, no call of its own). conv1 takes its
+    # cold-weights eng1 .13 (not the faster eng2: another engine), conv2 its cold-weights GEMM .14, the
+    # pool its warm .02 (pooling has no weights; its .5 cold-weights row is ignored)
+    assert s["cold-weights layers (of the mapped)"] == 3
+    assert s["measured GPU time, cold-weights layers (ms)"] == approx(0.11 + 0.105 + 0.021)
+    assert s["as-executed LBL, cold weights (ms)"] == approx(0.13 + 0.14 + 0.02)
+    assert s["as-executed cold weights / measured"] == approx((0.13 + 0.14 + 0.02) / (0.11 + 0.105 + 0.021))
+    # beside the cold-L2 keys, in the same order; everything else is as without the rows
+    keys = list(s)
+    assert keys[keys.index("as-executed cold L2 / measured") + 1:][:4] == list(COLD_WEIGHTS_KEYS)
+    assert {k: v for k, v in s.items() if k not in COLD_WEIGHTS_KEYS} == {
+        k: v for k, v in report.summary.items() if k not in COLD_WEIGHTS_KEYS}
+    call, key = inputs.profile.layers[0].executed, inputs.model.layers[0].key
+    assert (executed_row(call, key, inputs, L2.COLD_WEIGHTS).median_ms,
+            executed_row(call, key, inputs, L2.COLD_WEIGHTS).l2) == (0.13, CW)
+
+
+def test_cold_weights_check_leaves_out_a_layer_whose_weights_call_has_no_row(tmp_path):
+    rows = [r for r in cold_weights_rows(branchy_inputs()) if r.api != Api.CONV_FWD.value]  # conv2's goes
+    inputs = inputs_through_db(tmp_path, branchy_inputs(), rows)
+    s = analyze(inputs).summary
+    assert s["cold-weights layers (of the mapped)"] == 2  # conv1 and the pool
+    assert s["as-executed LBL, cold weights (ms)"] == approx(0.13 + 0.02)
+    assert s["measured GPU time, cold-weights layers (ms)"] == approx(0.11 + 0.021)
+    miss = executed_row(inputs.profile.layers[2].executed, inputs.model.layers[2].key, inputs, L2.COLD_WEIGHTS)
+    assert isinstance(miss, Miss) and miss.reason is MissingReason.NOT_BENCHMARKED and "cold weights" in miss.detail
+
+
+def test_cold_weights_check_takes_the_warm_row_of_a_separate_bias_add():
+    """cudnnAddTensor reads no weights: conv1's bias add counts with its warm row."""
+    inputs = branchy_inputs()
+    conv = inputs.model.layers[0]
+    bias = bias_add(conv)
+    layers = dict(inputs.profile.layers)
+    layers[0] = replace(layers[0], extra=(ExecutedCall(Api.ADD_TENSOR.value, "default", "fp32", key=bias.key),))
+    rows = {k: list(v) for k, v in inputs.measurements.items()}
+    for r in cold_weights_rows(inputs):
+        rows[r.layer_key].append(r)
+    rows[bias.key] = [R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.02)]
+    s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35), measurements=rows)).summary
+    assert s["cold-weights layers (of the mapped)"] == 3
+    assert s["as-executed LBL, cold weights (ms)"] == approx(0.13 + 0.02 + 0.14 + 0.02)
+
+
+def test_no_cold_weights_rows_leave_the_cold_weights_check_out(report, tmp_path):
+    # the pool's warm row alone makes no cold-weights check: without such rows all four are None
+    assert all(report.summary[k] is None for k in COLD_WEIGHTS_KEYS)
+    assert all(analyze(inputs_through_db(tmp_path, branchy_inputs())).summary[k] is None for k in COLD_WEIGHTS_KEYS)
+    assert all(analyze(branchy_inputs(profile=None)).summary[k] is None for k in COLD_WEIGHTS_KEYS)
+    # cold-L2 rows are no cold-weights rows
+    cold = analyze(branchy_inputs(measurements=with_cold_rows(branchy_inputs()))).summary
+    assert cold["cold-L2 layers (of the mapped)"] == 2 and all(cold[k] is None for k in COLD_WEIGHTS_KEYS)
 
 
 def test_missing_table_lists_exactly_the_layers_without_data(report):

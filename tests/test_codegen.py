@@ -147,6 +147,10 @@ def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codeg
         assert [d["dtype"] for d in lines] == [j["dtype"] for j in jobs]
         bad = subprocess.run([str(binary), "--jobs", str(spec["num_jobs"])], capture_output=True, text=True)
         assert bad.returncode == 2 and "usage" in bad.stderr
+        cold_w = subprocess.run([str(binary), "--list", "--l2", "cold-weights"], capture_output=True, text=True)
+        assert cold_w.returncode == 0 and len(cold_w.stdout.splitlines()) == spec["num_jobs"]
+        bad = subprocess.run([str(binary), "--list", "--l2", "tepid"], capture_output=True, text=True)
+        assert bad.returncode == 2 and "--l2 warm|cold|cold-weights" in bad.stderr
 
 
 @pytest.mark.gpu

@@ -4,6 +4,7 @@ hangs or prints garbage on the jobs its plan file says."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -17,12 +18,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli import main
+from benanza.cli.run import summary_table
 from benanza.errors import BenanzaError
-from benanza.library import Status
+from benanza.library import L2, Api, Status
 
 DATA = Path(__file__).parent / "data" / "fake_bench"
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,23 +45,25 @@ def fake_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def make_project(tmp: Path, plans: dict[str, list[str]], n_algorithms: int = 2) -> Path:
-    """manifest.json + one plan file per executable; the plan dir is $FAKE_BENCH_PLAN."""
+def make_project(tmp: Path, plans: dict[str, list[str]], n_algorithms: int = 2,
+                 apis: dict[str, str] | None = None) -> Path:
+    """manifest.json + one plan file per executable; the plan dir is $FAKE_BENCH_PLAN.
+    ``apis``: an executable's API (default cudnnConvolutionForward)."""
     project = tmp / "project"
     project.mkdir()
     jobs = []
+    api_of = {exe: (apis or {}).get(exe, Api.CONV_FWD.value) for exe in plans}
     for exe, behaviours in plans.items():
         lines = []
         for i, behaviour in enumerate(behaviours):
             key = f"{exe}-layer{i:03d}"
-            lines.append(f"{i} {behaviour} {key} cudnnConvolutionForward fp32 fma none {n_algorithms}")
-            jobs.append({"executable": exe, "job": i, "layer_key": key, "api": "cudnnConvolutionForward",
+            lines.append(f"{i} {behaviour} {key} {api_of[exe]} fp32 fma none {n_algorithms}")
+            jobs.append({"executable": exe, "job": i, "layer_key": key, "api": api_of[exe],
                          "dtype": "fp32", "math": "fma", "fusion": "none", "layout": "NCHW",
                          "shapes": {"x": [1, 3, 8, 8]}, "algorithms": ["*"]})
         (project / f"{exe}.plan").write_text("\n".join(lines) + "\n")
     manifest = {"schema": 1, "generated_by": "tests/test_runner.py",
-                "executables": {exe: {"api": "cudnnConvolutionForward", "num_jobs": len(b)}
-                                for exe, b in plans.items()},
+                "executables": {exe: {"api": api_of[exe], "num_jobs": len(b)} for exe, b in plans.items()},
                 "jobs": jobs, "benchmarks": [],
                 "layers": [{"key": j["layer_key"], "op": "Conv", "shapes": j["shapes"], "attrs": {"pads": [0, 0, 0, 0]},
                             "flops": 100, "macs": 50, "bytes": 64} for j in jobs]}
@@ -152,6 +157,45 @@ def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> No
     cold = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2="cold")
     assert cold.ran == 2 and cold.skipped == 0
     assert dict(db.execute("SELECT l2, COUNT(*) FROM benchmarks GROUP BY l2").fetchall()) == {"cold": 4, "warm": 4}
+
+
+def test_cold_weights_runs_only_the_jobs_of_apis_with_weights(fake_build: Path, plan_env: Path) -> None:
+    """--l2 cold-weights leaves out the pooling jobs (no weights: their warm rows stand for them),
+    resumes on its own job keys, and leaves the warm jobs to a warm run."""
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok"], "bench_other": ["ok", "ok", "ok"]},
+                           apis={"bench_other": Api.POOLING.value})
+    db = perfdb.open_db(plan_env / "perf.db")
+    cold_w = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2=L2.COLD_WEIGHTS.value)
+    assert (cold_w.jobs, cold_w.weightless, cold_w.ran, cold_w.skipped, cold_w.results) == (5, 3, 2, 0, 4)
+    assert sorted(db.execute("SELECT layer_key, l2 FROM completed_jobs").fetchall()) == [
+        ("bench_fake-layer000", "cold-weights"), ("bench_fake-layer001", "cold-weights")]
+    assert dict(db.execute("SELECT l2, COUNT(*) FROM benchmarks GROUP BY l2").fetchall()) == {"cold-weights": 4}
+    again = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2=L2.COLD_WEIGHTS.value)
+    assert (again.weightless, again.skipped, again.ran) == (3, 2, 0)
+    warm = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert (warm.weightless, warm.skipped, warm.ran) == (0, 0, 5)
+    assert dict(db.execute("SELECT l2, COUNT(*) FROM completed_jobs GROUP BY l2").fetchall()) == {
+        "cold-weights": 2, "warm": 5}
+
+
+def test_run_summary_says_what_cold_weights_left_out() -> None:
+    def rendered(summary: runner.RunSummary) -> str:
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(summary_table(summary, "run"))
+        return console.export_text()
+
+    left_out = "left out (no weights: their warm rows stand for them)"
+    (line,) = [line for line in rendered(runner.RunSummary(jobs=5, weightless=3, ran=2)).splitlines()
+               if left_out in line]
+    assert line.replace(left_out, "").strip(" │|") == "3"
+    assert left_out not in rendered(runner.RunSummary(jobs=5, ran=5))
+    jobs = {"bench_conv_fwd": [runner.Job("bench_conv_fwd", 0, perfdb.JobKey("k", Api.CONV_FWD.value, "fp32",
+                                                                              "none", "cold-weights", "[]"))],
+            "bench_pooling": [runner.Job("bench_pooling", 0, perfdb.JobKey("p", Api.POOLING.value, "fp32", "none",
+                                                                            "cold-weights", "[]"))]}
+    assert runner.jobs_to_run(jobs, L2.COLD_WEIGHTS.value) == {"bench_conv_fwd": jobs["bench_conv_fwd"],
+                                                                "bench_pooling": []}
+    assert runner.jobs_to_run(jobs, L2.COLD.value) == jobs
 
 
 def test_relative_project_and_build_paths(fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
-from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision
+from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision, has_weights
 from benanza.model.layer import FusionCandidate, Layer
 from benanza.records import Result
 
@@ -81,7 +81,8 @@ def _is_precision(value: str) -> bool:
 
 def usable(rows: Iterable[Result], l2: L2 = L2.WARM) -> list[Result]:
     """Rows that count as latencies: status ok, with a median, measured with ``l2``. Warm by
-    default: the lower bound and every gap; cold only for the as-executed cold-L2 check."""
+    default: the lower bound and every gap; cold and cold-weights only for the as-executed
+    cold-L2 and cold-weights checks."""
     return [r for r in rows if r.ok and r.l2 == l2.value and r.median_ms is not None]
 
 
@@ -167,8 +168,8 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
 
 def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2.WARM) -> Result | Miss:
     """The fastest ok benchmark of exactly the call the framework made (api, algorithm, precision,
-    fusion), among the rows measured with ``l2``: warm for the as-executed policy, cold for the
-    check against a run that streams each layer's weights from HBM."""
+    fusion), among the rows measured with ``l2``: warm for the as-executed policy, cold or
+    cold-weights for the checks against a run that streams each layer's weights from HBM."""
     measured = [r for r in inputs.measurements.get(call.key or layer_key, ()) if r.l2 == l2.value]
 
     def of_call(dtype: str) -> list[Result]:
@@ -189,13 +190,21 @@ def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2
     return ok
 
 
-_L2_SUFFIX = {L2.WARM: "", L2.COLD: " (cold L2)"}  # warm is the default, so a miss names only cold
+# warm is the default, so a miss names only the others
+_L2_SUFFIX = {L2.WARM: "", L2.COLD: " (cold L2)", L2.COLD_WEIGHTS: " (cold weights)"}
+
+
+def call_l2(call: ExecutedCall, l2: L2) -> L2:
+    """The rows that stand for ``call`` in the check under ``l2``. Cold-weights rows exist for the
+    APIs with weights only (``benanza run --l2 cold-weights`` runs no others): a call without
+    weights finds the same state warm, so its warm row stands for it."""
+    return L2.WARM if l2 is L2.COLD_WEIGHTS and not has_weights(call.api) else l2
 
 
 def executed_ms(layer_key: str, calls: Sequence[ExecutedCall], inputs: Inputs, l2: L2) -> float | None:
-    """Sum of the rows of every one of ``calls`` under ``l2``; None when any of them has none
-    (a check over a layer must not count part of what the framework ran)."""
-    rows = [executed_row(call, layer_key, inputs, l2) for call in calls]
+    """Sum of the rows of every one of ``calls`` under ``l2`` (``call_l2``); None when any of them
+    has none (a check over a layer must not count part of what the framework ran)."""
+    rows = [executed_row(call, layer_key, inputs, call_l2(call, l2)) for call in calls]
     if not rows or any(isinstance(r, Miss) for r in rows):
         return None
     return sum(r.median_ms or 0.0 for r in rows if isinstance(r, Result))

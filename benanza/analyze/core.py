@@ -6,7 +6,7 @@ from typing import Any
 
 from benanza import SCHEMA_VERSION
 from benanza.analyze import gaps
-from benanza.analyze.choose import Choice, Miss, Policy, choose, executed_ms, fusion_key, usable
+from benanza.analyze.choose import Choice, Miss, Policy, call_l2, choose, executed_ms, fusion_key, usable
 from benanza.analyze.dag import critical_path, layer_graph
 from benanza.analyze.inputs import Inputs, LayerProfile
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes
@@ -86,7 +86,8 @@ def analyze(inputs: Inputs) -> Report:
     measured = e2e if e2e is not None else busy
     mapped_layers = _mapped(model, inputs, choices[Policy.AS_EXECUTED])
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(mapped_layers)
-    cold_layers, cold_measured, cold_executed = _cold_l2_check(mapped_layers, inputs)
+    cold_layers, cold_measured, cold_executed = _l2_check(mapped_layers, inputs, L2.COLD)
+    cw_layers, cw_measured, cw_executed = _l2_check(mapped_layers, inputs, L2.COLD_WEIGHTS)
     executed = [c for c in choices[Policy.AS_EXECUTED].values() if isinstance(c, Choice)]
     extra_ms = sum(r.median_ms or 0.0 for c in executed for r in c.extra) if any(c.extra for c in executed) else None
     lacking = sorted({d for c in executed for d in c.unbenchmarked})
@@ -110,6 +111,10 @@ def analyze(inputs: Inputs) -> Report:
         "measured GPU time, cold-L2 layers (ms)": cold_measured,
         "as-executed LBL, cold L2 (ms)": cold_executed,
         "as-executed cold L2 / measured": ratio(cold_executed, cold_measured),
+        "cold-weights layers (of the mapped)": cw_layers,
+        "measured GPU time, cold-weights layers (ms)": cw_measured,
+        "as-executed LBL, cold weights (ms)": cw_executed,
+        "as-executed cold weights / measured": ratio(cw_executed, cw_measured),
         "separate bias adds, as-executed (ms)": extra_ms,
         "algorithm-selection gap (ms)": algo_gap,
         "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
@@ -177,16 +182,24 @@ def _as_executed_check(mapped_layers: Mapped) -> tuple[int, float | None, float 
     return len(mapped), measured, library, sum(ms for _, ms in mapped)
 
 
-def _cold_l2_check(mapped_layers: Mapped, inputs: Inputs) -> tuple[int | None, float | None, float | None]:
-    """The as-executed check against cold-L2 benchmarks: at small batches a framework streams
-    each layer's weights from HBM, so the fair counterpart of its kernel time is the same call
-    with L2 flushed. Over the mapped layers whose calls (main and extra) all have an ok cold
-    row: (layer count, measured ms, cold benchmark ms), all None when there is no such layer."""
-    cold = [(lp.gpu_ms or 0.0, ms) for layer, lp, _ in mapped_layers if lp.executed is not None
-            and (ms := executed_ms(layer.key, (lp.executed, *lp.extra), inputs, L2.COLD)) is not None]
-    if not cold:
+def _l2_check(mapped_layers: Mapped, inputs: Inputs, l2: L2) -> tuple[int | None, float | None, float | None]:
+    """The as-executed check against benchmarks measured cold: at small batches a framework
+    streams each layer's weights from HBM, so the fair counterpart of its kernel time is the same
+    call with its weights out of L2. ``L2.COLD``: L2 flushed before each call (activations
+    flushed too); ``L2.COLD_WEIGHTS``: the weights cold, the activations warm, the calls back to
+    back, which is the state a framework leaves; there a call of an API without weights takes
+    its warm row (``call_l2``). Over the mapped layers whose calls (main and extra) all have an
+    ok row: (layer count, measured ms, benchmark ms), all None when no layer uses a row of ``l2``."""
+    checked, used = [], False
+    for layer, lp, _ in mapped_layers:
+        calls = (lp.executed, *lp.extra) if lp.executed is not None else ()
+        ms = executed_ms(layer.key, calls, inputs, l2)  # None without a call
+        if ms is not None:
+            checked.append((lp.gpu_ms or 0.0, ms))
+            used = used or any(call_l2(c, l2) is l2 for c in calls)
+    if not used:
         return None, None, None
-    return len(cold), sum(m for m, _ in cold), sum(ms for _, ms in cold)
+    return len(checked), sum(m for m, _ in checked), sum(ms for _, ms in checked)
 
 
 def _waterfall(start: float | None, end: float, steps: list[tuple[str, float | None]]) -> Table:

@@ -20,12 +20,14 @@ from benanza.library import L2, Precision
 
 # Summary rows: label -> RunSummary field (jobs first, then the results' own statuses).
 SUMMARY_ROWS = (
-    ("jobs in manifest", "jobs"), ("skipped (already measured)", "skipped"), ("ran", "ran"),
+    ("jobs in manifest", "jobs"), ("skipped (already measured)", "skipped"),
+    ("left out (no weights: their warm rows stand for them)", "weightless"), ("ran", "ran"),
     ("completed", "completed"), ("harness errors", "job_errors"), ("crashed", "crashed"), ("timed out", "timeout"),
     ("garbage output", "garbage"),
     ("restarts", "restarts"), ("results stored", "results"), ("ok", "ok"), ("unsupported", "not_supported"),
     ("out of memory", "out_of_memory"), ("failed", "failed"), ("check failed", "check_failed"),
 )  # fmt: skip
+ONLY_IF_ANY = frozenset({"weightless"})  # only --l2 cold-weights leaves jobs out
 
 
 def classify(inputs: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
@@ -66,7 +68,8 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
 def summary_table(summary: runner.RunSummary, title: str) -> Table:
     table = Table("", "count", title=title)
     for label, name in SUMMARY_ROWS:
-        table.add_row(label, str(getattr(summary, name)))
+        if name not in ONLY_IF_ANY or getattr(summary, name):
+            table.add_row(label, str(getattr(summary, name)))
     return table
 
 
@@ -80,7 +83,10 @@ def summary_table(summary: runner.RunSummary, title: str) -> Table:
                    "recorded as timeout.")
 @click.option("--force", is_flag=True, help="Re-run jobs the database already holds and replace their rows.")
 @click.option("--l2", type=click.Choice([x.value for x in L2]), default=L2.WARM.value, show_default=True,
-              help="warm: inputs stay in L2 (the lower bound); cold: L2 flushed before each repetition.")
+              help="warm: inputs stay in L2 (the lower bound); cold: L2 flushed before each repetition; "
+                   "cold-weights: activations warm, each call's weights cold (a ring of copies), calls back to "
+                   "back, as a framework runs at small batches (only the APIs with weights run: convolutions "
+                   "and GEMMs).")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Build directory (one project only; default DIR/build).")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice([p.value for p in Precision]),
@@ -115,7 +121,8 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     failed = False
     for project in projects:
         out = runner.build(project, build_dir, build_jobs)
-        total = sum(len(j) for j in runner.manifest_jobs(runner.load_manifest(project), l2).values())
+        jobs = runner.jobs_to_run(runner.manifest_jobs(runner.load_manifest(project), l2), l2)
+        total = sum(len(j) for j in jobs.values())
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                       console=console) as bar:

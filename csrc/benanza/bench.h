@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,9 +31,28 @@ constexpr int kSchema = 1;  // benanza.SCHEMA_VERSION
 
 // ---------------------------------------------------------------- options
 
+// The state of L2 a benchmark measures a call in (--l2; benanza/library.py L2):
+//   Warm         K calls back to back: inputs, weights and outputs stay in L2 (the lower bound);
+//   Cold         L2 flushed before every timed call (K = 1);
+//   ColdWeights  what a framework leaves at small batches: activations warm (the previous
+//                layer just wrote them), weights cold (last read one inference ago), calls
+//                back to back.  Each call reads its own copy of the weights (WeightRing).
+enum class L2Mode { Warm, Cold, ColdWeights };
+inline const char* const kL2Names[] = {"warm", "cold", "cold-weights"};  // in L2Mode order
+inline const char* l2_name(L2Mode m) { return kL2Names[int(m)]; }
+inline bool parse_l2(const char* text, L2Mode& out) {
+  for (size_t m = 0; m < std::size(kL2Names); ++m) {
+    if (std::strcmp(text, kL2Names[m]) == 0) {
+      out = L2Mode(m);
+      return true;
+    }
+  }
+  return false;
+}
+
 struct Options {
   std::vector<int> jobs;   // empty: all
-  bool cold_l2 = false;    // --l2 cold: flush L2 before every timed launch, one call per launch
+  L2Mode l2 = L2Mode::Warm;
   int min_reps = 5;
   int max_reps = 200;
   double target_rel_err = 0.01;  // stop once the median's 95% CI half-width / median is below this
@@ -46,7 +66,7 @@ struct Options {
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
-               "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N] [--min-reps N]\n"
+               "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
                "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
                "          [--max-engines N]\n",
                prog);
@@ -95,8 +115,7 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
       if (!v || !parse_jobs(v, num_jobs, o.jobs)) return false;
     } else if (a == "--l2") {
       const char* v = value();
-      if (!v || (std::strcmp(v, "warm") != 0 && std::strcmp(v, "cold") != 0)) return false;
-      o.cold_l2 = std::strcmp(v, "cold") == 0;
+      if (!v || !parse_l2(v, o.l2)) return false;
     } else if (a == "--max-reps" && number(d) && d >= 1) {
       o.max_reps = int(d);
     } else if (a == "--min-reps" && number(d) && d >= 1) {
@@ -169,6 +188,46 @@ class Buffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// The copies of a layer's weights a cold-weights benchmark cycles through (made by
+// Context::weight_ring).  With n copies and K, a multiple of n, calls per timed launch,
+// every call reads a copy that none of the last n - 1 calls touched; their copies, 3x the
+// L2 size together, have evicted it, while the activations stay warm: the state a
+// framework's layer finds its weights in, last read one inference ago.
+// Copy 0 is the buffer itself, copies 1..n-1 device copies of it (same values, so the
+// output check holds for any copy).  Outside cold-weights, and for an operand that is no
+// weight, the ring is the buffer alone and every call reads it, as before.
+class WeightRing {
+ public:
+  WeightRing() = default;  // a call without weights
+  WeightRing(const Buffer& w, int copies, bool is_weight, cudaStream_t stream) : bytes_(is_weight ? w.bytes() : 0) {
+    ptrs_.push_back(w.get());
+    if (copies < 2) return;
+    const size_t stride = (w.bytes() + 255) / 256 * 256;  // each copy aligned as a cudaMalloc is
+    copies_ = Buffer(stride * size_t(copies - 1));
+    for (int i = 1; i < copies; ++i) {
+      char* dst = copies_.as<char>() + stride * size_t(i - 1);
+      BZ_CHECK_CUDA(cudaMemcpyAsync(dst, w.get(), w.bytes(), cudaMemcpyDeviceToDevice, stream));
+      ptrs_.push_back(dst);
+    }
+  }
+
+  void* first() const { return ptrs_.empty() ? nullptr : ptrs_.front(); }  // copy 0: for the checked call
+  void* next() {  // the copy the next timed call reads
+    if (ptrs_.empty()) return nullptr;
+    void* p = ptrs_[next_];
+    next_ = (next_ + 1) % ptrs_.size();
+    return p;
+  }
+  int copies() const { return std::max(1, int(ptrs_.size())); }
+  size_t weight_bytes() const { return bytes_; }  // of one copy; 0 for an operand that is no weight
+
+ private:
+  std::vector<void*> ptrs_;  // copy i
+  Buffer copies_;            // copies 1..n-1, one allocation
+  size_t bytes_ = 0;
+  size_t next_ = 0;
 };
 
 class Event {
@@ -253,7 +312,30 @@ struct Timing {
   int repetitions = 0;
   int calls_per_launch = 1;
   const char* mode = "stream";  // "graph" or "stream"
+  std::optional<int> weight_copies;  // --l2 cold-weights: the ring's n
+  long long weight_bytes_rotated = 0;  // n x the bytes of one copy
 };
+
+// Most copies a weight ring gets: tiny weights would otherwise need tens of thousands.
+constexpr int kMaxWeightCopies = 8192;
+
+// Copies in a cold-weights ring for weights of `weight_bytes`: n = max(2, ceil(3 x L2 / bytes)),
+// at most kMaxWeightCopies, so that the n - 1 copies read between two reads of one copy (3x the
+// L2 size together) have evicted it.
+inline int weight_copies(size_t l2_bytes, size_t weight_bytes) {
+  if (weight_bytes == 0) return 1;
+  return int(std::clamp(std::ceil(3.0 * double(l2_bytes) / double(weight_bytes)), 2.0, double(kMaxWeightCopies)));
+}
+
+// Calls per timed launch when `want` are asked for (--launch-ms / time per call), capped by
+// --max-calls: one with --l2 cold (a flush precedes each launch); with cold-weights a multiple
+// of the ring's copies and at least as many, past the cap if need be, so that a captured graph
+// reads every copy equally often, each n calls after its last read.
+inline int calls_per_launch(const Options& o, double want, int copies) {
+  if (o.l2 == L2Mode::Cold) return 1;
+  const int k = int(std::clamp(std::ceil(want), 1.0, double(o.max_calls)));
+  return o.l2 == L2Mode::ColdWeights ? (k + copies - 1) / copies * copies : k;
+}
 
 class Context {
  public:
@@ -306,12 +388,21 @@ class Context {
     }
   }
 
+  // A ring of copies of the weight buffer `w` (WeightRing): weight_copies of them with
+  // --l2 cold-weights when `is_weight`, else `w` alone.
+  WeightRing weight_ring(const Buffer& w, bool is_weight = true) {
+    const int n = is_weight && opt.l2 == L2Mode::ColdWeights ? weight_copies(l2_bytes(), w.bytes()) : 1;
+    return WeightRing(w, n, is_weight, stream);
+  }
+
   // Time `call(stream)`, which enqueues one library call (and throws bz::Error on failure).
   // Warm-up, K calls per timed launch (a captured CUDA graph, else back-to-back on the
   // stream), adaptive repetitions until the median is stable; host cost measured apart.
+  // `ring`: the weight ring `call` takes its weights from (ring.next()), which sets K's policy.
   template <class F>
-  Timing measure(F&& call) {
+  Timing measure(F&& call, const WeightRing& ring = WeightRing()) {
     Timing t;
+    const int copies = ring.copies();
     for (int i = 0; i < 2; ++i) call(stream);  // warm-up
     BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
     Event e0, e1;
@@ -320,7 +411,7 @@ class Context {
     BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
     BZ_CHECK_CUDA(cudaEventSynchronize(e1));
     double estimate = std::max(1e-4, double(elapsed_ms(e0, e1)) / 3.0);
-    int k = opt.cold_l2 ? 1 : int(std::clamp(std::ceil(opt.launch_ms / estimate), 1.0, double(opt.max_calls)));
+    int k = calls_per_launch(opt, opt.launch_ms / estimate, copies);
 
     const int host_calls = std::min(k, 64);  // few enough not to fill the launch queue
     auto t0 = std::chrono::steady_clock::now();
@@ -331,7 +422,7 @@ class Context {
 
     GraphExec graph;
     capture(call, k, graph);
-    if (graph && !opt.cold_l2 && k < opt.max_calls) {
+    if (graph && opt.l2 != L2Mode::Cold && k < opt.max_calls) {
       // The stream estimate includes host launch cost; re-size K from a timed graph launch.
       BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
       BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
@@ -339,8 +430,9 @@ class Context {
       BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
       BZ_CHECK_CUDA(cudaEventSynchronize(e1));
       double launch = std::max(1e-4, double(elapsed_ms(e0, e1)));
-      if (launch < 0.5 * opt.launch_ms) {
-        k = int(std::clamp(std::ceil(k * opt.launch_ms / launch), 1.0, double(opt.max_calls)));
+      const int resized = calls_per_launch(opt, k * opt.launch_ms / launch, copies);
+      if (launch < 0.5 * opt.launch_ms && resized != k) {
+        k = resized;
         graph.reset();
         capture(call, k, graph);
       }
@@ -359,7 +451,7 @@ class Context {
     std::vector<double> samples;
     auto start = std::chrono::steady_clock::now();
     for (;;) {
-      if (opt.cold_l2) flush_l2();
+      if (opt.l2 == L2Mode::Cold) flush_l2();  // cold-weights flushes nothing: its activations stay warm
       BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
       launch();
       BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
@@ -372,6 +464,10 @@ class Context {
     }
     t.ms = stats_of(samples);
     t.repetitions = int(samples.size());
+    if (opt.l2 == L2Mode::ColdWeights) {
+      t.weight_copies = copies;
+      t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
+    }
     return t;
   }
 
@@ -385,6 +481,8 @@ class Context {
     r.repetitions = t.repetitions;
     r.timing = t.mode;
     r.notes.add("calls_per_launch", t.calls_per_launch);
+    if (t.weight_copies)
+      r.notes.add("weight_copies", *t.weight_copies).add("weight_bytes_rotated", t.weight_bytes_rotated);
   }
 
   // Print one result line for `job`.
@@ -392,7 +490,7 @@ class Context {
     Json j;
     j.add("event", "result").add("job", job).add("layer_key", r.layer_key).add("api", api);
     j.add("algorithm", r.algorithm).add("dtype", r.dtype).add("math", r.math).add("fusion", r.fusion);
-    j.add("status", status_name(r.status)).add("l2", opt.cold_l2 ? "cold" : "warm").add("layout", r.layout);
+    j.add("status", status_name(r.status)).add("l2", l2_name(opt.l2)).add("layout", r.layout);
     j.add("message", r.message).add("median_ms", r.median_ms).add("min_ms", r.min_ms).add("max_ms", r.max_ms);
     j.add("stddev_ms", r.stddev_ms).add("repetitions", r.repetitions).add("host_ms", r.host_ms);
     j.add("workspace_bytes", r.workspace_bytes).add("timing", r.timing).add("max_rel_error", r.max_rel_error);
@@ -401,14 +499,20 @@ class Context {
     bz::emit(j);
   }
 
-  // Evict L2 by writing a buffer twice its size (used with --l2 cold).
-  void flush_l2() {
-    if (!l2_.get()) {
+  // The device's L2 size in bytes (at least 1 MiB, should the attribute read 0).
+  size_t l2_bytes() {
+    if (!l2_bytes_) {
       int dev = 0, l2 = 0;
       BZ_CHECK_CUDA(cudaGetDevice(&dev));
       BZ_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-      l2_ = Buffer(size_t(std::max(l2, 1 << 20)) * 2);
+      l2_bytes_ = size_t(std::max(l2, 1 << 20));
     }
+    return l2_bytes_;
+  }
+
+  // Evict L2 by writing a buffer twice its size (used with --l2 cold).
+  void flush_l2() {
+    if (!l2_.get()) l2_ = Buffer(2 * l2_bytes());
     BZ_CHECK_CUDA(cudaMemsetAsync(l2_.get(), ++flushes_ & 0xff, l2_.bytes(), stream));
   }
 
@@ -439,6 +543,7 @@ class Context {
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   Buffer l2_;
+  size_t l2_bytes_ = 0;
   unsigned flushes_ = 0;
 };
 
@@ -480,7 +585,7 @@ inline void emit_system(const Context& ctx) {
   j.add("cublas_version", std::to_string(cb_major) + "." + std::to_string(cb_minor) + "." + std::to_string(cb_patch));
   j.add("memory_bytes", (unsigned long long)p.totalGlobalMem).add("l2_bytes", l2).add("sm_clock_khz", clock);
   j.add("mem_clock_khz", mem_clock).add("mem_bus_bits", bus).add("api", ctx.api);
-  j.add("l2", ctx.opt.cold_l2 ? "cold" : "warm").add("schema", kSchema);
+  j.add("l2", l2_name(ctx.opt.l2)).add("schema", kSchema);
   emit(j);
 }
 

@@ -103,6 +103,15 @@ class GemmProblem {
   double flops() const { return 2.0 * d.batch * double(d.m) * d.n * d.k; }
 };
 
+// The weight ring of a GEMM job (Context::weight_ring): the model's B when it is a constant,
+// the layer's weights (cuBLAS's A).  A job whose constant operand is A (MatMul(W, x)) keeps B
+// alone, and under --l2 cold-weights refuses: its weights would be read warm, not cold.
+inline WeightRing gemm_weight_ring(Context& ctx, const GemmProblem& prob, bool a_constant, bool b_constant) {
+  if (ctx.opt.l2 == L2Mode::ColdWeights && a_constant && !b_constant)
+    throw Error(Status::NotSupported, "--l2 cold-weights rotates the model's B; this layer's weights are its A");
+  return ctx.weight_ring(prob.b, b_constant);
+}
+
 // Use kCublasWorkspaceBytes of `work` as the handle's workspace (so graph capture never
 // allocates) and the default math mode (the compute type alone decides TF32 and Tensor Cores).
 inline void prepare_cublas(Context& ctx, const Buffer& work) {

@@ -299,13 +299,16 @@ inline std::string json_heuristics(const EngineList& list) {
 // ---------------------------------------------------------------- the benchmark loop
 
 // What one graph benchmark measures: a built operation graph, its variant pack, the
-// output buffer and its fp32 reference.
+// output buffer and its fp32 reference, and the ring the weight tensor's pointer comes
+// from (Context::weight_ring; the buffer alone but under --l2 cold-weights).
 struct GraphRun {
   FeGraph& graph;
   std::unordered_map<int64_t, void*>& pack;
   const Buffer& y;
   size_t y_count;
   const float* ref;
+  WeightRing& weights;
+  int64_t weight_uid;  // the variant pack's uid of the weight tensor
 };
 
 // One result with `status` for a job whose graph could not be set up or offered no
@@ -362,14 +365,15 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
                "get_workspace_size_plan_at_index");
       r.workspace_bytes = (long long)ws;
       Buffer work(static_cast<size_t>(ws));
-      auto call = [&](cudaStream_t) {
+      auto execute = [&](void* weights) {  // one execution, reading the weights at `weights`
+        run.pack[run.weight_uid] = weights;
         check_fe(run.graph.execute_plan_at_index(ctx.cudnn(), run.pack, work.get(), c.index), Status::Failed,
                  "execute_plan_at_index");
       };
       BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
-      call(ctx.stream);
+      execute(run.weights.first());  // checked on copy 0, the buffer the reference read
       ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
-      Context::record(r, ctx.measure(call));
+      Context::record(r, ctx.measure([&](cudaStream_t) { execute(run.weights.next()); }, run.weights));
     } catch (const Error& e) {
       r.fail(e);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException

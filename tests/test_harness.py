@@ -1,0 +1,90 @@
+"""The C++ harness's measurement policies (csrc/benanza/bench.h), compiled by the host compiler
+against the real CUDA, cuDNN and cuBLAS headers and run without a GPU: the --l2 option, the
+copies of a cold-weights weight ring and the calls per timed launch (docs/GENERATOR.md)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import onnx
+import pytest
+
+from benanza import paths
+from benanza.library import L2
+
+SITE = Path(onnx.__file__).parent.parent / "nvidia"
+INCLUDES = (SITE / "cudnn" / "include", SITE / "cu13" / "include", Path("/usr/local/cuda/include"))
+CXX = shutil.which("g++") or shutil.which("c++")
+MIB = 1 << 20
+H100_L2 = 50 * MIB
+
+# Reads its harness options from argv, then "k WANT COPIES" (calls per launch) and "n L2 BYTES"
+# (ring copies) lines from stdin; prints the parsed --l2 and one number per line.
+POLICY_MAIN = r"""
+#include <cstdio>
+#include "benanza/bench.h"
+int main(int argc, char** argv) {
+  bz::Options o;
+  if (!bz::parse_options(argc, argv, 1, o)) return 2;
+  std::printf("%s\n", bz::l2_name(o.l2));
+  char what;
+  double a, b;
+  while (std::scanf(" %c %lf %lf", &what, &a, &b) == 3)
+    std::printf("%d\n", what == 'k' ? bz::calls_per_launch(o, a, int(b)) : bz::weight_copies(size_t(a), size_t(b)));
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def policy_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if CXX is None or not all(d.is_dir() for d in INCLUDES):
+        pytest.skip("needs a C++ compiler and the CUDA, cuDNN and cuBLAS headers")
+    out = tmp_path_factory.mktemp("policy")
+    (out / "main.cpp").write_text(POLICY_MAIN)
+    done = subprocess.run([CXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{paths.csrc_dir()}",
+                           *(f"-I{d}" for d in INCLUDES), str(out / "main.cpp"), "-o", str(out / "policy")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out / "policy"
+
+
+def ask(tool: Path, args: list[str], lines: list[str]) -> list[str]:
+    done = subprocess.run([str(tool), *args], input="\n".join(lines) + "\n", capture_output=True, text=True)
+    assert done.returncode == 0, (args, done.returncode)
+    return done.stdout.split()
+
+
+def test_l2_option_takes_the_three_modes(policy_tool: Path) -> None:
+    assert ask(policy_tool, [], []) == ["warm"]
+    for mode in L2:
+        assert ask(policy_tool, ["--l2", mode.value], []) == [mode.value]
+    for bad in (["--l2", "lukewarm"], ["--l2", "cold-weight"], ["--l2"]):
+        assert subprocess.run([str(policy_tool), *bad], capture_output=True).returncode == 2, bad
+
+
+def test_weight_ring_copies_cover_three_times_the_l2(policy_tool: Path) -> None:
+    weights = {
+        "3x3 512->512 fp32 (9.4 MB)": (9 * 512 * 512 * 4, 17),  # ceil(150 MiB / 9 MiB = 16.7)
+        "1x1 64->64 fp32 (16 KB)": (64 * 64 * 4, 8192),  # would be 9600: capped
+        "VGG-19 fc6 fp32 (411 MB)": (25088 * 4096 * 4, 2),  # larger than the L2: one other copy evicts it
+        "exactly 3x the L2": (3 * H100_L2, 2),
+        "no weights": (0, 1),
+    }
+    got = ask(policy_tool, [], [f"n {H100_L2} {size}" for size, _ in weights.values()])[1:]
+    assert dict(zip(weights, map(int, got), strict=True)) == {name: n for name, (_, n) in weights.items()}
+
+
+def test_calls_per_launch_per_mode(policy_tool: Path) -> None:
+    cases = [(117.2, 16), (5000, 16), (3, 8192), (117.2, 1), (0.2, 16)]
+    lines = [f"k {want} {copies}" for want, copies in cases]
+
+    def k(mode: str) -> list[int]:
+        return [int(x) for x in ask(policy_tool, ["--l2", mode, "--max-calls", "1000"], lines)[1:]]
+
+    assert k("warm") == [118, 1000, 3, 118, 1]  # the ring does not matter warm
+    assert k("cold") == [1, 1, 1, 1, 1]  # one call after each flush
+    # a multiple of the copies and at least as many, past --max-calls if need be
+    assert k("cold-weights") == [128, 1008, 8192, 118, 16]
