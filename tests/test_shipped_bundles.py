@@ -6,6 +6,7 @@ Real data: ONNX Runtime 1.31 (CUDA EP) and PyTorch 2.11 runs of zoo models, reco
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,23 @@ def test_bundle_maps_fully_and_the_benanza_ratio_is_at_most_1(bundle: Path, h100
     if read_bundle(bundle).meta.batch == 1:  # the run streams weights from HBM: between warm and cold L2
         with_call = sum(1 for lp in mapping.profile.layers.values() if lp.executed and lp.gpu_ms is not None)
         assert s["cold-L2 layers (of the mapped)"] >= 0.8 * with_call  # copies (roofline) have no cold row
+        assert s["cold-weights layers (of the mapped)"] >= 0.8 * with_call
         assert s["as-executed / measured, mapped layers"] < 1 < s["as-executed cold L2 / measured"]
+
+
+# Issue 6's acceptance: the four models at batch 1 and 64 in both frameworks, fp32.
+ACCEPTANCE = [b for b in BUNDLES if re.fullmatch(r".+_b(1|64)_(ort|torch)_fp32", b.name)]
+
+
+@pytest.mark.parametrize("bundle", ACCEPTANCE, ids=[b.name for b in ACCEPTANCE])
+def test_the_as_executed_lbl_is_within_10_percent_of_the_measured_kernels(bundle: Path, h100: Path) -> None:
+    """The benchmarks of the calls the framework made reproduce its GPU kernel time of the mapped
+    layers: at batch 1 measured as the run leaves L2 (weights cold, activations warm), at batch 64
+    warm (activations dominate the traffic there)."""
+    s = analyze_model(model_of(bundle), h100, bundle)[0].summary
+    key = "as-executed cold weights / measured" if read_bundle(bundle).meta.batch == 1 else \
+        "as-executed / measured, mapped layers"
+    assert 0.9 <= s[key] <= 1.1, (key, s[key])
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])

@@ -42,6 +42,7 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
         try:
             return capture(model, framework.value, 1, "fp32", bundle, runs=30, warmup=10, profiled_runs=5)
         except BenanzaError as exc:
+            shutil.rmtree(bundle, ignore_errors=True)  # a failed capture leaves no half bundle behind
             err_console.print(f"{model.name}: no {framework.value} profile: {exc}", highlight=False, markup=False)
     return None
 
