@@ -20,6 +20,15 @@ NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/c
 GPU = shutil.which("nvidia-smi") is not None
 
 
+def builds_and_runs_on_a_gpu(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks a test that builds a generated project and runs it: ``gpu`` and ``compile``, skipped
+    without nvcc and an NVIDIA GPU (CI has neither GPU; ``pytest -m gpu`` runs them on one)."""
+    for mark in (pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU"),
+                 pytest.mark.compile, pytest.mark.gpu):
+        test = mark(test)
+    return test
+
+
 def listed_jobs(build: Path, exe: str, manifest_jobs: list[Mapping[str, Any]]
                 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
     """A built executable's ``--list`` (one JSON object per job) and the manifest's jobs of it."""

@@ -44,7 +44,7 @@ from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.roofline import bound_ms
 from benanza.analyze.sources import inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
-from benanza.model.layer import bias_add
+from benanza.model.layer import Layer, bias_add
 from benanza.records import Result
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
@@ -222,13 +222,18 @@ def test_executed_row_takes_the_rows_of_the_l2_asked_for():
     assert isinstance(miss, Miss) and miss.reason is MissingReason.NOT_BENCHMARKED and "cold L2" in miss.detail
 
 
+def with_conv1_bias_add(inputs: Inputs) -> tuple[Layer, dict[int, LayerProfile]]:
+    """conv1's separate bias add (as ORT logs it) and the profile's layers with it as conv1's extra call."""
+    bias = bias_add(inputs.model.layers[0])
+    layers = dict(inputs.profile.layers)
+    layers[0] = replace(layers[0], extra=(ExecutedCall(Api.ADD_TENSOR.value, "default", "fp32", key=bias.key),))
+    return bias, layers
+
+
 def test_cold_check_leaves_out_a_layer_whose_extra_call_has_no_cold_row():
     """conv1's bias add is a call of the layer too: without its cold row the layer is left out."""
     inputs = branchy_inputs()
-    conv = inputs.model.layers[0]
-    bias = bias_add(conv)
-    layers = dict(inputs.profile.layers)
-    layers[0] = replace(layers[0], extra=(ExecutedCall(Api.ADD_TENSOR.value, "default", "fp32", key=bias.key),))
+    bias, layers = with_conv1_bias_add(inputs)
     warm_add = R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.02)
     rows = with_cold_rows(inputs)
     s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35), measurements={**rows, bias.key: [warm_add]})
@@ -312,10 +317,7 @@ def test_cold_weights_check_leaves_out_a_layer_whose_weights_call_has_no_row(tmp
 def test_cold_weights_check_takes_the_warm_row_of_a_separate_bias_add():
     """cudnnAddTensor reads no weights: conv1's bias add counts with its warm row."""
     inputs = branchy_inputs()
-    conv = inputs.model.layers[0]
-    bias = bias_add(conv)
-    layers = dict(inputs.profile.layers)
-    layers[0] = replace(layers[0], extra=(ExecutedCall(Api.ADD_TENSOR.value, "default", "fp32", key=bias.key),))
+    bias, layers = with_conv1_bias_add(inputs)
     rows = {k: list(v) for k, v in inputs.measurements.items()}
     for r in cold_weights_rows(inputs):
         rows[r.layer_key].append(r)

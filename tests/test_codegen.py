@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import networkx as nx
 import pytest
-from conftest import GPU, LIGHT, NVCC, listed_jobs
+from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
 
 from benanza import codegen
 from benanza.errors import BenanzaError
@@ -153,9 +153,7 @@ def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codeg
         assert bad.returncode == 2 and "--l2 warm|cold|cold-weights" in bad.stderr
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+@builds_and_runs_on_a_gpu
 def test_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest],
                                  cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = project

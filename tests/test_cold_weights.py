@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-from conftest import GPU, NVCC
+from conftest import builds_and_runs_on_a_gpu
 
 from benanza import codegen, runner
 from benanza import db as perfdb
@@ -43,9 +42,7 @@ def rows(db, system_id: str, keys: set[str], l2: L2) -> list[Result]:
     return [r for rs in perfdb.results_for(db, system_id, keys).values() for r in rs if r.l2 == l2.value]
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+@builds_and_runs_on_a_gpu
 def test_cold_weights_rotate_large_weights_on_a_gpu(tmp_path: Path, cmake_build: Callable[[Path], Path]) -> None:
     model = large_weights_model()
     conv, relu, fc = model.layers

@@ -18,7 +18,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import GPU, LIGHT, NVCC, listed_jobs
+from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
 
 from benanza import codegen
 from benanza.library import Activation, Api, Fusion, Precision
@@ -423,9 +423,7 @@ def test_cublas_benchmarks_build_and_list(cublas_project: tuple[Path, codegen.Ma
             assert {(d["a_constant"], d["b_constant"]) for d in lines} == {(False, True), (True, False), (False, False)}
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+@builds_and_runs_on_a_gpu
 def test_cublas_benchmarks_run_on_a_gpu(cublas_project: tuple[Path, codegen.Manifest],
                                         cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = cublas_project

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import GPU, LIGHT, NVCC, listed_jobs
+from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
 
 from benanza import codegen
 from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
@@ -392,9 +392,7 @@ def test_op_benchmarks_build_and_list(project: tuple[Path, codegen.Manifest, Pla
         assert all(d["api"] == spec["api"] for d in lines)
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+@builds_and_runs_on_a_gpu
 def test_op_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest, Plan],
                                     cmake_build: Callable[[Path], Path]) -> None:
     out, manifest, p = project

@@ -23,7 +23,7 @@ from pathlib import Path
 import networkx as nx
 import onnx
 import pytest
-from conftest import GPU, LIGHT, NVCC, listed_jobs
+from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
 
 from benanza import codegen, paths
 from benanza.analyze.inputs import ExecutedCall
@@ -340,9 +340,7 @@ def test_graph_benchmarks_build_and_list(graph_project: tuple[Path, codegen.Mani
     assert asym and all(d["dims"]["pad_bottom"] == 1 and d["dims"]["pad_top"] == 0 for d in asym)
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+@builds_and_runs_on_a_gpu
 def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manifest],
                                        cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = graph_project
@@ -373,9 +371,7 @@ def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manife
                 assert r.heuristic_rank == r.notes["heuristics"]["A"]
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU, reason="needs nvcc and an NVIDIA GPU")
+@builds_and_runs_on_a_gpu
 def test_named_engine_configs_run_on_a_gpu(graph_project: tuple[Path, codegen.Manifest],
                                            cmake_build: Callable[[Path], Path]) -> None:
     out, manifest = graph_project

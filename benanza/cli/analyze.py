@@ -136,7 +136,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
-    project = generate_project(models, project_dir, tuple(str(p) for p in _precisions(dtypes)), batch) or project_dir
+    project = generate_project(models, project_dir, tuple(str(p) for p in _precisions(dtypes)), batch)
     runner.build(project, jobs=build_jobs)
     console.print(f"built {project}", highlight=False)
     info = system.fingerprint()

@@ -49,7 +49,7 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
                      skip: Callable[[Any], bool] | None = None) -> Path | None:
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
-    and None when it holds them all."""
+    and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
     from benanza import codegen
     from benanza import plan as planner
     from benanza.model.onnx_import import load_model
@@ -116,7 +116,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, dtypes, batch) or project_dir)
+        projects.append(generate_project(models, project_dir, dtypes, batch))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:

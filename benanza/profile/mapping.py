@@ -40,7 +40,7 @@ from typing import Any
 
 from benanza.analyze.inputs import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 from benanza.errors import BenanzaError
-from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
+from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile import cudnn_log
 from benanza.profile.bundle import Bundle, Framework, read_bundle
@@ -718,7 +718,6 @@ def _kind(ev: GpuEvent, node: NodeLayers | None) -> OverheadKind:
 # kernel is part of the layer's measured time, and its benchmark counterpart is the layer's
 # bias add (cudnnAddTensor), as for ORT's logged one.
 BIAS_KERNELS: dict[str, str] = {Framework.PYTORCH.value: "void at::native::"}
-_STORAGE = {Precision.TF32.value: Precision.FP32.value}  # the data type of a call's math
 
 
 def _kernel_bias_add(bundle: Bundle, layer: Layer, call: ExecutedCall | None, kernels: Sequence[KernelSpan]
@@ -729,8 +728,8 @@ def _kernel_bias_add(bundle: Bundle, layer: Layer, call: ExecutedCall | None, ke
     if call is None or prefix is None or layer.op not in SEPARATE_BIAS_OPS or not has_bias \
             or call.fusion != Fusion.NONE.value or not any(k.name.startswith(prefix) for k in kernels):
         return ()
-    return (ExecutedCall(Api.ADD_TENSOR.value, "default", _STORAGE.get(call.precision, call.precision),
-                         key=bias_add(layer).key),)
+    storage = CUDNN_PRECISION[PRECISIONS[Precision(call.precision)].cudnn_dtype]  # tf32 math: fp32 data
+    return (ExecutedCall(Api.ADD_TENSOR.value, "default", storage.value, key=bias_add(layer).key),)
 
 
 @dataclass(frozen=True)
