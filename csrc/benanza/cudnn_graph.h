@@ -30,6 +30,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,6 +45,26 @@
 namespace bz {
 
 namespace fe = cudnn_frontend;
+
+// One attribute of a backend descriptor, as cudnnBackendSetAttribute takes it.
+struct BackendAttr {
+  cudnnBackendAttributeName_t name;
+  cudnnBackendAttributeType_t type;
+  int64_t count;
+  const void* values;
+};
+
+// A finalized backend descriptor of `type` with `attrs` set (the engine, knob-choice and
+// engine-config descriptors of a named engine config).
+inline fe::ManagedOpaqueDescriptor backend_descriptor(cudnnBackendDescriptorType_t type,
+                                                      std::initializer_list<BackendAttr> attrs) {
+  auto d = fe::make_shared_backend_pointer(type);
+  BZ_CHECK_CUDNN(d->get_status());
+  for (const BackendAttr& a : attrs)
+    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(d->get_backend_descriptor(), a.name, a.type, a.count, a.values));
+  BZ_CHECK_CUDNN(cudnnBackendFinalize(d->get_backend_descriptor()));
+  return d;
+}
 
 // A frontend graph that also hands out what the benchmarks read beside the frontend's
 // API: the backend operation graph (for engine notes) and the release of a plan once
@@ -60,40 +81,28 @@ class FeGraph : public fe::graph::Graph {
   // next plan and returns its index. Built from backend descriptors: the framework logs' knobs
   // include types cudnn-frontend's KnobType_t no longer names (USE_TEX).
   int64_t add_engine_config(long long engine_id, const std::vector<KnobChoice>& knobs) {
-    auto engine = fe::make_shared_backend_pointer(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     cudnnBackendDescriptor_t graph_desc = op_graph();
     const int64_t global_index = engine_id;
-    BZ_CHECK_CUDNN(engine->get_status());
-    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(engine->get_backend_descriptor(), CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
-                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_desc));
-    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(engine->get_backend_descriptor(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
-                                            CUDNN_TYPE_INT64, 1, &global_index));
-    BZ_CHECK_CUDNN(cudnnBackendFinalize(engine->get_backend_descriptor()));
+    auto engine = backend_descriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR,
+                                     {{CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_desc},
+                                      {CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &global_index}});
     std::vector<fe::ManagedOpaqueDescriptor> choices;  // owners of the raw descriptors below
     std::vector<cudnnBackendDescriptor_t> raw;
     for (const auto& [name, value] : knobs) {
       const long long type = knob_type(name);
       if (type < 0) throw Error(Status::Failed, "unknown knob type '" + name + "'");
-      auto choice = fe::make_shared_backend_pointer(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
       const auto knob = cudnnBackendKnobType_t(type);
       const int64_t knob_value = value;
-      BZ_CHECK_CUDNN(choice->get_status());
-      BZ_CHECK_CUDNN(cudnnBackendSetAttribute(choice->get_backend_descriptor(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
-                                              CUDNN_TYPE_KNOB_TYPE, 1, &knob));
-      BZ_CHECK_CUDNN(cudnnBackendSetAttribute(choice->get_backend_descriptor(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
-                                              CUDNN_TYPE_INT64, 1, &knob_value));
-      BZ_CHECK_CUDNN(cudnnBackendFinalize(choice->get_backend_descriptor()));
-      raw.push_back(choice->get_backend_descriptor());
-      choices.push_back(std::move(choice));
+      choices.push_back(backend_descriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
+                                           {{CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &knob},
+                                            {CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &knob_value}}));
+      raw.push_back(choices.back()->get_backend_descriptor());
     }
-    auto config = fe::make_shared_backend_pointer(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     cudnnBackendDescriptor_t engine_desc = engine->get_backend_descriptor();
-    BZ_CHECK_CUDNN(config->get_status());
-    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(config->get_backend_descriptor(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine_desc));
-    BZ_CHECK_CUDNN(cudnnBackendSetAttribute(config->get_backend_descriptor(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data()));
-    BZ_CHECK_CUDNN(cudnnBackendFinalize(config->get_backend_descriptor()));
+    auto config = backend_descriptor(
+        CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+        {{CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine_desc},
+         {CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data()}});
     plans.enqueue_engine_configs({config});
     fe::error_t queried = plans.query_properties();
     if (queried.is_bad()) throw Error(Status::Failed, "query_properties: " + queried.get_message());
