@@ -17,6 +17,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.paths import shipped_db
+from benanza.plain_text import plain
 from benanza.profile.bundle import Bundle, read_bundle
 from benanza.profile.mapping import map_bundle_report
 from benanza.report import print_report, write_html, write_json, write_trace
@@ -107,11 +108,11 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
     print_report(report, console)
     if mapping is not None:
         for index, why in mapping.unmapped_layers:
-            err_console.print(f"unmapped layer {index}: {why}", highlight=False, markup=False)
+            err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
     for path, write in ((json_path, write_json), (html_path, write_html), (trace_path, write_trace)):
         if path:
             write(report, path)
-            console.print(f"wrote {path}", highlight=False)
+            console.print(plain(f"wrote {path}"), highlight=False)
 
 
 @main.command("pipeline")
@@ -138,11 +139,11 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
         raise BenanzaError(f"{model}: no *.onnx files")
     project = generate_project(models, project_dir, tuple(str(p) for p in _precisions(dtypes)), batch)
     runner.build(project, jobs=build_jobs)
-    console.print(f"built {project}", highlight=False)
+    console.print(plain(f"built {project}"), highlight=False)
     info = system.fingerprint()
     if not info.get("usable"):
-        err_console.print(f"no usable NVIDIA GPU ({info.get('reason', 'unknown reason')}): stopping after the build",
-                          highlight=False, markup=False)
+        err_console.print(plain(f"no usable NVIDIA GPU ({info.get('reason', 'unknown reason')}): "
+                                "stopping after the build"), highlight=False)
         return
     db = perfdb.open_db(db_path)
     summary = runner.run(project, db, timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))

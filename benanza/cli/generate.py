@@ -16,6 +16,7 @@ from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
+from benanza.plain_text import labelled, plain
 from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Benchmark, Plan, plan, plan_executed
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
@@ -115,7 +116,7 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
 
 def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
     """Tables for the terminal: jobs per executable, and dropped candidates by reason."""
-    jobs = Table("executable", "api", "jobs", "benchmarks", title=f"benchmarks in {out}")
+    jobs = Table("executable", "api", "jobs", "benchmarks", title=plain(f"benchmarks in {out}"))
     for exe, spec in manifest.executables.items():
         count = sum(1 for b in manifest.benchmarks if b["executable"] == exe)
         jobs.add_row(exe, spec["api"], str(spec["num_jobs"]), str(count))
@@ -154,12 +155,12 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     else:
         models, errors = load(model, batches)
         for line in errors:
-            console.print(f"[yellow]skipped:[/] {line}", highlight=False)
+            console.print(labelled("skipped:", "yellow", line), highlight=False)
         p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
     held = sum(1 for d in p.dropped if d.reason in (ALREADY_MEASURED, UNNAMED))
     if not p.jobs and held:  # a finished campaign run again: success, nothing to do
-        console.print(f"{model}: nothing to generate: the database already holds all {held} job(s) "
-                      "asked for (--force on benanza run measures again)", highlight=False)
+        console.print(plain(f"{model}: nothing to generate: the database already holds all {held} job(s) "
+                            "asked for (--force on benanza run measures again)"), highlight=False)
         return
     if not p.jobs:
         raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
@@ -170,6 +171,6 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     manifest = codegen.generate(p, out_dir, command)
     for table in summary(p, manifest, out_dir):
         console.print(table)
-    console.print(f"{len(manifest.written)} files written; build with: "
-                  f"cmake -S {shlex.quote(str(out_dir))} -B {shlex.quote(str(out_dir / 'build'))} -G Ninja && "
-                  f"cmake --build {shlex.quote(str(out_dir / 'build'))}", highlight=False, soft_wrap=True)
+    console.print(plain(f"{len(manifest.written)} files written; build with: "
+                        f"cmake -S {shlex.quote(str(out_dir))} -B {shlex.quote(str(out_dir / 'build'))} -G Ninja && "
+                        f"cmake --build {shlex.quote(str(out_dir / 'build'))}"), highlight=False, soft_wrap=True)

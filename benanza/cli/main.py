@@ -12,6 +12,7 @@ from rich.console import Console
 
 from benanza import __version__
 from benanza.errors import BenanzaError
+from benanza.plain_text import labelled
 
 console = Console()
 err_console = Console(stderr=True)
@@ -32,7 +33,7 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except BenanzaError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(labelled("error:", "bold red", exc), highlight=False, soft_wrap=True)
             sys.exit(1)
 
     return wrapper

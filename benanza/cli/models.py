@@ -18,6 +18,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Api
 from benanza.model.graph import has_parallel_branches
 from benanza.model.layer import Layer, Model, Tensor
+from benanza.plain_text import labelled, plain
 
 # The light zoo models shipped inside the onnx package -> the names they get in a model directory.
 ZOO: dict[str, str] = {
@@ -84,7 +85,7 @@ def _table(models: list[Model]) -> Table:
     for m in models:
         macs = sum(layer.macs for layer in m.layers)
         lib = [layer for layer in m.layers if is_library(layer)]
-        table.add_row(m.name, str(m.batch), str(len(m.layers)), str(len(m.unique_keys)), f"{macs / 1e9:.3f}",
+        table.add_row(plain(m.name), str(m.batch), str(len(m.layers)), str(len(m.unique_keys)), f"{macs / 1e9:.3f}",
                       f"{sum(layer.flops for layer in m.layers) / 1e9:.3f}", _share(len(lib), len(m.layers)),
                       _share(sum(layer.macs for layer in lib), macs), str(len(m.fusions)),
                       "yes" if has_parallel_branches(m.graph) else "no")
@@ -113,7 +114,7 @@ def layers_cmd(model_or_dir: Path, batch: int | None, as_json: bool) -> None:
     models, errors = load_models(model_or_dir, batch)
     for m in models:
         for problem in m.problems:
-            err_console.print(f"[yellow]warning:[/] {problem}", highlight=False, soft_wrap=True)
+            err_console.print(labelled("warning:", "yellow", problem), highlight=False, soft_wrap=True)
     if as_json:
         click.echo(json.dumps({"models": [model_json(m) for m in models]}))
     elif models:
@@ -121,7 +122,7 @@ def layers_cmd(model_or_dir: Path, batch: int | None, as_json: bool) -> None:
         out = console if console.is_terminal else Console(width=max(console.width, 140))
         out.print(_table(models))
     for line in errors:
-        err_console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+        err_console.print(labelled("error:", "bold red", line), highlight=False, soft_wrap=True)
     if errors:
         sys.exit(1)
 
@@ -164,4 +165,4 @@ def zoo_cmd(directory: Path) -> None:
     files with the real architectures and shapes: all benanza needs.
     """
     for path in copy_zoo(directory):
-        console.print(f"copied {path} ({path.stat().st_size / 1024:.0f} KiB)", highlight=False)
+        console.print(plain(f"copied {path} ({path.stat().st_size / 1024:.0f} KiB)"), highlight=False)

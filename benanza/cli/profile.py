@@ -10,6 +10,7 @@ from rich.table import Table
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
+from benanza.plain_text import plain
 from benanza.profile.bundle import Framework, read_bundle
 from benanza.profile.capture import CAPTURE_PRECISIONS, PROFILED_RUNS, AlgoSearch, capture
 from benanza.profile.mapping import map_bundle_report, summary
@@ -48,15 +49,16 @@ def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Pa
     if not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
                 algo_search=algo_search, profiled_runs=profiled_runs)
-        console.print(f"wrote profile bundle {out}", highlight=False)
+        console.print(plain(f"wrote profile bundle {out}"), highlight=False)
     bundle = read_bundle(out)
     mapping = map_bundle_report(load_model(model, bundle.meta.batch), bundle)
-    table = Table("", "value", title=f"{model.name} in {bundle.meta.framework} {bundle.meta.framework_version}, "
-                  f"batch {bundle.meta.batch}, {bundle.meta.dtype}")
+    table = Table("", "value", title=plain(f"{model.name} in {bundle.meta.framework} "
+                                           f"{bundle.meta.framework_version}, batch {bundle.meta.batch}, "
+                                           f"{bundle.meta.dtype}"))
     for name, value in summary(mapping).items():
         table.add_row(name, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
     console.print(table)
     for index, why in mapping.unmapped_layers:
-        err_console.print(f"unmapped layer {index}: {why}", highlight=False, markup=False)
+        err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
     for note in mapping.notes:
-        err_console.print(f"note: {note}", highlight=False, markup=False)
+        err_console.print(plain(f"note: {note}"), highlight=False)

@@ -14,6 +14,7 @@ from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir, shipped_db
+from benanza.plain_text import plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
@@ -43,7 +44,7 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
             return capture(model, framework.value, 1, "fp32", bundle, runs=30, warmup=10, profiled_runs=5)
         except BenanzaError as exc:
             shutil.rmtree(bundle, ignore_errors=True)  # a failed capture leaves no half bundle behind
-            err_console.print(f"{model.name}: no {framework.value} profile: {exc}", highlight=False, markup=False)
+            err_console.print(plain(f"{model.name}: no {framework.value} profile: {exc}"), highlight=False)
     return None
 
 
@@ -84,25 +85,25 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
         db_path = out / "perf.db"
         here = system.fingerprint(bandwidth=True)
         if seed_database(db_path, here):
-            err_console.print(f"{db_path}: started from the shipped database, measured on this same system "
-                              f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again",
-                              highlight=False, markup=False)
+            err_console.print(plain(f"{db_path}: started from the shipped database, measured on this same system "
+                                    f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again"),
+                              highlight=False)
         db = perfdb.open_db(db_path)
         project = generate_project(models, out / "project", tuple(dtypes.split(",")), None,
                                    skip=perfdb.measured(db, perfdb.system_id(here)))
         if project is None:
-            console.print(f"{db_path}: holds every benchmark of these models already", highlight=False)
+            console.print(plain(f"{db_path}: holds every benchmark of these models already"), highlight=False)
         else:
             runner.build(project)
             summary = runner.run(project, db, timeout_s=300.0, system=here)
             console.print(summary_table(summary, str(project)))
     else:
         db_path = shipped_db()
-        err_console.print(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}",
-                          highlight=False, markup=False)
+        err_console.print(plain(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}"),
+                          highlight=False)
     for model in models:
         bundle = record_bundle(model, out / "bundles") if gpu else shipped_bundle(model)
         report, _ = analyze_model(model, db_path, bundle)
         print_report(report, console, top=5)
         page = write_html(report, out / f"{model.stem}.html")
-        console.print(f"wrote {page}", highlight=False)
+        console.print(plain(f"wrote {page}"), highlight=False)

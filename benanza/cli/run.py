@@ -17,6 +17,7 @@ from benanza import runner, system
 from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
+from benanza.plain_text import labelled, plain
 
 # Summary rows: label -> RunSummary field (jobs first, then the results' own statuses).
 SUMMARY_ROWS = (
@@ -66,7 +67,7 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
 
 
 def summary_table(summary: runner.RunSummary, title: str) -> Table:
-    table = Table("", "count", title=title)
+    table = Table("", "count", title=plain(title))
     for label, name in SUMMARY_ROWS:
         if name not in ONLY_IF_ANY or getattr(summary, name):
             table.add_row(label, str(getattr(summary, name)))
@@ -136,7 +137,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
                                  max_engines=max_engines)
         console.print(summary_table(summary, f"{project} on system {summary.system_id}"))
         for error in summary.errors:
-            console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+            console.print(labelled("error:", "bold red", error), highlight=False, soft_wrap=True)
         failed = failed or bool(summary.errors)
     if failed:
         raise SystemExit(1)

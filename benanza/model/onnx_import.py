@@ -27,7 +27,7 @@ from onnx import TensorProto, numpy_helper, shape_inference
 from benanza.errors import BenanzaError
 from benanza.library import OP_APIS
 from benanza.model import attrs as attr_rules
-from benanza.model import costs, fold, graph
+from benanza.model import costs, fold, graph, validate
 from benanza.model.layer import Layer, Model, Tensor
 
 # ONNX elem_type -> numpy spelling used in Tensor.dtype.
@@ -378,11 +378,13 @@ def _layer(node: onnx.NodeProto, index: int, r: _Resolved, used: set[str], opset
         else:
             inputs.append(_tensor(tname, r))
     outputs = [_tensor(o, r) for o in node.output if o and (o in r.shapes or o in used)]
+    validate.check_layer(op, name, inputs, outputs, raw, label)  # before normalize divides by a stride
     try:
         attrs = attr_rules.normalize(op, raw, [t.shape for t in inputs], opset)
-    except (KeyError, ValueError, IndexError, TypeError) as exc:
+    except (KeyError, ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
         raise BenanzaError(f"{label}: {op} node '{name}' has bad attributes: {_first_line(exc)}") from None
     attrs = {k: _plain(v) for k, v in attrs.items()}
+    validate.check_layer(op, name, inputs, outputs, attrs, label)
     layer = Layer(name=name, op=op, inputs=inputs, outputs=outputs, attrs=attrs, index=index)
     cost = costs.layer_cost(op, inputs, outputs, attrs)
     layer.macs, layer.flops = cost.macs, cost.flops
@@ -410,6 +412,7 @@ def load_model(path: str | Path, batch: int | None = None) -> Model:
         raise BenanzaError(f"{path}: batch must be >= 1, got {batch}")
     label = str(path)
     proto = _read(path)
+    validate.check_proto(proto, _opset(proto), label)
     data_inputs = _data_inputs(proto)
     nodes = _topo_nodes(proto.graph, [v.name for v in data_inputs], label)
     old = _leading_dim(data_inputs[0]) if data_inputs else None
