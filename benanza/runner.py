@@ -11,7 +11,10 @@ with the jobs it did not reach.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import math
 import os
 import selectors
 import shlex
@@ -19,8 +22,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from sqlite_utils import Database
 from benanza import db as perfdb
 from benanza.errors import BenanzaError
 from benanza.library import L2, Status, has_weights
-from benanza.records import Result
+from benanza.records import Result, checked_result
 from benanza.system import merge_system
 
 MANIFEST = "manifest.json"
@@ -230,13 +234,68 @@ class _Timeout(Exception):
     pass
 
 
+# ---------------------------------------------------------------- no stray processes
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """preexec_fn for a child: Linux kills it (SIGKILL) when the runner dies, even by SIGKILL."""
+
+    def arm() -> None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return  # not Linux: the group kill on exit and on SIGTERM still applies
+        if os.getppid() != parent:  # the runner died before prctl: nobody will read this child
+            os._exit(1)
+
+    return arm
+
+
+_LIVE_GROUPS: set[int] = set()
+
+
+def _kill_live_groups() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        _LIVE_GROUPS.discard(pgid)
+
+
+@contextlib.contextmanager
+def _groups_killed_on_exit() -> Iterator[None]:
+    """While the runner runs: SIGTERM (and SIGHUP) exit through the ``finally`` that kills each
+    benchmark's process group, as SIGINT (KeyboardInterrupt) already does; ``atexit`` covers the rest."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    old = {sig: signal.signal(sig, terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        _kill_live_groups()
+
+
+atexit.register(_kill_live_groups)
+
+
 class _Child:
     """A benchmark executable in its own process group, read line by line with a deadline."""
 
     def __init__(self, argv: list[str], cwd: Path) -> None:
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, start_new_session=True)
+                                     stderr=self.stderr, start_new_session=True,
+                                     preexec_fn=_die_with_parent(os.getpid()))
+        _LIVE_GROUPS.add(self.proc.pid)
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
         os.set_blocking(self.fd, False)
@@ -268,12 +327,11 @@ class _Child:
                     self.eof = True
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Kill the whole group, even when its leader has exited: a forked child may hold stdout."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        _LIVE_GROUPS.discard(self.proc.pid)
 
     def close(self) -> None:
         self.kill()
@@ -327,6 +385,19 @@ def _parse(line: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict) or data.get("event") not in EVENTS:
         return "garbage", {"why": f"unknown line: {line[:MESSAGE_CHARS]}"}
     return str(data["event"]), data
+
+
+def system_line_problem(data: Mapping[str, Any]) -> str:
+    """Why a "system" line cannot be stored ("" when it can): every value a scalar SQLite holds."""
+    for key, value in data.items():
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, int) and -(2**63) <= value < 2**63:
+            continue
+        if isinstance(value, float) and math.isfinite(value):
+            continue
+        return f"'{key}' = {str(value)[:40]} is not text or a finite number"
+    return ""
 
 
 # ---------------------------------------------------------------- the runner
@@ -449,6 +520,9 @@ class Runner:
                         errors.append(message)
                     continue
                 if event == "system":
+                    why = system_line_problem(data)
+                    if why:
+                        raise _ExecutableFailed(f"{path.name}: bad system line ({why})")
                     if self._on_system(data, todo):
                         return False  # some of its jobs are already measured: start again without them
                     continue
@@ -456,7 +530,8 @@ class Runner:
                     raise _ExecutableFailed(f"{path.name}: printed {line[:80]!r} before its system line")
                 if event == "start":
                     index = data.get("job")
-                    if current is not None or index not in by_index or index in finished:
+                    if current is not None or not isinstance(index, int) or index not in by_index \
+                            or index in finished:
                         _complain(current, stray, f"unexpected start of job {index}")
                         continue
                     current, started = _Open(by_index[index]), True
@@ -490,8 +565,8 @@ class Runner:
         if data.get("job", current.job.index) != current.job.index:
             return f"result of job {data.get('job')} inside job {current.job.index}"
         try:
-            result = Result.from_dict(data)
-        except TypeError as exc:
+            result = checked_result(data)
+        except (TypeError, ValueError) as exc:
             return f"bad result line ({exc})"
         key = current.job.key
         if result.status not in _RESULT_STATUSES:
@@ -532,9 +607,10 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines)
     runner.summary.jobs = sum(len(j) for j in every.values())
     runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())
-    for name, todo in jobs.items():
-        try:
-            runner.run_executable(name, todo)
-        except _ExecutableFailed as exc:
-            runner.summary.errors.append(str(exc))
+    with _groups_killed_on_exit():
+        for name, todo in jobs.items():
+            try:
+                runner.run_executable(name, todo)
+            except _ExecutableFailed as exc:
+                runner.summary.errors.append(str(exc))
     return runner.summary
