@@ -13,7 +13,9 @@ import contextlib
 import csv
 import hashlib
 import json
+import os
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -109,41 +111,138 @@ BENCHMARK_COLUMNS = (
 )  # fmt: skip
 
 
-def open_db(path: str | Path) -> Database:
-    """Open (creating if needed) a performance database, ready for concurrent writers.
+def open_db(path: str | Path, readonly: bool = False) -> Database:
+    """Open a performance database, ready for concurrent writers; or, ``readonly``, for reading only.
 
-    ``":memory:"`` gives a private in-memory database (tests, scratch work).
+    ``":memory:"`` gives a private in-memory database (tests, scratch work). A missing (or
+    empty) file is created atomically (``_create``); an existing file that is not a
+    benanza database of this schema is refused without being written to (``_check_benanza``).
+    Read-only opens use SQLite's ``mode=ro``: they never create, convert or lock out a writer.
     """
     name = str(path)
-    if name != ":memory:":
-        parent = Path(name).parent
-        if not parent.is_dir():
-            raise BenanzaError(f"{name}: directory {parent} does not exist")
-    try:
-        conn = sqlite3.connect(name, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        if name != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-        conn.isolation_level = ""  # sqlite-utils wants legacy transaction control
-        db = Database(conn)
-        if "meta" in db.table_names() and schema_version(db) != SCHEMA_VERSION:
-            raise BenanzaError(f"{name}: database schema version {schema_version(db)}, "
-                               f"this benanza reads {SCHEMA_VERSION}")
+    if name == ":memory:":
+        conn = sqlite3.connect(name, isolation_level=None)
+        conn.executescript(_SCHEMA_SCRIPT)
+        conn.isolation_level = ""
+        return _wrap(conn, name)
+    file = Path(name)
+    if not file.parent.is_dir():
+        raise BenanzaError(f"{name}: directory {file.parent} does not exist")
+    if readonly:
+        if not file.is_file():
+            raise BenanzaError(f"{name}: no such database file")
+        conn = _connect(name, readonly=True)
+        missing = _check_benanza(conn, name)
+        if missing:
+            raise BenanzaError(f"{name}: not a complete benanza database (no table {', '.join(missing)})")
+        return _wrap(conn, name)
+    if not file.exists() or (file.is_file() and file.stat().st_size == 0):
+        _create(file)
+    missing = _check_benanza(_connect(name, readonly=True), name, close=True)
+    db = _wrap(_connect(name, readonly=False), name)
+    if missing:  # a database of this schema written before a table was added
         with transaction(db):
             for statement in SCHEMA.split(";"):
                 if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                         (str(SCHEMA_VERSION),))
-    except sqlite3.DatabaseError as exc:
-        raise BenanzaError(f"{name}: not a usable SQLite database ({exc})") from exc
+                    db.execute(statement)
     return db
+
+
+_SCHEMA_SCRIPT = SCHEMA + f"\nINSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');"
+
+
+def _connect(name: str, readonly: bool) -> sqlite3.Connection:
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"{Path(name).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+        else:
+            conn = sqlite3.connect(f"{Path(name).resolve().as_uri()}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if not readonly:
+            conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as exc:
+        raise BenanzaError(f"{name}: cannot open the database ({_sqlite_problem(exc)})") from None
+    return conn
+
+
+def _wrap(conn: sqlite3.Connection, name: str) -> Database:
+    conn.isolation_level = ""  # sqlite-utils wants legacy transaction control
+    db = Database(conn)
+    db.benanza_path = name  # type: ignore[attr-defined]  # for one-line errors (``transaction``)
+    return db
+
+
+def _sqlite_problem(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if "locked" in text or "busy" in text:
+        return f"{text}: another process held it for more than {BUSY_TIMEOUT_S:g} s"
+    return text
+
+
+def _check_benanza(conn: sqlite3.Connection, name: str, close: bool = False) -> list[str]:
+    """Refuse (reading only) a file that is not a benanza database of this schema version;
+    returns the tables it lacks."""
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            raise BenanzaError(f"{name}: not a benanza performance database (no meta table); left unchanged")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        missing = [t for t in TABLES if t not in tables]
+    except sqlite3.Error as exc:
+        raise BenanzaError(f"{name}: not a usable SQLite database ({_sqlite_problem(exc)})") from None
+    finally:
+        if close:
+            conn.close()
+    version = _version(row[0] if row else None, name)
+    if version != SCHEMA_VERSION:
+        raise BenanzaError(f"{name}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
+    return missing
+
+
+def _version(value: Any, name: str) -> int:
+    if value is None:
+        raise BenanzaError(f"{name}: not a benanza performance database (no schema_version); left unchanged")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BenanzaError(f"{name}: schema_version {str(value)[:40]!r} is not a number") from None
+
+
+def _create(path: Path) -> None:
+    """A new database, complete before anyone can see it: built under a temporary name, then linked
+    into place (``os.link`` never replaces: when two processes create at once, one wins, both use it)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".creating", dir=path.parent)
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(f"BEGIN; {_SCHEMA_SCRIPT} COMMIT;")
+        finally:
+            conn.close()
+        if path.exists() and path.stat().st_size == 0:
+            os.replace(tmp, path)  # an empty file (e.g. from touch) is no database yet
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: use that one
+    except sqlite3.Error as exc:
+        raise BenanzaError(f"{path}: cannot create the database ({_sqlite_problem(exc)}); nothing was written") \
+            from None
+    except OSError as exc:
+        raise BenanzaError(f"{path}: cannot create the database ({exc.strerror}); nothing was written") from None
+    finally:
+        for leftover in (tmp, f"{tmp}-wal", f"{tmp}-shm", f"{tmp}-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 def schema_version(db: Database) -> int:
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
+    return _version(row[0], getattr(db, "benanza_path", "database")) if row else 0
 
 
 @contextlib.contextmanager
@@ -158,14 +257,21 @@ def transaction(db: Database) -> Iterator[Database]:
     if conn.in_transaction:
         yield db
         return
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        yield db
-    except BaseException:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:  # full disk, I/O error, damaged file, lock held too long
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise BenanzaError(f"{getattr(db, 'benanza_path', 'database')}: write failed, nothing of it was stored "
+                           f"({_sqlite_problem(exc)})") from None
 
 
 def now() -> str:
@@ -415,9 +521,9 @@ def _check_source(path: Path) -> None:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise BenanzaError(f"{path}: not a benanza performance database ({exc})") from exc
-    if row is None or int(row[0]) != SCHEMA_VERSION:
-        raise BenanzaError(f"{path}: database schema version {row[0] if row else 'missing'}, "
-                           f"this benanza reads {SCHEMA_VERSION}")
+    version = _version(row[0] if row else None, str(path))
+    if version != SCHEMA_VERSION:
+        raise BenanzaError(f"{path}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
 
 
 def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
@@ -433,7 +539,7 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
         if not path.is_file():
             raise BenanzaError(f"{path}: no such database file")
         _check_source(path)
-        db.execute("ATTACH DATABASE ? AS src", (str(path),))
+        db.execute("ATTACH DATABASE ? AS src", (f"{path.resolve().as_uri()}?mode=ro",))
         try:
             with transaction(db):
                 for table in TABLES:

@@ -58,7 +58,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")
-    db = perfdb.open_db(db_path)
+    db = perfdb.open_db(db_path, readonly=True)
     sys_row = pick_system(db, system_name, str(db_path))
     if bundle is not None:
         check_same_system(bundle, sys_row)

@@ -27,7 +27,7 @@ def db_group() -> None:
 @friendly_errors
 def info_cmd(path: Path, as_json: bool) -> None:
     """Row counts per table, benchmarks and jobs per status, benchmarks per system."""
-    data = perfdb.info(perfdb.open_db(path))
+    data = perfdb.info(perfdb.open_db(path, readonly=True))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -58,7 +58,7 @@ SYSTEM_COLUMNS = ("id", "gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz"
 @friendly_errors
 def systems_cmd(path: Path, as_json: bool) -> None:
     """The systems (GPU, clocks, driver, CUDA, cuDNN, cuBLAS) the database holds measurements of."""
-    rows = perfdb.systems(perfdb.open_db(path))
+    rows = perfdb.systems(perfdb.open_db(path, readonly=True))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -75,7 +75,7 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path) -> None:
     """Export every benchmark as CSV."""
-    rows = perfdb.export_csv(perfdb.open_db(path), csv_out)
+    rows = perfdb.export_csv(perfdb.open_db(path, readonly=True), csv_out)
     console.print(plain(f"wrote {rows} benchmarks to {csv_out}"))
 
 

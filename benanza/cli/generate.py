@@ -81,7 +81,7 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
         raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
     if not db_path.is_file():
         raise BenanzaError(f"{db_path}: no such database")
-    database = perfdb.open_db(db_path)
+    database = perfdb.open_db(db_path, readonly=True)
     ids = [s["id"] for s in perfdb.systems(database)]
     if system is None:
         if not ids:

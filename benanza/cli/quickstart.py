@@ -55,7 +55,7 @@ def seed_database(db_path: Path, here: dict) -> bool:
     if db_path.exists():
         return False
     shipped = shipped_db()
-    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped))}:
+    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped, readonly=True))}:
         return False
     partial = db_path.with_suffix(".partial")
     shutil.copyfile(shipped, partial)
