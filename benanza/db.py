@@ -25,6 +25,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from benanza import SCHEMA_VERSION
+from benanza.atomic import atomic_file
 from benanza.errors import BenanzaError
 from benanza.library import Status
 from benanza.records import Result
@@ -562,15 +563,12 @@ def export_csv(db: Database, out: str | Path) -> int:
     cursor = db.execute(sql)
     header = [d[0] for d in cursor.description]
     count = 0
-    try:
-        with open(out, "w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            for row in cursor:
-                writer.writerow(row)
-                count += 1
-    except OSError as exc:
-        raise BenanzaError(f"{out}: cannot write CSV ({exc.strerror})") from exc
+    with atomic_file(out, newline="") as handle:  # a failed export leaves no partial CSV
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in cursor:
+            writer.writerow(row)
+            count += 1
     return count
 
 

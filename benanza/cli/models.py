@@ -13,6 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from benanza.atomic import write_stdout
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api
@@ -116,7 +117,7 @@ def layers_cmd(model_or_dir: Path, batch: int | None, as_json: bool) -> None:
         for problem in m.problems:
             err_console.print(labelled("warning:", "yellow", problem), highlight=False, soft_wrap=True)
     if as_json:
-        click.echo(json.dumps({"models": [model_json(m) for m in models]}))
+        write_stdout(json.dumps({"models": [model_json(m) for m in models]}) + "\n")
     elif models:
         # a terminal gets its own width; a pipe or a file gets the whole table
         out = console if console.is_terminal else Console(width=max(console.width, 140))

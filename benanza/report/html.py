@@ -10,6 +10,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from benanza import atomic
 from benanza.analyze.tables import Report
 from benanza.report import svg
 from benanza.report.fmt import cell
@@ -42,5 +43,5 @@ def to_html(report: Report) -> str:
 
 def write_html(report: Report, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(to_html(report), encoding="utf-8")
+    atomic.write_text(path, to_html(report))
     return path
