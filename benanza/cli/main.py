@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from benanza import __version__
 from benanza.errors import BenanzaError
@@ -32,7 +33,8 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except BenanzaError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # escaped: a message quoting a name or a command (pip install 'benanza[dask]') is not markup
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(1)
 
     return wrapper
