@@ -48,13 +48,19 @@ LOST_AFTER_S = 120.0  # a system none of whose workers is alive this long has it
 POLL_S = 0.2
 
 
-def require_dask() -> None:
-    """One-line error when the optional Dask dependencies are missing."""
+def require_dask(local: bool = False) -> None:
+    """One-line error when the optional Dask dependencies are missing (``local``: dask-cuda too)."""
     try:
         import distributed  # noqa: F401
     except ImportError as exc:
         raise BenanzaError(f"--cluster needs Dask's distributed package ({exc.name} is not installed): "
                            f"{INSTALL_HINT}") from None
+    if local:
+        try:
+            from dask_cuda import LocalCUDACluster  # noqa: F401
+        except ImportError as exc:
+            raise BenanzaError(f"--cluster local needs dask-cuda ({exc.name} is not installed): "
+                               f"{INSTALL_HINT}") from None
 
 
 # ---------------------------------------------------------------- shards
@@ -241,12 +247,9 @@ class Cluster:
 
 def local_cuda_cluster() -> Cluster:
     """``--cluster local``: a LocalCUDACluster, one single-threaded worker pinned to each visible GPU."""
-    require_dask()
-    try:
-        from dask_cuda import LocalCUDACluster
-        from dask_cuda.utils import get_n_gpus
-    except ImportError as exc:
-        raise BenanzaError(f"--cluster local needs dask-cuda ({exc.name} is not installed): {INSTALL_HINT}") from None
+    require_dask(local=True)
+    from dask_cuda import LocalCUDACluster
+    from dask_cuda.utils import get_n_gpus
     from distributed import Client
 
     try:

@@ -130,22 +130,24 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     assert len(rows_by_system(single)["Fake A"]) == 2 * 15 - 1  # the segfault's job printed 1 of 2
 
 
-def test_worker_killed_mid_shard_loses_only_its_running_job(
+def test_workers_killed_mid_shard_lose_only_their_running_job(
         fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """One of system A's two workers dies mid-shard: Dask moves the shard to the other one. System B's
+    only worker dies mid-shard: its nanny restarts it at a new address and the shard follows it."""
     project = fresh_project(home, {"bench_fake": ["slow"] * 8})
     db = perfdb.open_db(home / "killed.db")
-    commits: list[tuple[str, int, int]] = []  # (system, job, pid of the worker that ran it)
-    killed: dict[str, int] = {}
+    commits: list[tuple[str, int, int]] = []  # (system, job, pid of the worker process that ran it)
+    killed: dict[str, tuple[int, int]] = {}  # system -> (pid, the job it was running)
 
-    def kill_first_a_worker(outcome: runner.JobOutcome, worker: cluster.WorkerReport) -> None:
+    def kill_mid_shard(outcome: runner.JobOutcome, worker: cluster.WorkerReport) -> None:
         commits.append((worker.gpu, outcome.job.index, worker.pid))
-        if not killed and worker.gpu == "Fake A" and outcome.job.index % 4 == 0:
+        if worker.gpu not in killed and outcome.job.index % 4 == 0:
             os.kill(worker.pid, signal.SIGKILL)  # 3 slow jobs of its 4-job shard still to go
-            killed.update(pid=worker.pid, job=outcome.job.index + 1)
+            killed[worker.gpu] = (worker.pid, outcome.job.index + 1)
 
     summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=4,
-                                   progress=kill_first_a_worker)
-    assert killed, "no worker was killed"
+                                   progress=kill_mid_shard)
+    assert set(killed) == {"Fake A", "Fake B"}
     assert summary.errors == []
     # 0 lost, 0 duplicated: each system holds each job exactly once, with all its results
     expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(8)})
@@ -153,9 +155,10 @@ def test_worker_killed_mid_shard_loses_only_its_running_job(
     assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 2 * 8 * 2
     assert collections.Counter((gpu, job) for gpu, job, _ in commits) == \
         collections.Counter({(gpu, i): 1 for gpu in ("Fake A", "Fake B") for i in range(8)})
-    # the job that was running when its worker died ran again, on a live worker
-    rerun = [pid for gpu, job, pid in commits if gpu == "Fake A" and job == killed["job"]]
-    assert rerun and rerun[0] != killed["pid"]
+    # the job each dead worker was running ran again, in another worker process
+    for gpu, (pid, job) in killed.items():
+        rerun = [p for g, j, p in commits if (g, j) == (gpu, job)]
+        assert rerun and rerun[0] != pid, gpu
 
 
 def test_resume_after_the_client_is_killed(fake_build: Path, home: Path, client: distributed.Client) -> None:
@@ -194,12 +197,14 @@ def test_resume_after_the_client_is_killed(fake_build: Path, home: Path, client:
     assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 2 * 10 * 2
 
 
-def test_cluster_flag_without_dask_is_one_line(fake_build: Path, home: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("missing", "says"), [("distributed", "--cluster needs Dask's distributed package"),
+                                               ("dask_cuda", "--cluster local needs dask-cuda")])
+def test_cluster_flag_without_dask_is_one_line(fake_build: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
+                                               missing: str, says: str) -> None:
     project = fresh_project(home, {"bench_fake": ["ok"]})
-    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    monkeypatch.setitem(sys.modules, missing, None)  # import it -> ImportError
     result = CliRunner().invoke(main, ["run", str(project), "--db", str(home / "x.db"), "--cluster", "local"])
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'benanza[dask]'" in lines[0], result.output
+    assert len(lines) == 1 and says in lines[0] and "pip install 'benanza[dask]'" in lines[0], result.output
     assert not (home / "x.db").exists()

@@ -103,7 +103,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
                    build_dir: Path | None = None, build_jobs: int | None = None, **options: Any) -> bool:
     """Build each project here and run it on a Dask cluster into ``db_path`` (written by this process
     only); prints a summary per project and per worker. True when every executable could run."""
-    cluster.require_dask()
+    cluster.require_dask(local=address == "local")  # before building anything
     db = perfdb.open_db(db_path)
     built = [(project, runner.build(project, build_dir, build_jobs)) for project in projects]
     dask = cluster.connect(address, scheduler_file)
