@@ -225,6 +225,7 @@ class CampaignSummary:
     workers: dict[str, WorkerReport] = field(default_factory=dict)
     systems: dict[str, dict[str, Any]] = field(default_factory=dict)
     shards: int = 0
+    probe_s: float = 0.0  # seconds spent learning the workers' systems (one executable start each)
     duplicates: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -363,7 +364,9 @@ def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: 
     if manifest.get("models"):
         perfdb.store_manifest_models(db, manifest["models"])
 
+    started = time.monotonic()
     found, summary.errors = probe(client, out, jobs, l2)
+    summary.probe_s = time.monotonic() - started
     groups: dict[str, list[dict[str, Any]]] = {}
     for info in found:
         groups.setdefault(info["system_id"], []).append(info)
