@@ -218,8 +218,8 @@ class WorkerReport:
 
 @dataclass
 class CampaignSummary:
-    """A campaign's totals, per worker and per system; ``duplicates``: job reports dropped because
-    the job was already written in this campaign (a retried shard racing its events)."""
+    """A campaign's totals, per worker and per system; ``duplicates``: jobs measured twice (a
+    retried shard that re-ran a job whose report had not reached the scheduler), written once."""
 
     total: runner.RunSummary = field(default_factory=runner.RunSummary)
     workers: dict[str, WorkerReport] = field(default_factory=dict)
@@ -294,13 +294,16 @@ class _Writer:
         self.db, self.force, self.summary, self.progress = db, force, summary, progress
         self.by_index = {exe: {j.index: j for j in todo} for exe, todo in jobs.items()}
         self.written: set[tuple[str, perfdb.JobKey]] = set()
+        self.streamed: set[tuple[str, perfdb.JobKey]] = set()
 
     def commit(self, msg: Mapping[str, Any], streamed: bool = True) -> None:
         """Write one job message; ``streamed`` False for a finished shard's copy of what it streamed."""
         sid = str(msg["system_id"])
         job = self.by_index[msg["executable"]][int(msg["index"])]
+        if streamed:  # two attempts that both streamed a job: it was measured twice
+            self.summary.duplicates += (sid, job.key) in self.streamed
+            self.streamed.add((sid, job.key))
         if (sid, job.key) in self.written:
-            self.summary.duplicates += streamed
             return
         if sid not in self.summary.systems:
             self.summary.systems[sid] = dict(msg["system"])
@@ -321,11 +324,19 @@ class _Writer:
             self.progress(outcome, report)
 
 
+def workers_of(client: Any) -> dict[str, dict[str, Any]]:
+    """Address -> info of every worker (some distributed versions list 5 unless asked for all)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # a version without n_workers lists them all
+        return client.scheduler_info()["workers"]
+
+
 def probe(client: Any, build_dir: Path, jobs: Mapping[str, list[runner.Job]], l2: str,
           timeout_s: float = PROBE_TIMEOUT_S) -> tuple[list[dict[str, Any]], list[str]]:
     """Each worker's identity and system (``probe_worker``), and the workers that could not run."""
     exe, todo = next((e, t) for e, t in jobs.items() if t)
-    addresses = list(client.scheduler_info()["workers"])
+    addresses = list(workers_of(client))
     futures = [client.submit(probe_worker, str(build_dir), exe, todo[0].index, l2, timeout_s, workers=[a],
                              allow_other_workers=False, pure=False, key=f"benanza-probe-{uuid.uuid4().hex}")
                for a in addresses]
@@ -367,6 +378,9 @@ def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: 
     started = time.monotonic()
     found, summary.errors = probe(client, out, jobs, l2)
     summary.probe_s = time.monotonic() - started
+    if not found:
+        summary.errors.append("no Dask worker could run the project's executables: nothing was run")
+        return summary
     groups: dict[str, list[dict[str, Any]]] = {}
     for info in found:
         groups.setdefault(info["system_id"], []).append(info)
@@ -426,7 +440,7 @@ class _Submitted:
 
     def follow_restarts(self, lost_since: dict[str, float]) -> None:
         """Re-target the shards of systems whose workers all moved; cancel those of systems gone too long."""
-        alive = self.client.scheduler_info()["workers"]
+        alive = workers_of(self.client)
         for sid, names in self.names.items():
             if any(a in alive for a in self.addresses[sid]):
                 lost_since.pop(sid, None)
@@ -445,36 +459,43 @@ class _Submitted:
                     future.cancel()
 
 
+def _finished(submitted: _Submitted, writer: _Writer, summary: CampaignSummary) -> None:
+    """Take in the shards that ended: their copies of the jobs they streamed, restarts, errors."""
+    for future in [f for f in submitted.pending if f.done()]:
+        sid, shard = submitted.pending.pop(future)
+        if future.status == "finished":
+            done = future.result()
+            for msg in done["messages"]:  # normally all streamed already: written once
+                writer.commit(msg, streamed=False)
+            report = summary.workers.get(str(done["worker"]["name"]))
+            if report:
+                report.summary.restarts += done["restarts"]
+            summary.total.restarts += done["restarts"]
+            if done["error"]:
+                summary.errors.append(done["error"])
+        elif future.status == "cancelled":
+            summary.errors.append(f"system {sid}: no worker of it alive for {LOST_AFTER_S:g} s; "
+                                  f"shard {shard.name} not finished")
+        else:
+            summary.errors.append(f"shard {shard.name}: {future.exception()!r}")
+
+
 def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer: _Writer,
              summary: CampaignSummary) -> None:
     """Commit job messages as they arrive until every shard has ended."""
     lost_since: dict[str, float] = {}
-    next_check = time.monotonic() + 2.0
+    next_poll = next_check = time.monotonic()
     while submitted.pending:
         try:
             writer.commit(events.get(timeout=POLL_S))
-            continue
         except queue.Empty:
             pass
-        for future in [f for f in submitted.pending if f.done()]:
-            sid, shard = submitted.pending.pop(future)
-            if future.status == "finished":
-                done = future.result()
-                for msg in done["messages"]:  # normally all streamed already: written once
-                    writer.commit(msg, streamed=False)
-                report = summary.workers.get(str(done["worker"]["name"]))
-                if report:
-                    report.summary.restarts += done["restarts"]
-                summary.total.restarts += done["restarts"]
-                if done["error"]:
-                    summary.errors.append(done["error"])
-            elif future.status == "cancelled":
-                summary.errors.append(f"system {sid}: no worker of it alive for {LOST_AFTER_S:g} s; "
-                                      f"shard {shard.name} not finished")
-            else:
-                summary.errors.append(f"shard {shard.name}: {future.exception()!r}")
-        if time.monotonic() >= next_check:
-            next_check = time.monotonic() + 2.0
+        now = time.monotonic()
+        if now >= next_poll:  # also while events keep coming
+            next_poll = now + POLL_S
+            _finished(submitted, writer, summary)
+        if now >= next_check:
+            next_check = now + 2.0
             submitted.follow_restarts(lost_since)
     while True:  # events still queued: duplicates of returned messages, or late reports
         try:

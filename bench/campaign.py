@@ -107,7 +107,7 @@ def main() -> int:
         begin = time.perf_counter()
         campaign = cluster.run_campaign(project, db, dask.client, build_dir=build, max_engines=args.max_engines)
         cluster_s = time.perf_counter() - begin
-        workers = len(dask.client.scheduler_info()["workers"])
+        workers = len(cluster.workers_of(dask.client))
     finally:
         dask.close()
     sid = one.system_id
