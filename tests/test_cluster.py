@@ -5,7 +5,9 @@ executable of tests/data/fake_bench, which speaks the harness's stdout protocol.
 from __future__ import annotations
 
 import collections
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -208,3 +210,20 @@ def test_cluster_flag_without_dask_is_one_line(fake_build: Path, home: Path, mon
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "pip install 'benanza[dask]'" in lines[0], result.output
     assert not (home / "x.db").exists()
+
+
+def test_cli_joins_by_scheduler_file_and_prints_a_row_per_worker(fake_build: Path, home: Path,
+                                                                 client: distributed.Client) -> None:
+    project = fresh_project(home, {"bench_fake": ["ok"] * 6})
+    shutil.copytree(DATA, project, dirs_exist_ok=True)
+    scheduler_file = home / "scheduler.json"
+    scheduler_file.write_text(json.dumps({"type": "Scheduler", "address": client.scheduler.address}))
+    db_path = home / "cli.db"
+    result = CliRunner().invoke(main, ["run", str(project), "--db", str(db_path), "--build-dir", str(fake_build),
+                                       "--scheduler-file", str(scheduler_file), "--timeout", str(TIMEOUT_S)])
+    assert result.exit_code == 0, result.output
+    assert "per worker (one GPU each)" in result.output and "on 2 system(s)" in result.output
+    for name, gpu in GPUS.items():
+        assert re.search(rf"│ {name}\s+│ \S+\s+│ {gpu}", result.output), result.output
+    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(6)})
+    assert jobs_by_system(perfdb.open_db(db_path)) == {"Fake A": expected, "Fake B": expected}

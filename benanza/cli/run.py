@@ -89,11 +89,15 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def worker_table(summary: CampaignSummary, title: str) -> Table:
-    table = Table("worker", "host", "GPU", "system", "ran", "completed", "crashed", "timed out", "garbage",
-                  "restarts", "results", title=title)
+    """One row per worker (one GPU): its system (id prefix, as ``analyze --system`` takes it) and its jobs."""
+    table = Table(title=title)
+    for header in ("worker", "host", "GPU", "system"):
+        table.add_column(header, no_wrap=True)
+    for header in ("ran", "ok", "crashed", "timeout", "garbage", "restarts", "results"):
+        table.add_column(header, justify="right")
     for name, report in sorted(summary.workers.items()):
         s = report.summary
-        table.add_row(escape(name), escape(report.host), escape(report.gpu), report.system_id, str(s.ran),
+        table.add_row(escape(name), escape(report.host), escape(report.gpu), report.system_id[:8], str(s.ran),
                       str(s.completed), str(s.crashed), str(s.timeout), str(s.garbage), str(s.restarts),
                       str(s.results))
     return table
