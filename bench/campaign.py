@@ -5,7 +5,8 @@ and what the cluster costs, and the numbers of the scaling model in docs/CLUSTER
     PYTHONPATH=. python bench/campaign.py [--model squeezenet] [--dtype fp32] [--batch 1]
                                           [--max-engines 12] [--out DIR]
 
-Writes DIR/campaign.json (DIR defaults to $OUT, else ./campaign-bench). Needs a GPU and
+Writes DIR/campaign.json and the three databases (DIR defaults to $OUT, else ./campaign-bench;
+the project is built under the temporary directory). Needs a GPU and
 benanza[dask] (distributed, dask-cuda); without dask-cuda it says so and falls back to a
 distributed.LocalCluster of one worker process (the same single-GPU case).
 """
@@ -18,6 +19,7 @@ import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -85,7 +87,7 @@ def main() -> int:
     if not fp["usable"]:
         print(f"no usable NVIDIA GPU ({fp['reason']}): nothing measured", file=sys.stderr)
         return 1
-    work = Path("campaign-bench-work").resolve()
+    work = Path(tempfile.gettempdir()) / "benanza-campaign-bench"  # the build stays out of --out
     shutil.rmtree(work, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -124,6 +126,8 @@ def main() -> int:
               "overhead_per_shard_s": overhead_per_shard, "errors": campaign.errors + one.errors,
               "single_vs_single": noise, "single_vs_cluster": versus}
     (args.out / "campaign.json").write_text(json.dumps(result, indent=2, default=str))
+    for name in ("single.db", "single2.db", "cluster.db"):
+        shutil.copyfile(work / name, args.out / name)
 
     print(f"\n{kind}: {workers} worker(s), start {up_s:.1f} s, run {cluster_s:.1f} s over {campaign.shards} "
           f"shards ({result['overhead_pct']:+.1f} % vs single process; {overhead_per_shard * 1000:+.0f} ms/shard)")
