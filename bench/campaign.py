@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -126,8 +127,9 @@ def main() -> int:
               "overhead_per_shard_s": overhead_per_shard, "errors": campaign.errors + one.errors,
               "single_vs_single": noise, "single_vs_cluster": versus}
     (args.out / "campaign.json").write_text(json.dumps(result, indent=2, default=str))
-    for name in ("single.db", "single2.db", "cluster.db"):
-        shutil.copyfile(work / name, args.out / name)
+    for name in ("single.db", "single2.db", "cluster.db"):  # the backup API: WAL contents included
+        with sqlite3.connect(work / name) as src, sqlite3.connect(args.out / name) as dst:
+            src.backup(dst)
 
     print(f"\n{kind}: {workers} worker(s), start {up_s:.1f} s, run {cluster_s:.1f} s over {campaign.shards} "
           f"shards ({result['overhead_pct']:+.1f} % vs single process; {overhead_per_shard * 1000:+.0f} ms/shard)")
