@@ -90,6 +90,7 @@ def main() -> int:
         return 1
     work = Path(tempfile.gettempdir()) / "benanza-campaign-bench"  # the build stays out of --out
     shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     project = generate_project([ZOO_DIR / f"light_{args.model}.onnx"], work / "project", (args.dtype,), args.batch)
@@ -118,11 +119,12 @@ def main() -> int:
     noise = compare(a, rows(perfdb.open_db(work / "single2.db"), sid))
     versus = compare(a, rows(db, sid))
     per_job = single_s / max(1, one.ran)
-    overhead_per_shard = (cluster_s - single_s) / max(1, campaign.shards)
+    overhead_per_shard = (cluster_s - campaign.probe_s - single_s) / max(1, campaign.shards)
     result = {"model": args.model, "dtype": args.dtype, "batch": args.batch, "jobs": jobs, "gpu": fp.get("gpu"),
               "cluster": kind, "workers": workers, "systems": sorted(campaign.systems),
               "same_system": sorted(campaign.systems) == [sid], "single_s": single_s, "single_again_s": again_s,
-              "cluster_start_s": up_s, "cluster_run_s": cluster_s, "shards": campaign.shards,
+              "cluster_start_s": up_s, "cluster_run_s": cluster_s, "probe_s": campaign.probe_s,
+              "shards": campaign.shards,
               "overhead_pct": 100 * (cluster_s / single_s - 1), "single_jobs_per_s": one.ran / single_s,
               "overhead_per_shard_s": overhead_per_shard, "errors": campaign.errors + one.errors,
               "single_vs_single": noise, "single_vs_cluster": versus}
@@ -131,8 +133,9 @@ def main() -> int:
         with sqlite3.connect(work / name) as src, sqlite3.connect(args.out / name) as dst:
             src.backup(dst)
 
-    print(f"\n{kind}: {workers} worker(s), start {up_s:.1f} s, run {cluster_s:.1f} s over {campaign.shards} "
-          f"shards ({result['overhead_pct']:+.1f} % vs single process; {overhead_per_shard * 1000:+.0f} ms/shard)")
+    print(f"\n{kind}: {workers} worker(s), start {up_s:.1f} s, run {cluster_s:.1f} s (probe {campaign.probe_s:.1f} s "
+          f"included) over {campaign.shards} shards ({result['overhead_pct']:+.1f} % vs single process; "
+          f"{overhead_per_shard * 1000:+.0f} ms/shard after the probe)")
     print(f"same system id as the single-process runner: {result['same_system']} ({sid})")
     print("\n| comparison | keys | only left | only right | status differs | medians | rel. diff median | p90 "
           "| max | > 5 % | > 10 % |\n|---|---|---|---|---|---|---|---|---|---|---|")
@@ -141,10 +144,11 @@ def main() -> int:
               f"{c['medians']} | {c['rel_median']:.2%} | {c['rel_p90']:.2%} | {c['rel_max']:.2%} | "
               f"{c['over_5pct']} | {c['over_10pct']} |")
     print(f"\nscaling model inputs: {result['single_jobs_per_s']:.2f} jobs/s per GPU ({per_job * 1000:.0f} ms/job), "
-          f"{overhead_per_shard * 1000:.0f} ms overhead per shard, cluster start {up_s:.1f} s")
+          f"{overhead_per_shard * 1000:.0f} ms overhead per shard, probe {campaign.probe_s:.1f} s, "
+          f"cluster start {up_s:.1f} s")
     for gpus in (1, 2, 4, 8, 16):
         shards = min(jobs, gpus * cluster.SHARDS_PER_WORKER)
-        predicted = up_s + jobs * per_job / gpus + shards * max(0.0, overhead_per_shard) / gpus
+        predicted = up_s + campaign.probe_s + jobs * per_job / gpus + shards * max(0.0, overhead_per_shard) / gpus
         print(f"  predicted wall for {jobs} jobs on {gpus:>2} GPU(s): {predicted:.1f} s")
     ok = (result["same_system"] and not result["errors"] and versus["only_a"] == versus["only_b"] == 0
           and versus["status_differs"] <= noise["status_differs"])
