@@ -108,11 +108,11 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
     """Build each project here and run it on a Dask cluster into ``db_path`` (written by this process
     only); prints a summary per project and per worker. True when every executable could run."""
     cluster.require_dask(local=address == "local")  # before building anything
-    db = perfdb.open_db(db_path)
-    built = [(project, runner.build(project, build_dir, build_jobs)) for project in projects]
-    dask = cluster.connect(address, scheduler_file)
+    dask = cluster.connect(address, scheduler_file)  # no GPU or no scheduler: said before a long build
     failed = False
     try:
+        db = perfdb.open_db(db_path)
+        built = [(project, runner.build(project, build_dir, build_jobs)) for project in projects]
         for project, out in built:
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
