@@ -66,10 +66,11 @@ def single(project: Path, build: Path, db_path: Path, fp: dict, max_engines: int
 def start_cluster() -> tuple[cluster.Cluster, str]:
     try:
         return cluster.connect("local"), "dask_cuda.LocalCUDACluster"
-    except BenanzaError as exc:
-        if "dask-cuda" not in str(exc):
+    except Exception as exc:  # dask-cuda missing or failing to start: the one-GPU case without it
+        if isinstance(exc, BenanzaError) and "no NVIDIA GPU" in str(exc):
             raise
-        print(f"note: {exc}; using distributed.LocalCluster(n_workers=1) instead", file=sys.stderr)
+        print(f"note: --cluster local failed ({exc!r}); using distributed.LocalCluster(n_workers=1) instead",
+              file=sys.stderr)
         from distributed import Client, LocalCluster
 
         local = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
