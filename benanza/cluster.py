@@ -188,8 +188,9 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
         worker.log_event(done_topic, {"index": outcome.job.index})
         sent.append(msg)
 
-    shard_runner = _ShardRunner(scratch, Path(build_dir), timeout_s, False, l2, None, _host_system(), stream,
-                                max_reps, max_engines)
+    shard_runner = _ShardRunner(db=scratch, build_dir=Path(build_dir), timeout_s=timeout_s, force=False, l2=l2,
+                                system_id=None, system=_host_system(), progress=stream, max_reps=max_reps,
+                                max_engines=max_engines)
     error = ""
     if todo:
         try:
