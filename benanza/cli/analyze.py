@@ -12,7 +12,7 @@ from benanza.analyze import Constraints, analyze
 from benanza.analyze.inputs import ApiFamily
 from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.run import generate_project, summary_table
+from benanza.cli.run import cluster_options, generate_project, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
@@ -127,9 +127,11 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
 @click.option("-j", "--build-jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
 @click.option("--profile", "bundle", type=click.Path(file_okay=False, path_type=Path),
               help="Also analyze against this profile bundle (a single MODEL file).")
+@cluster_options
 @friendly_errors
 def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, project_dir: Path, timeout_s: float,
-                 build_jobs: int | None, bundle: Path | None) -> None:
+                 build_jobs: int | None, bundle: Path | None, cluster: str | None, scheduler_file: Path | None,
+                 shard_jobs: int | None) -> None:
     """generate + build + run (+ analyze) in one command.
 
     Without a usable GPU it says so in one line and stops after the build.
@@ -140,6 +142,14 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
     project = generate_project(models, project_dir, tuple(str(p) for p in _precisions(dtypes)), batch)
     runner.build(project, jobs=build_jobs)
     console.print(plain(f"built {project}"), highlight=False)
+    if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db
+        if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=timeout_s,
+                              shard_jobs=shard_jobs):
+            raise SystemExit(1)
+        if bundle is not None and model.is_file():
+            report, _ = analyze_model(model, db_path, bundle, batch=batch)
+            print_report(report, console)
+        return
     info = system.fingerprint()
     if not info.get("usable"):
         err_console.print(plain(f"no usable NVIDIA GPU ({info.get('reason', 'unknown reason')}): "

@@ -11,7 +11,7 @@ from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.run import generate_project, summary_table
+from benanza.cli.run import cluster_options, generate_project, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.plain_text import plain
@@ -70,18 +70,26 @@ def seed_database(db_path: Path, here: dict) -> bool:
               help="Where the generated project, the database (on a GPU) and the HTML reports go.")
 @click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True,
               help="Precisions to benchmark (GPU machines only).")
+@cluster_options
 @friendly_errors
-def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
+def quickstart(models_dir: Path, out: Path, dtypes: str, cluster: str | None, scheduler_file: Path | None,
+               shard_jobs: int | None) -> None:
     """Analyze every model of MODELS_DIR: with a GPU, measure first (generate, build, run,
     and a profile of each model in ONNX Runtime or PyTorch; the database starts from the
     shipped one when that was measured on this same system); without one, analyze against
-    the shipped H100 database and profile bundles."""
+    the shipped H100 database and profile bundles. With --cluster or --scheduler-file the
+    cluster's GPUs measure into OUT/perf.db (profiles: this machine's GPU, else shipped)."""
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
         raise BenanzaError(f"{models_dir}: no *.onnx files (get some with: benanza models zoo {models_dir})")
     out.mkdir(parents=True, exist_ok=True)
     gpu = bool(system.fingerprint().get("usable"))
-    if gpu:
+    if cluster or scheduler_file:
+        db_path = out / "perf.db"
+        project = generate_project(models, out / "project", tuple(dtypes.split(",")), None)
+        if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=300.0, shard_jobs=shard_jobs):
+            raise SystemExit(1)
+    elif gpu:
         db_path = out / "perf.db"
         here = system.fingerprint(bandwidth=True)
         if seed_database(db_path, here):
