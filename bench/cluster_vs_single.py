@@ -2,7 +2,7 @@
 floor) and by ``--cluster local`` (one Dask worker per visible GPU); prints whether the rows match
 and what the cluster costs, and the numbers of the scaling model in docs/CLUSTER.md.
 
-    PYTHONPATH=. python bench/campaign.py [--model squeezenet] [--dtype fp32] [--batch 1]
+    PYTHONPATH=. python bench/cluster_vs_single.py [--model squeezenet] [--dtype fp32] [--batch 1]
                                           [--max-engines 12] [--out DIR]
 
 Writes DIR/campaign.json and the three databases (DIR defaults to $OUT, else ./campaign-bench;
