@@ -10,7 +10,7 @@ from benanza import db as perfdb
 from benanza import runner, system
 from benanza.analyze import Constraints, analyze
 from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system
+from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system, run_precisions
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
@@ -62,8 +62,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     if bundle is not None:
         check_same_system(bundle, sys_row)
     constraints = Constraints(families=frozenset(FAMILIES[apis]))
-    if not precisions and bundle is not None:  # a run's bound may use the precision the run computed in
-        precisions = constraints.precisions | {Precision(bundle.meta.dtype)}
+    if not precisions and bundle is not None:  # the precisions the run's recorded settings allowed
+        precisions, _ = run_precisions(bundle.meta.framework, bundle.meta.dtype, bundle.meta.extra)
     if precisions:
         constraints = constraints.with_precisions(precisions)
     inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
