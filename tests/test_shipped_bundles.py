@@ -117,6 +117,10 @@ def test_the_bound_is_charged_as_the_run_computed(bundle: Path, analyzed) -> Non
         if layer.op == "Conv" and len(layer.inputs) > 2 and layer.index in by_head:
             g = by_head[layer.index]
             assert "+ bias" in g["call"] or g["kind"] == "fused call", g
+    best = {r["#"]: r["best (ms)"] for r in report.tables["layers"].rows}  # the conv call alone, layer-wise
+    for g in groups:  # a bias add costs something, measured or not (never 0)
+        if g["kind"] == "library call" and "+ bias" in g["call"] and best[g["#"]] is not None:
+            assert g["charged (ms)"] > best[g["#"]], g
     system_bw = perfdb.systems(perfdb.open_db(shipped_db()))[0]["bandwidth_gbs"]
     assert report.ceilings["bandwidth (GB/s)"] >= system_bw
     for table in ("benchmarks", "roofline"):
@@ -137,7 +141,9 @@ def test_the_gaps_share_the_run_baseline(bundle: Path, analyzed) -> None:
 
 
 # Issue 6's acceptance: the four models at batch 1 and 64 in both frameworks, fp32.
-ACCEPTANCE = [b for b in BUNDLES if re.fullmatch(r".+_b(1|64)_(ort|torch)_fp32", b.name)]
+# Also the TF32 and heuristic runs (0.99-1.01 today); not the fp16 one (0.54): the database has fp16 rows
+# in NHWC only, and PyTorch runs fp16 convolutions NCHW.
+ACCEPTANCE = [b for b in BUNDLES if re.fullmatch(r".+_b(1|64)_(ort|torch)_(fp32|tf32)(_heuristic)?", b.name)]
 
 
 @pytest.mark.parametrize("bundle", ACCEPTANCE, ids=[b.name for b in ACCEPTANCE])
