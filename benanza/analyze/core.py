@@ -83,9 +83,9 @@ def analyze(inputs: Inputs) -> Report:
         notes.append(f"{len(model.layers) - covered} of {len(model.layers)} layers have no data under the best "
                      "policy (see the missing table); the layer-wise LBL counts only the others")
     if exe.unmeasured:
-        names = ", ".join(model.layers[i].name for i in exe.unmeasured[:5])
-        notes.append(f"{len(exe.unmeasured)} layer(s) have no measured implementation: the bound charges their "
-                     f"roofline at the measured peaks (see the missing table): {names}"
+        names = ", ".join(model.layers[i].name for i, _ in exe.unmeasured[:5])
+        notes.append(f"{len(exe.unmeasured)} layer(s) lack a benchmark of what they run: the bound charges that "
+                     f"part its roofline at the measured peaks, never 0 (see the missing table): {names}"
                      f"{' ...' if len(exe.unmeasured) > 5 else ''}")
     if exe.uncharged:
         notes.append(f"{len(exe.uncharged)} layer(s) could not be charged at all (no measured peak): "
@@ -118,7 +118,7 @@ def analyze(inputs: Inputs) -> Report:
         "layers": len(model.layers), "layers with data (best)": covered,
         "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
         "precisions of the bound": ",".join(sorted(p.value for p in inputs.constraints.precisions)),
-        "layers charged a roofline (no measured implementation)": len(exe.unmeasured),
+        "layers charged a roofline in whole or part (no benchmark)": len(exe.unmeasured),
         "layers not charged (no measured peak)": len(exe.uncharged),
         "measured end-to-end (ms)": e2e, "GPU busy (ms)": busy,
         "GPU memcpy/memset (ms)": prof.copy_ms if prof else None,
@@ -294,10 +294,10 @@ def _spans_of(exe: Execution) -> tuple:
 def _missing_table(model: Model, inputs: Inputs, choices: AllChoices,
                    outcomes: list[gaps.FusionOutcome], exe: Execution) -> Table:
     rows = []
-    for i in exe.unmeasured:
+    for i, why in exe.unmeasured:
         layer = model.layers[i]
         rows.append({"policy": EXECUTION_POLICY, "kind": "layer (charged its roofline)", "#": i, "layer": layer.name,
-                     "op": layer.op, "key": layer.key, "reason": "no measured implementation"})
+                     "op": layer.op, "key": layer.key, "reason": why})
     for i, why in exe.uncharged:
         layer = model.layers[i]
         rows.append({"policy": EXECUTION_POLICY, "kind": "layer (not charged)", "#": i, "layer": layer.name,

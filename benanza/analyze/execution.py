@@ -47,6 +47,10 @@ BIAS_GIVING = frozenset({"BatchNormalization", "Add"})
 BIAS_OPS = frozenset({"Conv"})  # whose benchmarks leave the bias out: it is charged as a bias add
 
 
+NO_IMPLEMENTATION = "no measured implementation"
+NO_BIAS_BENCHMARK = "its bias add has no benchmark (the bias add is charged its bytes)"
+
+
 class GroupKind:
     """How a group of layers is charged (values appear in the report's execution table)."""
 
@@ -76,7 +80,7 @@ class Execution:
     par_ms: float
     groups: tuple[Group, ...]
     graph: nx.DiGraph  # contracted: one node per group, named by its head
-    unmeasured: tuple[int, ...]  # layers charged a roofline for want of any measured implementation
+    unmeasured: tuple[tuple[int, str], ...]  # (layer, what of it) charged a roofline for want of a benchmark
     uncharged: tuple[tuple[int, str], ...] = ()  # layers that could not be charged at all, and why
     precisions: frozenset[Precision] = field(default_factory=frozenset)
 
@@ -178,7 +182,7 @@ class _Coster:
     def __init__(self, model: Model, inputs: Inputs, constraints: Constraints, ceil: Ceilings) -> None:
         self.model, self.inputs, self.constraints, self.ceil = model, inputs, constraints, ceil
         self.store = storage(constraints.precisions)
-        self.unmeasured: set[int] = set()
+        self.unmeasured: dict[int, str] = {}
         self.uncharged: dict[int, str] = {}
 
     def bytes_ms(self, moved: float) -> float | None:
@@ -200,7 +204,7 @@ class _Coster:
         if bound is None:
             self.uncharged[layer.index] = "no measured implementation and no measured peak to bound it"
             return None
-        self.unmeasured.add(layer.index)
+        self.unmeasured[layer.index] = NO_IMPLEMENTATION
         return bound, "roofline"
 
     def bias_ms(self, layer: Layer) -> tuple[float, str]:
@@ -208,7 +212,7 @@ class _Coster:
         best = bias_add_row(layer, self.inputs, self.store)
         if best is not None:
             return best.median_ms or 0.0, f" + bias {best.api}"
-        self.unmeasured.add(layer.index)
+        self.unmeasured.setdefault(layer.index, NO_BIAS_BENCHMARK)
         return bias_roofline_ms(layer, self.store, self.ceil) or 0.0, " + bias (roofline)"
 
     def compute(self, layer: Layer, with_bias: bool) -> tuple[float, str] | None:
@@ -237,7 +241,7 @@ class _Coster:
             self.uncharged[layer.index] = "memory-bound layer and no measured peak"
             return None
         if measured is None and not rows:
-            self.unmeasured.add(layer.index)
+            self.unmeasured[layer.index] = NO_IMPLEMENTATION
         kind = GroupKind.MEMORY if rows else GroupKind.UNMEASURED
         return Group((layer.index,), kind, bound, f"{layer_bytes(layer, self.store):.4g} B")
 
@@ -408,7 +412,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             got = coster.compute(layer, _has_bias(layer) or any(model.layers[f].op in BIAS_GIVING for f in fs))
             taken |= {i, *fs}
             if got is not None:
-                kind = GroupKind.UNMEASURED if i in coster.unmeasured and got[1].startswith("roofline") \
+                kind = GroupKind.UNMEASURED if coster.unmeasured.get(i) == NO_IMPLEMENTATION \
                     else GroupKind.CALL
                 groups.append(Group((i, *fs), kind, got[0], got[1], folded=fs))
     for i, head in folded_into.items():  # folded into a conv that a fused call took: already covered
@@ -429,8 +433,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
     if contracted is None:  # a group that would make a cycle: its cost sits on its head in the layer graph
         contracted = graph
     par, _ = critical_path(contracted, weights)
-    unmeasured = tuple(sorted(coster.unmeasured | {i for g in groups if g.kind == GroupKind.UNMEASURED
-                                                    for i in g.layers}))
+    unmeasured = tuple(sorted(coster.unmeasured.items()))
     return Execution(seq_ms=sum(weights.values()), par_ms=par, groups=tuple(groups), graph=contracted,
                      unmeasured=unmeasured, uncharged=tuple(sorted(coster.uncharged.items())),
                      precisions=frozenset(constraints.precisions))
