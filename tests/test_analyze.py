@@ -582,3 +582,22 @@ def test_unknown_profile_layer_does_not_break():
     layers[99] = LayerProfile(0.5, 1, ExecutedCall(Api.CONV_FWD.value, GEMM, "fp32"))
     rep = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35)))
     assert rep.summary["layers"] == 8
+
+
+def test_run_precisions_come_from_the_recorded_settings():
+    from benanza.analyze.sources import run_precisions
+
+    fp32, tf32 = frozenset({Precision.FP32}), frozenset({Precision.FP32, Precision.TF32})
+    assert run_precisions("onnxruntime", "fp32", {"use_tf32": 0})[0] == fp32
+    assert run_precisions("onnxruntime", "tf32", {"use_tf32": 1})[0] == tf32
+    assert run_precisions("pytorch", "fp32", {"allow_tf32": False})[0] == fp32
+    assert run_precisions("pytorch", "fp32", {"allow_tf32": True})[0] == tf32
+    assert run_precisions("pytorch", "fp16", {"allow_tf32": False})[0] == frozenset({Precision.FP16})
+    assert run_precisions("pytorch", "fp32", {})[0] == tf32  # nothing recorded: the looser bound
+
+
+def test_fp16_run_bound_uses_fp16_rows_and_half_the_bytes():
+    rep = analyze(branchy_inputs(constraints=Constraints(precisions=frozenset({Precision.FP16}))))
+    rows = {r["#"]: r for r in rep.tables["execution"].rows}
+    assert "eng3 / fp16 + bias" in rows[0]["call"] and rows[0]["charged (ms)"] == approx(0.0075 + ROOF_BIAS1 / 2)
+    assert rows[4]["charged (ms)"] == approx(ROOF_CONCAT / 2)  # fp16 storage: half the bytes
