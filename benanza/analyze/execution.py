@@ -344,8 +344,7 @@ def _chains(model: Model, free: set[int], coster: _Coster) -> list[Group]:
     return groups
 
 
-def _fused_choice(model: Model, inputs: Inputs, constraints: Constraints, folded: Mapping[int, tuple[int, ...]]
-                  ) -> list[tuple[tuple[int, ...], Result]]:
+def _fused_choice(model: Model, inputs: Inputs, constraints: Constraints) -> list[tuple[tuple[int, ...], Result]]:
     """Fusion candidates with an allowed measured fused call: (members, fastest fused row)."""
     out = []
     for cand in model.fusions:
@@ -375,7 +374,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
 
     if fused_calls:
         options = []
-        for members, row in _fused_choice(model, inputs, constraints, folded):
+        for members, row in _fused_choice(model, inputs, constraints):
             head = members[0]
             if model.layers[head].op not in COMPUTE_OPS:
                 continue
