@@ -104,6 +104,10 @@ class Ceilings:
 
     bandwidth_gbs: float | None = None  # GB/s, bytes read + written per second / 1e9
     flops: Mapping[Precision, float] = field(default_factory=dict)  # FLOP/s per precision
+    # Data that fits in L2 moves faster than HBM allows (a warm benchmark, or a framework layer
+    # reading what the previous one just wrote): the bandwidth measured on such data, and L2's size.
+    cache_bandwidth_gbs: float | None = None
+    cache_bytes: int | None = None
 
     def peak_flops(self, precision: Precision) -> float | None:
         value = self.flops.get(precision)
@@ -114,6 +118,15 @@ class Ceilings:
         if not self.bandwidth_gbs or self.bandwidth_gbs <= 0:
             return None
         return self.bandwidth_gbs * 1e6  # 1 GB/s = 1e9 B/s = 1e6 B/ms
+
+    def memory_ms(self, moved: float) -> float | None:
+        """Time to move ``moved`` bytes at the peak of the memory level that holds them (None: no peak)."""
+        per_ms = self.bandwidth_bytes_per_ms
+        if per_ms is None:
+            return None
+        if self.cache_bytes and self.cache_bandwidth_gbs and moved <= self.cache_bytes:
+            per_ms = max(per_ms, self.cache_bandwidth_gbs * 1e6)
+        return moved / per_ms
 
 
 @dataclass(frozen=True)
@@ -176,7 +189,8 @@ class Profile:
 
     layers: Mapping[int, LayerProfile] = field(default_factory=dict)
     e2e_ms: float | None = None  # end-to-end latency, median over runs
-    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run
+    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run (kernels only)
+    copy_ms: float | None = None  # union of the run's memcpy/memset intervals (not in gpu_busy_ms)
     kernel_count: int | None = None
     unmapped: tuple[UnmappedWork, ...] = ()
     framework: str = ""

@@ -10,7 +10,7 @@ from benanza import db as perfdb
 from benanza import runner, system
 from benanza.analyze import Constraints, analyze
 from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system
+from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system, run_precisions
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.run import cluster_options, generate_project, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
@@ -45,7 +45,12 @@ def bundle_model(models: Path, bundle: Bundle) -> Path:
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
                   batch: int | None = None, precisions: frozenset[Precision] | None = None,
                   apis: str = "both"):
-    """Load the model (at the bundle's batch), map the bundle, read the database, analyze."""
+    """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
+
+    Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
+    framework run was allowed: ORT use_tf32=0 or PyTorch strict fp32 {fp32}; TF32 on {fp32, tf32};
+    fp16 {fp16}. The summary's ``LBL_seq (ms)`` / ``LBL_par (ms)`` are the headline bound.
+    """
     bundle = read_bundle(bundle_path) if bundle_path else None
     if bundle is not None:
         if model_stem(bundle.meta.model) != model_stem(model_path.name):
@@ -63,8 +68,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     if bundle is not None:
         check_same_system(bundle, sys_row)
     constraints = Constraints(families=frozenset(FAMILIES[apis]))
-    if not precisions and bundle is not None:  # a run's bound may use the precision the run computed in
-        precisions = constraints.precisions | {Precision(bundle.meta.dtype)}
+    if not precisions and bundle is not None:  # the precisions the run's recorded settings allowed
+        precisions, _ = run_precisions(bundle.meta.framework, bundle.meta.dtype, bundle.meta.extra)
     if precisions:
         constraints = constraints.with_precisions(precisions)
     inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
@@ -80,7 +85,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the bundle's, else the model's).")
 @click.option("--dtype", "dtypes",
-              help="Precisions the best policy may use, e.g. fp32,tf32 (default: fp32,tf32 and the profile's).")
+              help="Precisions the bound may use, e.g. fp32,tf32 (default: the profile's recorded settings "
+                   "(ORT use_tf32, PyTorch allow_tf32, fp16), else fp32,tf32).")
 @click.option("--apis", type=click.Choice(sorted(FAMILIES)), default="both", show_default=True,
               help="cuDNN API families the best policy may use.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the report as JSON.")
@@ -94,7 +100,8 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
                 trace_path: Path | None) -> None:
     """Lower-bound latency of MODEL on a system and where a framework run loses time.
 
-    LBL (sequential and parallel) under the best, as-executed and heuristic policies,
+    LBL (sequential and parallel) of the cheapest equivalent execution from measured
+    implementations (the headline), layer-wise under the best, as-executed and heuristic policies,
     the Benanza ratio against the measured run, and the algorithm-selection, API,
     fusion, Tensor Core, parallelism and framework-overhead gaps (docs/METRICS.md).
     """

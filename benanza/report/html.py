@@ -16,7 +16,7 @@ from benanza.report import svg
 from benanza.report.fmt import cell
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-OPEN_TABLES = ("policies", "gaps", "missing", "api totals", "fusion patterns", "overhead", "layers")
+OPEN_TABLES = ("policies", "execution", "gaps", "missing", "api totals", "fusion patterns", "overhead", "layers")
 
 
 def _environment() -> Environment:

@@ -56,6 +56,10 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
         summary.add_row(plain(key), plain(cell(value, key)))
     console.print(summary)
     console.print(_rich(report.tables["policies"]))
+    execution = report.tables["execution"]
+    heaviest = sorted(execution.rows, key=lambda r: -(r["charged (ms)"] or 0.0))[:top]
+    console.print(_rich(Table(f"Best execution (the headline LBL): the {top} costliest of {len(execution.rows)} "
+                              "groups", execution.columns, tuple(heaviest), execution.note)))
     console.print(Text(report.tables["gaps"].title, style="bold"))
     for line in waterfall_lines(report.tables["gaps"]):
         console.print(plain(line))
