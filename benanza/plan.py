@@ -174,6 +174,7 @@ FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
     Fusion.GEMM_BIAS: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.ATTENTION: (Api.GRAPH_SDPA,),
+    Fusion.POINTWISE: (Api.COPY,),  # one fused pass: the chain's output at the copy roofline
 }
 
 # Fusions whose chain adds a second tensor (the residual) before the activation.
@@ -729,8 +730,13 @@ def op_tensor_job(item: Layer | FusionCandidate, model: Model, precision: Precis
 
 
 def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
-    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes."""
-    if not isinstance(item, Layer):
+    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes.
+
+    A pointwise chain (Fusion.POINTWISE) is bounded as one pass: its last layer's output.
+    """
+    if isinstance(item, FusionCandidate) and item.pattern == Fusion.POINTWISE.value:
+        item = model.layers[item.layers[-1]]
+    elif not isinstance(item, Layer):
         raise Unsupported("a copy bound takes a single layer")
     if item.op in NO_COPY_OPS:
         raise Unsupported("moves no bytes")

@@ -79,6 +79,28 @@ def test_attention_with_the_batch_changed(tmp_path: Path) -> None:
     assert (a.batch, a.s_q, a.s_kv) == (1, 32, 32)
 
 
+@pytest.mark.parametrize(("name", "ops"), [
+    ("bert_block", ["Div", "Erf", "Add", "Mul", "Mul"]),  # GELU, Erf form
+    ("gpt2_block", ["Pow", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul"]),  # GELU, tanh form (0.5 x a side branch)
+])
+def test_gelu_is_one_pointwise_chain(blocks: dict[str, Model], name: str, ops: list[str]) -> None:
+    model = blocks[name]
+    (chain,) = [f for f in model.fusions if f.pattern == Fusion.POINTWISE.value]
+    assert [model.layers[i].op for i in chain.layers] == ops
+
+
+def test_silu_is_a_pointwise_chain_and_a_shared_intermediate_is_not(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+             helper.make_node("Mul", ["x", "s"], ["y"], name="mul")]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])]
+    silu = helper.make_model(helper.make_graph(nodes, "silu", [x], outs), opset_imports=[helper.make_opsetid("", 17)])
+    model = load(silu, tmp_path)
+    assert [(f.pattern, f.layers) for f in model.fusions] == [(Fusion.POINTWISE.value, (0, 1))]
+    silu.graph.output.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [4, 32]))  # s is needed too
+    assert load(silu, tmp_path).fusions == []
+
+
 # ---------------------------------------------------------------- jobs of every transformer layer
 
 
@@ -133,6 +155,9 @@ def test_pointwise_and_gather_layers_get_a_roofline_bound(block_plan: Plan, bloc
         layers = [layer for layer in blocks[name].layers if layer.op in ops]
         assert {layer.op for layer in layers} == ops
         assert all(layer.key in copied for layer in layers)
+    chain = next(f for f in blocks["bert_block"].fusions if f.pattern == Fusion.POINTWISE.value)
+    (fused,) = [j for j in jobs(block_plan, Api.COPY) if j.key == chain.key and j.precision is Precision.FP32]
+    assert fused.fields.row["bytes"] == 2 * 16 * 64 * 4  # one pass: the chain's output, [2, 16, 4 * 16] fp32
     gather = next(layer for layer in blocks["bert_block"].layers if layer.op == "Gather")
     job = next(j for j in jobs(block_plan, Api.COPY) if j.key == gather.key and j.precision is Precision.FP16)
     assert job.fields.row["bytes"] == 2 * 16 * 16 * 2

@@ -15,7 +15,7 @@ from itertools import pairwise
 import networkx as nx
 
 from benanza.library import ONNX_ACTIVATIONS, Fusion
-from benanza.model.attention import find_attention
+from benanza.model.attention import find_attention, find_pointwise_chains
 from benanza.model.layer import FusionCandidate, Layer, Tensor
 
 
@@ -195,4 +195,4 @@ def find_fusions(layers: list[Layer], model_outputs: set[str]) -> list[FusionCan
         act = ONNX_ACTIVATIONS[layers[members[-1]].op].value if roles[-1] == "act" else ""
         taken.update(members)
         fusions.append(FusionCandidate(pattern.value, tuple(members), tuple(layers[i].key for i in members), act))
-    return fusions
+    return fusions + find_pointwise_chains(layers, model_outputs, taken)
