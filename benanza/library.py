@@ -231,6 +231,8 @@ class Fusion(StrEnum):
     GEMM_BIAS_ACT = "gemm+bias+act"
     # MatMul(Q, K^T) -> scale -> [mask] -> Softmax -> MatMul(., V): cuDNN's fused SDPA
     ATTENTION = "attention"
+    # Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div (x / rms) [-> Mul(weight)]: one norm forward
+    RMSNORM = "rmsnorm"
     # elementwise layers over one tensor (GELU, SiLU, ...): one pass at the copy roofline
     POINTWISE = "pointwise-chain"
 

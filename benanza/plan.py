@@ -174,6 +174,7 @@ FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
     Fusion.GEMM_BIAS: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.ATTENTION: (Api.GRAPH_SDPA,),
+    Fusion.RMSNORM: (Api.GRAPH_NORM,),
     Fusion.POINTWISE: (Api.COPY,),  # one fused pass: the chain's output at the copy roofline
 }
 
@@ -838,6 +839,8 @@ def graph_norm_job(item: Layer | FusionCandidate, model: Model, precision: Preci
     sees it as rows x cols (cols = prod(shape[axis:])), cuDNN's [rows, cols, 1, 1] with a
     [1, cols, 1, 1] scale, which is how frameworks call it for transformer hidden states.
     """
+    if isinstance(item, FusionCandidate) and item.pattern == Fusion.RMSNORM.value:
+        return _rmsnorm_chain(item, model)
     layer = _one_layer(item, Api.GRAPH_NORM, set(NORM_KINDS))
     x = list(layer.inputs[0].shape)
     axis = int(layer.attrs.get("axis", -1))
@@ -854,6 +857,23 @@ def graph_norm_job(item: Layer | FusionCandidate, model: Model, precision: Preci
     bias = len(params) > 1
     row = {"rows": rows, "cols": cols, "epsilon": eps, "rms": kind == "rmsnorm", "bias": bias, "engines": []}
     shapes = {"x": x, "axis": axis, "rows": rows, "cols": cols, "epsilon": eps, "norm": kind, "bias": bias}
+    return JobFields(row, shapes, ("*",), "", Math.NONE.value)
+
+
+RMSNORM_EPSILON = 1e-6  # an exported RMSNorm's epsilon is a constant whose value the layer IR does not keep
+
+
+def _rmsnorm_chain(item: FusionCandidate, model: Model) -> JobFields:
+    """An exported RMSNorm chain (Fusion.RMSNORM) as one rmsnorm forward over its last axis."""
+    first, last = model.layers[item.layers[0]], model.layers[item.layers[-1]]
+    x = list(first.inputs[0].shape)
+    if first.inputs[0].dtype not in FLOAT_DTYPES:
+        raise Unsupported(f"input dtype {first.inputs[0].dtype} is not a floating-point type")
+    rows, cols = math.prod(x[:-1]), x[-1]
+    row = {"rows": rows, "cols": cols, "epsilon": RMSNORM_EPSILON, "rms": True, "bias": False, "engines": []}
+    shapes = {"x": x, "axis": len(x) - 1, "rows": rows, "cols": cols, "epsilon": RMSNORM_EPSILON, "norm": "rmsnorm",
+              "bias": False, "weight": last.op == "Mul" and any(t.constant for t in last.inputs),
+              "members": [model.layers[i].op for i in item.layers]}
     return JobFields(row, shapes, ("*",), "", Math.NONE.value)
 
 

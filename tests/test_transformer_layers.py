@@ -18,7 +18,7 @@ import onnx
 import pytest
 from conftest import NVCC, listed_jobs
 from onnx import TensorProto, helper
-from tiny_transformers import bert_block, gpt2_block, sdpa_block
+from tiny_transformers import bert_block, gpt2_block, rmsnorm_block, sdpa_block
 
 from benanza import codegen
 from benanza.library import Api, Fusion, Precision
@@ -37,7 +37,7 @@ def load(proto: onnx.ModelProto, tmp_path: Path, batch: int | None = None) -> Mo
 @pytest.fixture(scope="module")
 def blocks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Model]:
     out = tmp_path_factory.mktemp("blocks")
-    return {m.graph.name: load(m, out) for m in (bert_block(), gpt2_block(), sdpa_block())}
+    return {m.graph.name: load(m, out) for m in (bert_block(), gpt2_block(), sdpa_block(), rmsnorm_block())}
 
 
 def attention_of(model: Model) -> list:
@@ -101,6 +101,20 @@ def test_silu_is_a_pointwise_chain_and_a_shared_intermediate_is_not(tmp_path: Pa
     assert load(silu, tmp_path).fusions == []
 
 
+@pytest.mark.parametrize(("reciprocal", "ops"), [
+    (True, ["Pow", "ReduceMean", "Add", "Sqrt", "Reciprocal", "Mul", "Mul"]),
+    (False, ["Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul"]),
+])
+def test_rmsnorm_pattern_is_one_norm_forward(tmp_path: Path, reciprocal: bool, ops: list[str]) -> None:
+    model = load(rmsnorm_block(reciprocal=reciprocal), tmp_path)
+    (cand,) = model.fusions
+    assert cand.pattern == Fusion.RMSNORM.value and [model.layers[i].op for i in cand.layers] == ops
+    (job,) = [j for j in plan([model], [Precision.BF16]).jobs if j.api is Api.GRAPH_NORM]
+    assert job.key == cand.key and job.fusion is Fusion.RMSNORM
+    row = job.fields.row
+    assert (row["rows"], row["cols"], row["rms"], row["bias"]) == (32, 32, True, False)
+
+
 # ---------------------------------------------------------------- jobs of every transformer layer
 
 
@@ -118,7 +132,7 @@ def test_sdpa_jobs_fp16_and_bf16_only(block_plan: Plan, blocks: dict[str, Model]
     assert {(j.precision, j.executable) for j in sdpa} == {(Precision.FP16, "bench_graph_sdpa"),
                                                            (Precision.BF16, "bench_graph_sdpa")}
     assert len(sdpa) == 6  # three distinct attention cores x two precisions
-    keys = {attention_of(m)[0].key: m.name for m in blocks.values()}
+    keys = {f.key: m.name for m in blocks.values() for f in attention_of(m)}
     rows = {keys[j.key]: j.fields.row for j in sdpa if j.precision is Precision.FP16}
     assert rows["gpt2_block"]["dims"] == [2, 2, 16, 16, 8, 8]
     assert (rows["gpt2_block"]["causal"], rows["gpt2_block"]["padding"]) == (True, True)

@@ -130,3 +130,16 @@ def sdpa_block(batch: int = 2, seq: int = 16, heads: int = 2, head_dim: int = 8,
     y = g.op("MatMul", [probs, "v"])
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("q", "k", "v")]
     return g.model(inputs, y, shape, "sdpa_block")
+
+
+def rmsnorm_block(batch: int = 2, seq: int = 16, hidden: int = 32, reciprocal: bool = True,
+                  seed: int = 3) -> onnx.ModelProto:
+    """Hugging Face's LlamaRMSNorm as exported: Pow, ReduceMean, Add(eps), Sqrt, Reciprocal + Mul (or Div), Mul(w)."""
+    g = _Builder(seed)
+    x = "hidden_states"
+    mean = g.op("ReduceMean", [g.op("Pow", [x, g.const(np.array(2.0, np.float32))])], axes=[-1], keepdims=1)
+    root = g.op("Sqrt", [g.op("Add", [mean, g.const(np.array(1e-6, np.float32))])])
+    normed = g.op("Mul", [x, g.op("Reciprocal", [root])]) if reciprocal else g.op("Div", [x, root])
+    y = g.op("Mul", [normed, g.weight(hidden)])
+    inputs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [batch, seq, hidden])]
+    return g.model(inputs, y, [batch, seq, hidden], f"rmsnorm_block{int(reciprocal)}")

@@ -17,6 +17,7 @@ import networkx as nx
 from benanza.library import ONNX_ACTIVATIONS, Fusion
 from benanza.model.attention import find_attention, find_pointwise_chains
 from benanza.model.layer import FusionCandidate, Layer, Tensor
+from benanza.model.norms import find_rmsnorms
 
 
 def build_graph(layers: list[Layer]) -> nx.DiGraph:
@@ -195,4 +196,6 @@ def find_fusions(layers: list[Layer], model_outputs: set[str]) -> list[FusionCan
         act = ONNX_ACTIVATIONS[layers[members[-1]].op].value if roles[-1] == "act" else ""
         taken.update(members)
         fusions.append(FusionCandidate(pattern.value, tuple(members), tuple(layers[i].key for i in members), act))
+    fusions += find_rmsnorms(layers, model_outputs, taken)
+    taken.update(i for f in fusions for i in f.layers)
     return fusions + find_pointwise_chains(layers, model_outputs, taken)

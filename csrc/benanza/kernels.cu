@@ -213,8 +213,8 @@ __global__ void attention_kernel(AttentionDims d, float scale, bool causal, cons
 
 // One thread per row: two passes (mean, variance) in fp32.
 template <class T>
-__global__ void norm_kernel(int rows, int cols, bool rms, float eps, const T* x, const T* scale, const T* bias,
-                            float* ref) {
+__global__ void norm_kernel(int rows, int cols, bool rms, float eps, const T* x, const float* scale,
+                            const float* bias, float* ref) {
   for (size_t r = blockIdx.x * size_t(blockDim.x) + threadIdx.x; r < size_t(rows);
        r += size_t(gridDim.x) * blockDim.x) {
     const T* xr = x + r * cols;
@@ -230,7 +230,7 @@ __global__ void norm_kernel(int rows, int cols, bool rms, float eps, const T* x,
     }
     const float inv = rsqrtf(var / float(cols) + eps);
     for (int c = 0; c < cols; ++c)
-      ref[r * cols + c] = (load(xr, c) - mean) * inv * load(scale, c) + (bias ? load(bias, c) : 0.f);
+      ref[r * cols + c] = (load(xr, c) - mean) * inv * scale[c] + (bias ? bias[c] : 0.f);
   }
 }
 
@@ -316,13 +316,12 @@ void attention_reference(const AttentionDims& d, float scale, bool causal, const
   check_launch();
 }
 
-void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const void* scale, const void* bias,
+void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const float* scale, const float* bias,
                     DType dtype, float* ref, cudaStream_t stream) {
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    norm_kernel<T><<<blocks_for(size_t(rows)), kThreads, 0, stream>>>(
-        rows, cols, rms, eps, static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
-        ref);
+    norm_kernel<T><<<blocks_for(size_t(rows)), kThreads, 0, stream>>>(rows, cols, rms, eps, static_cast<const T*>(x),
+                                                                      scale, bias, ref);
   });
   check_launch();
 }

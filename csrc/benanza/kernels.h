@@ -77,8 +77,8 @@ void attention_reference(const AttentionDims& d, float scale, bool causal, const
 
 // Normalization of each of `rows` rows of `cols` values, fp32: LayerNorm
 // y = (x - mean) / sqrt(var + eps) * scale + bias, or RMSNorm y = x / sqrt(mean(x^2) + eps) * scale
-// (+ bias); scale and bias (may be null) hold cols values of `dtype`.
-void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const void* scale, const void* bias,
+// (+ bias); x has the storage type `dtype`, scale and bias (may be null) hold cols fp32 values.
+void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const float* scale, const float* bias,
                     DType dtype, float* ref, cudaStream_t stream);
 
 // Elementwise activation on an fp32 buffer (a cudnnActivationMode_t value).
