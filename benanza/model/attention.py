@@ -46,11 +46,13 @@ class AttentionShape:
         return 1.0 / math.sqrt(self.d_qk)
 
 
-def _producers(layers: list[Layer]) -> dict[str, int]:
+def producers_of(layers: list[Layer]) -> dict[str, int]:
+    """Tensor name -> index of the layer that writes it."""
     return {t.name: layer.index for layer in layers for t in layer.outputs if t.name}
 
 
-def _consumers(layers: list[Layer]) -> dict[str, list[int]]:
+def consumers_of(layers: list[Layer]) -> dict[str, list[int]]:
+    """Tensor name -> indices of the layers that read it (each once)."""
     out: dict[str, list[int]] = {}
     for layer in layers:
         for name in dict.fromkeys(t.name for t in layer.inputs):
@@ -94,7 +96,7 @@ def find_attention(layers: list[Layer], model_outputs: set[str], taken: set[int]
                    ) -> list[FusionCandidate]:
     """Attention cores of ``layers``, found from each last-axis Softmax outwards; layers in ``taken`` are skipped."""
     taken = set(taken or ())
-    producers, consumers = _producers(layers), _consumers(layers)
+    producers, consumers = producers_of(layers), consumers_of(layers)
     found: list[FusionCandidate] = []
 
     def private(i: int) -> bool:
@@ -187,60 +189,3 @@ def describe(candidate: FusionCandidate, layers: list[Layer]) -> AttentionShape:
     ops = {m.op for m in members}
     return AttentionShape(int(b), int(h), int(s_q), int(s_kv), int(d_qk), int(d_v), "Where" in ops, "Add" in ops,
                           qk.inputs[0].dtype)
-
-
-# ---------------------------------------------------------------- pointwise chains (GELU, SiLU, ...)
-
-# Elementwise ops a chain may hold: every input is the chain's input, an earlier member's
-# output, or a constant that broadcasts to it.
-POINTWISE_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Erf", "Tanh", "Sigmoid", "Relu", "Sqrt", "Exp",
-                           "Neg", "Reciprocal"})
-
-
-def find_pointwise_chains(layers: list[Layer], model_outputs: set[str], taken: set[int]) -> list[FusionCandidate]:
-    """Chains of >= 2 elementwise layers over one tensor x (GELU's Erf and tanh forms, SiLU's x * sigmoid(x)).
-
-    One fused pass reads x and writes the chain's output: its floor is the copy roofline of
-    that output, against one pass per member unfused.  Each member but the last feeds only
-    the next one; x may feed several members (GELU's Mul by x).
-    """
-    producers, consumers = _producers(layers), _consumers(layers)
-    found: list[FusionCandidate] = []
-    taken = set(taken)
-    for start in layers:
-        if start.op not in POINTWISE_OPS or start.index in taken or not start.outputs:
-            continue
-        variable = [t for t in start.inputs if not t.constant]
-        if len({t.name for t in variable}) != 1 or tuple(variable[0].shape) != tuple(start.outputs[0].shape):
-            continue
-        x = variable[0]
-        members, inside = [start.index], {x.name, start.outputs[0].name}
-        current = start
-        while True:
-            readers = consumers.get(current.outputs[0].name, [])
-            if len(readers) != 1 or current.outputs[0].name in model_outputs or len(current.outputs) != 1:
-                break
-            nxt = layers[readers[0]]
-            if nxt.op not in POINTWISE_OPS or nxt.index in taken or not nxt.outputs:
-                break
-            side = [producers.get(t.name) for t in nxt.inputs if not t.constant and t.name not in inside]
-            if any(i is None or not _side_branch(layers[i], x.name, taken, consumers, model_outputs) for i in side):
-                break
-            if tuple(nxt.outputs[0].shape) != tuple(x.shape):
-                break
-            members += [*(i for i in side if i is not None), nxt.index]
-            inside.update({layers[i].outputs[0].name for i in side if i is not None} | {nxt.outputs[0].name})
-            current = nxt
-        if len(members) < 2:
-            continue
-        members = sorted(members)
-        taken.update(members)
-        found.append(FusionCandidate(Fusion.POINTWISE.value, tuple(members), tuple(layers[i].key for i in members)))
-    return found
-
-
-def _side_branch(layer: Layer, x: str, taken: set[int], consumers: dict[str, list[int]], outputs: set[str]) -> bool:
-    """A pointwise layer of x and constants alone, read once (GELU tanh form's 0.5 * x), joins the chain."""
-    return (layer.op in POINTWISE_OPS and layer.index not in taken and len(layer.outputs) == 1
-            and all(t.constant or t.name == x for t in layer.inputs)
-            and len(consumers.get(layer.outputs[0].name, [])) == 1 and layer.outputs[0].name not in outputs)

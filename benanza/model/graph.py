@@ -15,9 +15,10 @@ from itertools import pairwise
 import networkx as nx
 
 from benanza.library import ONNX_ACTIVATIONS, Fusion
-from benanza.model.attention import find_attention, find_pointwise_chains
+from benanza.model.attention import find_attention
 from benanza.model.layer import FusionCandidate, Layer, Tensor
 from benanza.model.norms import find_rmsnorms
+from benanza.model.pointwise import find_pointwise_chains
 
 
 def build_graph(layers: list[Layer]) -> nx.DiGraph:
