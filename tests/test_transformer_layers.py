@@ -16,7 +16,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import NVCC, listed_jobs
+from conftest import NVCC, builds_and_runs_on_a_gpu, listed_jobs
 from onnx import TensorProto, helper
 from tiny_transformers import bert_block, gpt2_block, rmsnorm_block, sdpa_block
 
@@ -26,6 +26,7 @@ from benanza.model.attention import describe
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
 from benanza.plan import SOFTMAX_MODES, Plan, plan
+from benanza.records import Result
 
 
 def load(proto: onnx.ModelProto, tmp_path: Path, batch: int | None = None) -> Model:
@@ -239,3 +240,29 @@ def test_transformer_benchmarks_build_and_list(transformer_project: tuple[Path, 
                                                         capture_output=True, text=True).stdout.splitlines()]
     rows = [(d["dims"]["b"], d["dims"]["s_kv"], d["causal"], d["padding"]) for d in sdpa]
     assert (2, 16, True, True) in rows and (2, 16, False, False) in rows
+
+
+@builds_and_runs_on_a_gpu
+def test_transformer_benchmarks_run_on_a_gpu(transformer_project: tuple[Path, codegen.Manifest, Plan],
+                                            cmake_build: Callable[[Path], Path]) -> None:
+    """Every job runs to its end; each engine config is ok (output within tolerance) or a recorded status.
+
+    The fused SDPA must have a checked engine config for every mask form and both precisions,
+    and the norm forward one per precision: a benchmark that computes nothing cannot pass.
+    """
+    out, manifest, _ = transformer_project
+    build = out / "build" if (out / "build" / "bench_graph_sdpa").exists() else cmake_build(out)
+    for exe, spec in manifest.executables.items():
+        run = subprocess.run([str(build / exe), "--max-ms", "50"], capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines()]
+        assert sum(d["event"] == "end" for d in lines) == spec["num_jobs"]
+        results = [Result.from_dict(d) for d in lines if d["event"] == "result"]
+        assert not [r for r in results if r.status in ("check_failed", "failed")], \
+            [(r.status, r.message) for r in results if not r.ok][:10]
+        ok = {(r.layer_key, r.dtype) for r in results if r.ok}
+        planned = {(j["layer_key"], j["dtype"]) for j in manifest.jobs if j["executable"] == exe}
+        assert ok == planned, planned - ok  # every job has at least one checked result
+        for r in results:
+            if r.ok:
+                assert r.median_ms > 0 and r.max_rel_error <= r.tolerance
