@@ -29,6 +29,7 @@ from benanza.library import (
     Math,
     Precision,
 )
+from benanza.model import attention
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile.cudnn_log import parse_engine_config_name
 
@@ -147,6 +148,8 @@ EXECUTABLES: dict[Api, str] = {
     Api.CONV_BIAS_ACT: "bench_conv_bias_act",
     Api.GRAPH_CONV: "bench_graph_conv",
     Api.GRAPH_MATMUL: "bench_graph_matmul",
+    Api.GRAPH_NORM: "bench_graph_norm",
+    Api.GRAPH_SDPA: "bench_graph_sdpa",
     Api.BATCHNORM_INF: "bench_batchnorm",
     Api.ACTIVATION: "bench_activation",
     Api.POOLING: "bench_pooling",
@@ -170,6 +173,9 @@ FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
     Fusion.CONV_BN_ACT: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),
     Fusion.GEMM_BIAS: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
+    Fusion.ATTENTION: (Api.GRAPH_SDPA,),
+    Fusion.RMSNORM: (Api.GRAPH_NORM,),
+    Fusion.POINTWISE: (Api.COPY,),  # one fused pass: the chain's output at the copy roofline
 }
 
 # Fusions whose chain adds a second tensor (the residual) before the activation.
@@ -477,6 +483,8 @@ def sgemv_job(item: Layer | FusionCandidate, model: Model, precision: Precision)
 # jobs spell their mode per job.  cudnnAddTensor has no mode: "default".
 BATCHNORM_ALGORITHM = "CUDNN_BATCHNORM_SPATIAL"
 SOFTMAX_ALGORITHM = "CUDNN_SOFTMAX_ACCURATE"
+# single-axis (opset 13) -> cudnnSoftmaxMode_t; INSTANCE over [rows, cols, 1, 1] is the coerced 2-D form
+SOFTMAX_MODES: dict[bool, str] = {False: "CUDNN_SOFTMAX_MODE_INSTANCE", True: "CUDNN_SOFTMAX_MODE_CHANNEL"}
 LRN_ALGORITHM = "CUDNN_LRN_CROSS_CHANNEL_DIM1"
 ADD_TENSOR_ALGORITHM = "default"
 COPY_ALGORITHM = "cudaMemcpyAsync"
@@ -645,22 +653,28 @@ def pooling_job(item: Layer | FusionCandidate, model: Model, precision: Precisio
 
 
 def softmax_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
-    """cudnnSoftmaxForward, ACCURATE, INSTANCE mode over the input coerced to 2-D at ``axis``.
+    """cudnnSoftmaxForward, ACCURATE, over ONNX Softmax's axis in either opset's meaning.
 
-    That is ONNX Softmax before opset 13 (the zoo's opset 9): rows = prod(shape[:axis]),
-    softmax over prod(shape[axis:]).  From opset 13 it is over one axis; the two agree
-    when every axis after ``axis`` is 1, as in all the zoo models.
+    Before opset 13 the input is coerced to 2-D at ``axis``: rows = prod(shape[:axis]),
+    softmax over prod(shape[axis:]), INSTANCE mode on [rows, cols, 1, 1].  From opset 13
+    (attribute ``single_axis``, set by the model processor where the two differ) it is over
+    ``shape[axis]`` alone: CHANNEL mode on NCHW [prod(before), shape[axis], prod(after), 1],
+    the model's own row-major layout.  A last-axis softmax ([N*..., D]) is the first form.
     """
     layer = _one_layer(item, Api.SOFTMAX, {"Softmax"})
     x = layer.inputs[0].shape
     axis = int(layer.attrs.get("axis", 1))
-    if not 0 <= axis <= len(x):
+    if not 0 <= axis <= len(x) or (layer.attrs.get("single_axis") and axis >= len(x)):
         raise Unsupported(f"Softmax axis {axis} out of range for rank {len(x)}")
-    rows, cols = math.prod(x[:axis]), math.prod(x[axis:])
-    fmt, layout = _format(Api.SOFTMAX, precision)
-    row = {"dims": [rows, cols, 1, 1], "format": fmt, "layout": layout}
-    return JobFields(row, {"x": list(x), "axis": axis, "rows": rows, "cols": cols}, (SOFTMAX_ALGORITHM,), layout,
-                     Math.NONE.value)
+    if layer.attrs.get("single_axis"):
+        dims = [math.prod(x[:axis]), x[axis], math.prod(x[axis + 1:]), 1]
+        fmt, layout, mode = "CUDNN_TENSOR_NCHW", "NCHW", SOFTMAX_MODES[True]
+    else:
+        dims = [math.prod(x[:axis]), math.prod(x[axis:]), 1, 1]
+        (fmt, layout), mode = _format(Api.SOFTMAX, precision), SOFTMAX_MODES[False]
+    row = {"dims": [int(d) for d in dims], "format": fmt, "layout": layout, "mode": mode}
+    shapes = {"x": list(x), "axis": axis, "rows": dims[0] * dims[2], "cols": dims[1], "mode": mode}
+    return JobFields(row, shapes, (SOFTMAX_ALGORITHM,), layout, Math.NONE.value)
 
 
 def lrn_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
@@ -717,8 +731,13 @@ def op_tensor_job(item: Layer | FusionCandidate, model: Model, precision: Precis
 
 
 def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
-    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes."""
-    if not isinstance(item, Layer):
+    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes.
+
+    A pointwise chain (Fusion.POINTWISE) is bounded as one pass: its last layer's output.
+    """
+    if isinstance(item, FusionCandidate) and item.pattern == Fusion.POINTWISE.value:
+        item = model.layers[item.layers[-1]]
+    elif not isinstance(item, Layer):
         raise Unsupported("a copy bound takes a single layer")
     if item.op in NO_COPY_OPS:
         raise Unsupported("moves no bytes")
@@ -805,6 +824,89 @@ def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Pre
                      ("*",))
 
 
+# ---------------------------------------------------------------- transformer layers (issue 16)
+# Each API's facts (what it takes, its template's row) sit together here, marked, so that the
+# API registry (benanza/apis/) can take them over whole: GRAPH_NORM, GRAPH_SDPA.
+
+# GRAPH_NORM: ONNX normalization op -> the graph API's norm node ("layernorm" or "rmsnorm").
+NORM_KINDS: dict[str, str] = {"LayerNormalization": "layernorm", "RMSNormalization": "rmsnorm"}
+
+
+def graph_norm_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cuDNN graph API normalization forward, inference phase: LayerNormalization / RMSNormalization over trailing axes.
+
+    ONNX normalizes over ``shape[axis:]`` with a scale (and bias) of that shape; the graph
+    sees it as rows x cols (cols = prod(shape[axis:])), cuDNN's [rows, cols, 1, 1] with a
+    [1, cols, 1, 1] scale, which is how frameworks call it for transformer hidden states.
+    """
+    if isinstance(item, FusionCandidate) and item.pattern == Fusion.RMSNORM.value:
+        return _rmsnorm_chain(item, model)
+    layer = _one_layer(item, Api.GRAPH_NORM, set(NORM_KINDS))
+    x = list(layer.inputs[0].shape)
+    axis = int(layer.attrs.get("axis", -1))
+    axis = axis + len(x) if axis < 0 else axis
+    if not 0 < axis < len(x) or len(layer.inputs) < 2:
+        raise Unsupported(f"{layer.op} over axis {axis} of rank {len(x)} (needs a leading row axis and a scale)")
+    rows, cols = math.prod(x[:axis]), math.prod(x[axis:])
+    params = [t for t in layer.inputs[1:] if t.name]
+    if any(math.prod(t.shape) != cols for t in params):
+        raise Unsupported(f"{layer.op} scale/bias of another size than the normalized {cols} values")
+    if int(layer.attrs.get("stash_type", 1)) != 1:
+        raise Unsupported(f"{layer.op} with stash_type {layer.attrs['stash_type']} (cuDNN computes in fp32)")
+    kind, eps = NORM_KINDS[layer.op], float(layer.attrs.get("epsilon", 1e-5))
+    bias = len(params) > 1
+    row = {"rows": rows, "cols": cols, "epsilon": eps, "rms": kind == "rmsnorm", "bias": bias, "engines": []}
+    shapes = {"x": x, "axis": axis, "rows": rows, "cols": cols, "epsilon": eps, "norm": kind, "bias": bias}
+    return JobFields(row, shapes, ("*",), "", Math.NONE.value)
+
+
+RMSNORM_EPSILON = 1e-6  # an exported RMSNorm's epsilon is a constant whose value the layer IR does not keep
+
+
+def _rmsnorm_chain(item: FusionCandidate, model: Model) -> JobFields:
+    """An exported RMSNorm chain (Fusion.RMSNORM) as one rmsnorm forward over its last axis."""
+    first, last = model.layers[item.layers[0]], model.layers[item.layers[-1]]
+    x = list(first.inputs[0].shape)
+    if first.inputs[0].dtype not in FLOAT_DTYPES:
+        raise Unsupported(f"input dtype {first.inputs[0].dtype} is not a floating-point type")
+    rows, cols = math.prod(x[:-1]), x[-1]
+    row = {"rows": rows, "cols": cols, "epsilon": RMSNORM_EPSILON, "rms": True, "bias": False, "engines": []}
+    shapes = {"x": x, "axis": len(x) - 1, "rows": rows, "cols": cols, "epsilon": RMSNORM_EPSILON, "norm": "rmsnorm",
+              "bias": False, "weight": last.op == "Mul" and any(t.constant for t in last.inputs),
+              "members": [model.layers[i].op for i in item.layers]}
+    return JobFields(row, shapes, ("*",), "", Math.NONE.value)
+
+
+# GRAPH_SDPA: the precisions cuDNN's fused flash attention takes (its fp32 path is no fused kernel).
+SDPA_PRECISIONS = frozenset({Precision.FP16, Precision.BF16})
+
+
+def graph_sdpa_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cuDNN fused scaled-dot-product attention (cudnn-frontend sdpa, inference: no stats) for an attention core.
+
+    Q, K, V and O are [b, h, s, d] in the layout the exporters leave them (contiguous, K
+    read as K not K^T); the scale is 1/sqrt(d); a causal mask is the top-left diagonal
+    band, a padding mask cuDNN's per-batch sequence lengths (the benchmark gives the
+    keys of batch entry i a length below s_kv, so that the mask changes the output).
+    """
+    if not isinstance(item, FusionCandidate) or item.pattern != Fusion.ATTENTION.value:
+        raise Unsupported("the fused SDPA takes an attention-core fusion candidate")
+    if precision not in SDPA_PRECISIONS:
+        raise Unsupported(f"cuDNN's fused SDPA takes fp16 or bf16, not {precision.value}")
+    try:
+        a = attention.describe(item, model.layers)
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    if a.dtype not in FLOAT_DTYPES:
+        raise Unsupported(f"attention dtype {a.dtype} is not a floating-point type")
+    row = {"dims": [a.batch, a.heads, a.s_q, a.s_kv, a.d_qk, a.d_v], "scale": a.scale, "causal": a.causal,
+           "padding": a.padding, "engines": []}
+    shapes = {"q": [a.batch, a.heads, a.s_q, a.d_qk], "k": [a.batch, a.heads, a.s_kv, a.d_qk],
+              "v": [a.batch, a.heads, a.s_kv, a.d_v], "scale": a.scale, "causal": a.causal, "padding": a.padding,
+              "members": [model.layers[i].op for i in item.layers]}
+    return JobFields(row, shapes, ("*",))
+
+
 JobBuilder = Callable[[Layer | FusionCandidate, Model, Precision], JobFields]
 
 # API -> job builder.  An API without an entry is dropped with "no benchmark template".
@@ -813,6 +915,8 @@ JOB_BUILDERS: dict[Api, JobBuilder] = {
     Api.CONV_BIAS_ACT: conv_bias_act_job,
     Api.GRAPH_CONV: graph_conv_job,
     Api.GRAPH_MATMUL: graph_matmul_job,
+    Api.GRAPH_NORM: graph_norm_job,
+    Api.GRAPH_SDPA: graph_sdpa_job,
     Api.GEMM_EX: gemm_ex_job,
     Api.LT_MATMUL: lt_matmul_job,
     Api.SGEMV: sgemv_job,

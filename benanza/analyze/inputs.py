@@ -29,6 +29,8 @@ API_FAMILY: dict[Api, ApiFamily] = {
     Api.CONV_BIAS_ACT: ApiFamily.LEGACY,
     Api.GRAPH_CONV: ApiFamily.GRAPH,
     Api.GRAPH_MATMUL: ApiFamily.GRAPH,
+    Api.GRAPH_NORM: ApiFamily.GRAPH,
+    Api.GRAPH_SDPA: ApiFamily.GRAPH,
     Api.BATCHNORM_INF: ApiFamily.LEGACY,
     Api.ACTIVATION: ApiFamily.LEGACY,
     Api.POOLING: ApiFamily.LEGACY,
