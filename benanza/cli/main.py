@@ -13,8 +13,17 @@ from rich.console import Console
 from benanza import __version__
 from benanza.errors import BenanzaError
 
-console = Console()
-err_console = Console(stderr=True)
+PIPE_WIDTH = 200  # a pipe or a file gets wide lines, never rich's 80-column fallback
+
+
+def _console(stderr: bool = False) -> Console:
+    """A terminal keeps its own width; piped output is wide enough that tables do not fold."""
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=max(probe.width, PIPE_WIDTH))
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,17 +6,24 @@ import shutil
 from pathlib import Path
 
 import click
+from rich.table import Table
+from rich.text import Text
 
 from benanza import db as perfdb
 from benanza import runner, system
+from benanza.analyze.tables import Report
 from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import build
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
+from benanza.report.fmt import cell
+from benanza.report.headline import figures, top_gaps
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)
@@ -88,21 +95,43 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
                               f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again",
                               highlight=False, markup=False)
         db = perfdb.open_db(db_path)
-        project = generate_project(models, out / "project", tuple(dtypes.split(",")), None,
+        project = generate_project(models, out / "project", tuple(p.value for p in parse_precisions(dtypes)), None,
                                    skip=perfdb.measured(db, perfdb.system_id(here)))
         if project is None:
             console.print(f"{db_path}: holds every benchmark of these models already", highlight=False)
         else:
-            runner.build(project)
+            build(project)
             summary = runner.run(project, db, timeout_s=300.0, system=here)
             console.print(summary_table(summary, str(project)))
     else:
         db_path = shipped_db()
         err_console.print(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}",
                           highlight=False, markup=False)
+    reports = []
     for model in models:
         bundle = record_bundle(model, out / "bundles") if gpu else shipped_bundle(model)
-        report, _ = analyze_model(model, db_path, bundle)
+        try:
+            report, _ = analyze_model(model, db_path, bundle, db_label=str(out / "perf.db"))
+        except BenanzaError as exc:  # one model without data must not hide the others' results
+            err_console.print(f"{model.name}: not analyzed: {exc}", highlight=False, markup=False)
+            continue
         print_report(report, console, top=5)
         page = write_html(report, out / f"{model.stem}.html")
         console.print(f"wrote {page}", highlight=False)
+        reports.append((model.stem, bundle.name if bundle else "-", report))
+    if reports:
+        console.print(summary_across(reports))
+
+
+def summary_across(reports: list[tuple[str, str, Report]]) -> Table:
+    """One row per model: the headline figures and the largest gap, for reading across models."""
+    table = Table(title="quickstart summary", title_justify="left")
+    labels = [label for label, _, _ in figures(reports[0][2])]
+    for column in ("model", "profile", *labels, "largest gap"):
+        table.add_column(column, justify="left" if column in ("model", "profile", "largest gap") else "right",
+                         overflow="fold")
+    for name, bundle, report in reports:
+        gaps = top_gaps(report, 1)
+        table.add_row(Text(name), Text(bundle), *(Text(cell(value, label)) for label, value, _ in figures(report)),
+                      Text(f"{gaps[0][0]} {cell(gaps[0][1], '(ms)')} ms" if gaps else "-"))
+    return table

@@ -15,6 +15,8 @@ from rich.table import Table
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import build
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
 
@@ -89,8 +91,8 @@ def summary_table(summary: runner.RunSummary, title: str) -> Table:
                    "and GEMMs).")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Build directory (one project only; default DIR/build).")
-@click.option("--dtype", "dtypes", multiple=True, type=click.Choice([p.value for p in Precision]),
-              default=(Precision.FP32.value,), show_default=True, help="Precisions to benchmark ONNX models in.")
+@click.option("--dtype", "dtypes", multiple=True, default=(Precision.FP32.value,), show_default=True,
+              help="Precisions to benchmark ONNX models in: comma-separated and/or repeated (e.g. fp32,tf32).")
 @click.option("--batch", type=int, help="Batch size for ONNX models (default: the model's own).")
 @click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the project generated for ONNX models goes.")
@@ -109,6 +111,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     where it stopped). A job that crashes, hangs or prints garbage is recorded as such
     and its executable restarted with the jobs it did not reach.
     """
+    precisions = tuple(p.value for p in parse_precisions(dtypes))
     projects, models = classify(inputs)
     if build_dir and len(projects) + bool(models) > 1:
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
@@ -116,11 +119,11 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, dtypes, batch))
+        projects.append(generate_project(models, project_dir, precisions, batch))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:
-        out = runner.build(project, build_dir, build_jobs)
+        out = build(project, build_dir, build_jobs)
         jobs = runner.jobs_to_run(runner.manifest_jobs(runner.load_manifest(project), l2), l2)
         total = sum(len(j) for j in jobs.values())
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
