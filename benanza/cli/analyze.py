@@ -15,7 +15,7 @@ from benanza.analyze.inputs import ApiFamily
 from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import database, parse_precisions
-from benanza.cli.progress import build
+from benanza.cli.progress import build, working
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
 from benanza.guards import model_stem
@@ -102,8 +102,10 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
     fewer than half of the layers and a database without rows for the batch/precision.
     """
     label = str(db_path) if db_path else "perf.db"
-    report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch,
-                                    parse_precisions(dtypes) if dtypes is not None else None, apis, db_label=label)
+    precisions = parse_precisions(dtypes) if dtypes is not None else None
+    with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
+        report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch, precisions, apis,
+                                        db_label=label)
     print_report(report, console)
     if mapping is not None:
         for index, why in mapping.unmapped_layers:

@@ -12,6 +12,7 @@ from benanza import bundles as bundle_store
 from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import database
+from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
 from benanza.profile.bundle import read_bundle
@@ -41,7 +42,8 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
     if len(sides) == 1 and sides[0].is_file():
         if len(systems) < 2:
             raise BenanzaError(f"{sides[0]}: comparing one model needs two --system or more")
-        analyses = [(name, analyze_model(sides[0], db, None, name, db_label=label)[0]) for name in systems]
+        with working(f"analyzing {sides[0].name} on {len(systems)} systems"):
+            analyses = [(name, analyze_model(sides[0], db, None, name, db_label=label)[0]) for name in systems]
     else:
         bad = [str(p) for p in sides if not p.is_dir()]
         if bad:
@@ -51,9 +53,11 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
         analyses = []
         for path in sides:
             model = bundle_store.find_model(read_bundle(path), model_path)
-            analyses.append((path.name, analyze_model(model, db, path, systems[0] if systems else None,
-                                                      db_label=label)[0]))
-    comp = compare(analyses)
+            with working(f"analyzing {model.name} against {path.name}"):
+                analyses.append((path.name, analyze_model(model, db, path, systems[0] if systems else None,
+                                                          db_label=label)[0]))
+    with working("comparing"):
+        comp = compare(analyses)
     compare_report.print_comparison(comp, console)
     if csv_path:
         console.print(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}", highlight=False)

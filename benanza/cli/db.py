@@ -10,8 +10,9 @@ from rich.table import Table
 
 from benanza import db as perfdb
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import database
 
-EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)
+EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)  # .db, or .db.xz for the reading commands
 
 
 @main.group("db")
@@ -25,7 +26,7 @@ def db_group() -> None:
 @friendly_errors
 def info_cmd(path: Path, as_json: bool) -> None:
     """Row counts per table, benchmarks and jobs per status, benchmarks per system."""
-    data = perfdb.info(perfdb.open_db(path))
+    data = perfdb.info(perfdb.open_db(database(path)))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -56,11 +57,13 @@ SYSTEM_COLUMNS = ("id", "gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz"
 @friendly_errors
 def systems_cmd(path: Path, as_json: bool) -> None:
     """The systems (GPU, clocks, driver, CUDA, cuDNN, cuBLAS) the database holds measurements of."""
-    rows = perfdb.systems(perfdb.open_db(path))
+    rows = perfdb.systems(perfdb.open_db(database(path)))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table(*SYSTEM_COLUMNS, title=f"systems in {path}")
+    table = Table(title=f"systems in {path}")
+    for column in SYSTEM_COLUMNS:  # fold, never elide: a cut-off id or version is a wrong one
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if row[c] is None else str(row[c]) for c in SYSTEM_COLUMNS))
     console.print(table)
@@ -73,7 +76,7 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path) -> None:
     """Export every benchmark as CSV."""
-    rows = perfdb.export_csv(perfdb.open_db(path), csv_out)
+    rows = perfdb.export_csv(perfdb.open_db(database(path)), csv_out)
     console.print(f"wrote {rows} benchmarks to {csv_out}")
 
 

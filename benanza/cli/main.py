@@ -13,7 +13,7 @@ from rich.console import Console
 from benanza import __version__
 from benanza.errors import BenanzaError
 
-PIPE_WIDTH = 200  # a pipe or a file gets wide lines, never rich's 80-column fallback
+PIPE_WIDTH = 400  # a pipe or a file gets long lines (tables at their natural width), never 80 columns
 
 
 def _console(stderr: bool = False) -> Console:

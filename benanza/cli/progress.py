@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benanza import runner
@@ -26,3 +28,10 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None)
                                    "cuDNN/cuBLAS headers and libraries with: pip install -r requirements-cuda.txt "
                                    "(or set CUDNN_INCLUDE_DIR/CUDNN_LIBRARY_DIR)") from None
             raise
+
+
+@contextmanager
+def working(message: str) -> Iterator[None]:
+    """A spinner with ``message`` on a terminal's stderr while a step runs (nothing in a pipe or log)."""
+    with err_console.status(message):
+        yield

@@ -82,6 +82,7 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
     and a profile of each model in ONNX Runtime or PyTorch; the database starts from the
     shipped one when that was measured on this same system); without one, analyze against
     the shipped H100 database and profile bundles."""
+    precisions = tuple(p.value for p in parse_precisions(dtypes))
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
         raise BenanzaError(f"{models_dir}: no *.onnx files (get some with: benanza models zoo {models_dir})")
@@ -95,7 +96,7 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
                               f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again",
                               highlight=False, markup=False)
         db = perfdb.open_db(db_path)
-        project = generate_project(models, out / "project", tuple(p.value for p in parse_precisions(dtypes)), None,
+        project = generate_project(models, out / "project", precisions, None,
                                    skip=perfdb.measured(db, perfdb.system_id(here)))
         if project is None:
             console.print(f"{db_path}: holds every benchmark of these models already", highlight=False)

@@ -48,16 +48,20 @@ def print_comparison(comp: Comparison, console: Console, top: int = 15) -> None:
     for row in comp.headline.rows:
         head.add_row(*(Text(cell(row.get(c), row["figure"])) for c in comp.headline.columns))
     console.print(head)
-    columns = ("#", "layer", "op", *(f"{f.removesuffix(' (ms)')} {label} (ms)" for f in ("measured (ms)", "best (ms)")
-                                     for label in comp.labels),
-               *(f"{f.removesuffix(' (ms)')} {label} - {comp.labels[0]} (ms)" for f in ("measured (ms)", "best (ms)")
-                 for label in comp.labels[1:]))
+    letters = {label: chr(ord("A") + n) for n, label in enumerate(comp.labels)}  # short headers, a key below
+    first = comp.labels[0]
+    shown = [("#", "#"), ("layer", "layer"), ("op", "op")]
+    for figure in ("measured (ms)", "best (ms)"):
+        unit = figure.removesuffix(" (ms)")
+        shown += [(f"{unit} {label} (ms)", f"{unit} {letters[label]} (ms)") for label in comp.labels]
+        shown += [(f"{unit} {label} - {first} (ms)", f"{unit} {letters[label]}-{letters[first]} (ms)")
+                  for label in comp.labels[1:]]
     layers = RichTable(title=f"Top {top} layers by change (all {len(comp.layers.rows)} in --csv/--html)",
-                       title_justify="left")
-    for column in columns:
-        layers.add_column(column, justify="right" if "(" in column or column == "#" else "left", overflow="fold")
+                       title_justify="left", caption=", ".join(f"{v} = {k}" for k, v in letters.items()))
+    for _, header in shown:
+        layers.add_column(header, justify="right" if "(" in header or header == "#" else "left", overflow="fold")
     for row in [*ranked_rows(comp)[:top], totals_row(comp)]:
-        layers.add_row(*(Text(cell(row.get(c), c)) for c in columns))
+        layers.add_row(*(Text(cell(row.get(c), c)) for c, _ in shown))
     console.print(layers)
 
 
