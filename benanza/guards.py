@@ -38,14 +38,14 @@ def check_bundle_model(bundle: Bundle, model_path: Path) -> None:
         raise BenanzaError(f"{bundle.path}: profile bundle of model '{bundle.meta.model}', not of {model_path.name}")
 
 
-def check_mapping(bundle: Bundle, model: Model, unmapped: int) -> None:
+def check_mapping(bundle: Bundle, model: Model, model_path: Path, unmapped: int) -> None:
     """At least half of the model's layers must map onto the bundle's profile."""
     total = len(model.layers)
     mapped = total - unmapped
     if total and mapped < MIN_COVERAGE * total:
         raise BenanzaError(f"{bundle.path}: only {mapped} of {total} layers of {model.name} map onto this profile "
-                           f"(< {MIN_COVERAGE:.0%}); record one of this model: benanza profile "
-                           f"{shlex.quote(model.name)} --batch {model.batch} --out BUNDLE")
+                           f"(< {MIN_COVERAGE:.0%}); record a profile of this model: benanza profile "
+                           f"{shlex.quote(str(model_path))} --batch {model.batch} --out BUNDLE")
 
 
 def library_keys(model: Model) -> set[str]:

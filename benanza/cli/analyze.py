@@ -50,7 +50,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     model = load_model(model_path, batch)
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
     if bundle is not None and mapping is not None:
-        guards.check_mapping(bundle, model, len(mapping.unmapped_layers))
+        guards.check_mapping(bundle, model, model_path, len(mapping.unmapped_layers))
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")
     db = perfdb.open_db(db_path)
