@@ -1,0 +1,84 @@
+"""`benanza compare` on two shipped bundles of one model (VGG-19 in ONNX Runtime vs PyTorch):
+per-layer totals equal each side's own `benanza analyze` (run separately, read from its CSV/JSON)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import LIGHT
+
+from benanza.cli import main
+from benanza.paths import perfdb_dir
+
+BUNDLES = perfdb_dir() / "bundles"
+SIDES = ("vgg19_b1_ort_fp32", "vgg19_b1_torch_fp32")
+FIGURES = ("measured", "as-executed", "best", "gap")
+
+
+def number(text: str) -> float | None:
+    return float(text) if text else None
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    tmp = tmp_path_factory.mktemp("compare")
+    zoo = tmp / "zoo"
+    zoo.mkdir()
+    (zoo / "vgg19.onnx").write_bytes((LIGHT / "light_vgg19.onnx").read_bytes())
+    result: dict[str, object] = {}
+    for side in SIDES:  # each analysis on its own, as a user runs it
+        out = CliRunner().invoke(main, ["analyze", str(zoo / "vgg19.onnx"), "--profile", str(BUNDLES / side),
+                                        "--csv", str(tmp / f"{side}.csv"), "--json", str(tmp / f"{side}.json")])
+        assert out.exit_code == 0, out.output
+        result[side] = (list(csv.DictReader((tmp / f"{side}.csv").open())),
+                        json.loads((tmp / f"{side}.json").read_text())["summary"])
+    out = CliRunner().invoke(main, ["compare", *(str(BUNDLES / s) for s in SIDES), "--model", str(zoo),
+                                    "--csv", str(tmp / "cmp.csv"), "--html", str(tmp / "cmp.html")])
+    assert out.exit_code == 0, out.output
+    result["terminal"] = out.output
+    result["csv"] = list(csv.DictReader((tmp / "cmp.csv").open()))
+    result["html"] = (tmp / "cmp.html").read_text()
+    return result
+
+
+def test_per_layer_totals_equal_the_two_analyses(outputs: dict) -> None:
+    rows = outputs["csv"]
+    total = rows[-1]
+    assert total["layer"] == "total" and len(rows) - 1 == len(outputs[SIDES[0]][0])
+    for side in SIDES:
+        layers, summary = outputs[side]
+        for figure in FIGURES:
+            own = [number(r[f"{figure} (ms)"]) for r in layers]
+            assert number(total[f"{figure} {side} (ms)"]) == pytest.approx(sum(v for v in own if v is not None))
+        assert number(total[f"best {side} (ms)"]) == pytest.approx(summary["LBL_seq (ms)"])
+    a, b = (number(total[f"measured {s} (ms)"]) for s in SIDES)
+    assert number(total[f"measured {SIDES[1]} - {SIDES[0]} (ms)"]) == pytest.approx(b - a)
+
+
+def test_each_layer_row_matches_its_analysis(outputs: dict) -> None:
+    by_index = {int(r["#"]): r for r in outputs["csv"][:-1]}
+    for side in SIDES:
+        for layer in outputs[side][0]:
+            row = by_index[int(layer["#"])]
+            assert row["op"] == layer["op"]
+            assert number(row[f"measured {side} (ms)"]) == number(layer["measured (ms)"])
+
+
+def test_the_same_headline_in_terminal_and_html(outputs: dict) -> None:
+    for side in SIDES:
+        summary = outputs[side][1]
+        assert f"{summary['LBL_par (ms)']:.4g}" in outputs["terminal"]
+        assert f"{summary['measured end-to-end (ms)']:.4g}" in outputs["html"]
+    assert "Benanza ratio (LBL_par / measured)" in outputs["terminal"]
+    assert 'id="headline"' in outputs["html"] and 'class="sortable"' in outputs["html"]
+
+
+def test_compare_refuses_one_side_and_a_model_on_one_system(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["compare", str(BUNDLES / SIDES[0])])
+    assert out.exit_code == 1 and "needs at least two analyses" in out.output
+    out = CliRunner().invoke(main, ["compare", str(LIGHT / "light_vgg19.onnx"), "--system", "H100"])
+    assert out.exit_code == 1 and "needs two --system or more" in out.output
