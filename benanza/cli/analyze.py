@@ -49,14 +49,13 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
         batch = bundle.meta.batch
     model = load_model(model_path, batch)
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
-    if bundle is not None and mapping is not None:
-        guards.check_mapping(bundle, model, model_path, len(mapping.unmapped_layers))
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")
     db = perfdb.open_db(db_path)
     sys_row = pick_system(db, system_name, str(db_path))
-    if bundle is not None:
-        check_same_system(bundle, sys_row)
+    if bundle is not None and mapping is not None:
+        check_same_system(bundle, sys_row)  # another GPU or library first: the mapping is then moot
+        guards.check_mapping(bundle, model, model_path, len(mapping.unmapped_layers))
     constraints = Constraints(families=frozenset(FAMILIES[apis]))
     if not precisions and bundle is not None:  # a run's bound may use the precision the run computed in
         precisions = constraints.precisions | {Precision(bundle.meta.dtype)}
