@@ -132,3 +132,22 @@ def test_readme_has_pip_install_and_the_two_command_quick_start() -> None:
     assert "benanza models zoo models/zoo" in readme and "benanza quickstart models/zoo" in readme
     for command in ("benanza compare", "benanza bundles", "--csv", "datasette"):
         assert command in readme, command
+
+
+def test_a_terminal_sees_a_progress_line_for_the_build_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generating and building take seconds to minutes: a terminal gets a line saying what runs
+    (a pipe or a log gets nothing extra). No cmake on PATH stops right after the line."""
+    import io
+
+    from rich.console import Console
+
+    from benanza.cli import progress
+
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "err_console", Console(file=screen, force_terminal=True, width=200))
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "cmake").exists())
+    out = CliRunner().invoke(main, ["pipeline", str(SQUEEZENET), "--db", str(tmp_path / "p.db"), "--project-dir",
+                                    str(tmp_path / "proj")], env={"PATH": path})
+    assert out.exit_code == 1 and "cmake is not on PATH" in out.output
+    assert f"generating the benchmarks of 1 model(s) into {tmp_path / 'proj'}" in screen.getvalue()
+    assert f"building {tmp_path / 'proj'} (CMake + Ninja" in screen.getvalue()

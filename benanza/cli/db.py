@@ -11,6 +11,7 @@ from rich.table import Table
 from benanza import db as perfdb
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import database
+from benanza.cli.progress import working
 
 EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)  # .db, or .db.xz for the reading commands
 
@@ -76,7 +77,8 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path) -> None:
     """Export every benchmark as CSV."""
-    rows = perfdb.export_csv(perfdb.open_db(database(path)), csv_out)
+    with working(f"exporting {path}"):
+        rows = perfdb.export_csv(perfdb.open_db(database(path)), csv_out)
     console.print(f"wrote {rows} benchmarks to {csv_out}")
 
 

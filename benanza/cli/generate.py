@@ -14,6 +14,7 @@ from benanza import codegen
 from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import parse_precisions
+from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
@@ -140,13 +141,14 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
     batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
     skip = skip_predicate(db_path, system)
-    if bundles:
-        p = plan_executed(profile_calls(model, bundles), skip=skip)
-    else:
-        models, errors = load(model, batches)
-        for line in errors:
-            console.print(f"[yellow]skipped:[/] {line}", highlight=False)
-        p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
+    with working(f"planning the benchmarks of {model}"):
+        if bundles:
+            p = plan_executed(profile_calls(model, bundles), skip=skip)
+        else:
+            models, errors = load(model, batches)
+            for line in errors:
+                console.print(f"[yellow]skipped:[/] {line}", highlight=False)
+            p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
     held = sum(1 for d in p.dropped if d.reason in (ALREADY_MEASURED, UNNAMED))
     if not p.jobs and held:  # a finished campaign run again: success, nothing to do
         console.print(f"{model}: nothing to generate: the database already holds all {held} job(s) "

@@ -15,7 +15,7 @@ from benanza.analyze.tables import Report
 from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import parse_precisions
-from benanza.cli.progress import build
+from benanza.cli.progress import build, working
 from benanza.cli.run import generate_project, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir, shipped_db
@@ -112,7 +112,8 @@ def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
     for model in models:
         bundle = record_bundle(model, out / "bundles") if gpu else shipped_bundle(model)
         try:
-            report, _ = analyze_model(model, db_path, bundle, db_label=str(out / "perf.db"))
+            with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
+                report, _ = analyze_model(model, db_path, bundle, db_label=str(out / "perf.db"))
         except BenanzaError as exc:  # one model without data must not hide the others' results
             err_console.print(f"{model.name}: not analyzed: {exc}", highlight=False, markup=False)
             continue

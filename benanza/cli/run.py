@@ -16,7 +16,7 @@ from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import parse_precisions
-from benanza.cli.progress import build
+from benanza.cli.progress import build, working
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
 
@@ -56,14 +56,15 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
     from benanza import plan as planner
     from benanza.model.onnx_import import load_model
 
-    loaded = [load_model(m, batch) for m in models]
-    command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
-    if not p.jobs and skip is None:
-        raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
-    if not p.jobs:
-        return None
-    codegen.generate(p, out, command)
+    with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
+        loaded = [load_model(m, batch) for m in models]
+        command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
+        p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
+        if not p.jobs and skip is None:
+            raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
+        if not p.jobs:
+            return None
+        codegen.generate(p, out, command)
     return out
 
 
