@@ -82,3 +82,46 @@ def test_compare_refuses_one_side_and_a_model_on_one_system(tmp_path: Path) -> N
     assert out.exit_code == 1 and "needs at least two analyses" in out.output
     out = CliRunner().invoke(main, ["compare", str(LIGHT / "light_vgg19.onnx"), "--system", "H100"])
     assert out.exit_code == 1 and "needs two --system or more" in out.output
+
+
+def two_system_database(path: Path) -> None:
+    """SqueezeNet's rows of the shipped database, plus the same rows on a second system at twice
+    the time: a real database with two systems, whose comparison is known in advance."""
+    import sqlite3
+
+    from benanza import db as perfdb
+    from benanza.paths import shipped_db
+
+    perfdb.open_db(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("ATTACH DATABASE ? AS src", (str(shipped_db()),))
+    keys = "SELECT layer_key FROM src.model_layers WHERE model = 'squeezenet' AND batch = 1"
+    conn.execute("INSERT INTO systems SELECT * FROM src.systems")
+    conn.execute(f"INSERT INTO layers SELECT * FROM src.layers WHERE key IN ({keys})")
+    conn.execute(f"INSERT INTO benchmarks SELECT * FROM src.benchmarks WHERE layer_key IN ({keys}) "
+                 "OR api = 'ceiling'")
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(systems)")]
+    conn.execute(f"INSERT INTO systems SELECT 'slower', gpu || ' (half speed)', {', '.join(columns[2:])} "
+                 "FROM systems")
+    bench = [r[1] for r in conn.execute("PRAGMA table_info(benchmarks)")]
+    picked = ["'slower'" if c == "system_id" else "median_ms * 2" if c == "median_ms" else c for c in bench]
+    conn.execute(f"INSERT INTO benchmarks SELECT {', '.join(picked)} FROM benchmarks WHERE system_id != 'slower'")
+    conn.commit()
+    conn.execute("DETACH DATABASE src")
+    conn.close()
+
+
+def test_compare_one_model_on_two_systems(tmp_path: Path) -> None:
+    db = tmp_path / "two.db"
+    two_system_database(db)
+    model = LIGHT / "light_squeezenet.onnx"
+    fast = CliRunner().invoke(main, ["analyze", str(model), "--db", str(db), "--system", "46ce",
+                                     "--json", str(tmp_path / "fast.json")])
+    assert fast.exit_code == 0, fast.output
+    out = CliRunner().invoke(main, ["compare", str(model), "--db", str(db), "--system", "46ce", "--system", "slower",
+                                    "--csv", str(tmp_path / "cmp.csv")])
+    assert out.exit_code == 0, out.output
+    total = list(csv.DictReader((tmp_path / "cmp.csv").open()))[-1]
+    lbl = json.loads((tmp_path / "fast.json").read_text())["summary"]["LBL_seq (ms)"]
+    assert number(total["best 46ce (ms)"]) == pytest.approx(lbl)
+    assert number(total["best slower (ms)"]) > number(total["best 46ce (ms)"])  # every benchmark twice as slow

@@ -58,6 +58,7 @@ def test_analyze_takes_api_and_no_longer_apis() -> None:
     code, output = invoke(["analyze", str(SQUEEZENET), "--api", "legacy"])
     assert code == 0, output
     assert "apis=legacy" in output
+    assert "│ heuristic " in output  # captured output is not a terminal: wide, never "heurist/ic"
     code, output = invoke(["analyze", str(SQUEEZENET), "--apis", "legacy"])
     assert code == 2 and "No such option '--apis'" in output
 
