@@ -152,3 +152,13 @@ def test_a_terminal_sees_a_progress_line_for_the_build_step(tmp_path: Path, monk
     assert out.exit_code == 1 and "cmake is not on PATH" in out.output
     assert f"generating the benchmarks of 1 model(s) into {tmp_path / 'proj'}" in screen.getvalue()
     assert f"building {tmp_path / 'proj'} (CMake + Ninja" in screen.getvalue()
+
+
+def test_generate_skips_what_the_shipped_xz_holds_and_run_refuses_to_write_it(tmp_path: Path) -> None:
+    shipped = str(perfdb_dir() / "h100.db.xz")
+    code, output = invoke(["generate", str(SQUEEZENET), "--out", str(tmp_path / "g"), "--db", shipped])
+    assert code == 0, output
+    assert "already holds all" in output or "already in the database" in output
+    code, output = invoke(["run", str(SQUEEZENET), "--db", shipped, "--project-dir", str(tmp_path / "r")])
+    assert code == 1 and output.strip() == (f"error: {shipped}: a compressed database is read-only; measure into a "
+                                            ".db file (e.g. --db perf.db)")

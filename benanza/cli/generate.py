@@ -13,6 +13,7 @@ from rich.table import Table
 from benanza import codegen
 from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import database as readable
 from benanza.cli.options import parse_precisions
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
@@ -74,7 +75,7 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
         raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
     if not db_path.is_file():
         raise BenanzaError(f"{db_path}: no such database")
-    database = perfdb.open_db(db_path)
+    database = perfdb.open_db(readable(db_path))
     ids = [s["id"] for s in perfdb.systems(database)]
     if system is None:
         if not ids:

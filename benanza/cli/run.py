@@ -113,6 +113,9 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     and its executable restarted with the jobs it did not reach.
     """
     precisions = tuple(p.value for p in parse_precisions(dtypes))
+    if db_path.suffix == ".xz":
+        raise BenanzaError(f"{db_path}: a compressed database is read-only; measure into a .db file "
+                           "(e.g. --db perf.db)")
     projects, models = classify(inputs)
     if build_dir and len(projects) + bool(models) > 1:
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
