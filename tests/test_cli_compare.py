@@ -59,6 +59,18 @@ def test_per_layer_totals_equal_the_two_analyses(outputs: dict) -> None:
     assert number(total[f"measured {SIDES[1]} - {SIDES[0]} (ms)"]) == pytest.approx(b - a)
 
 
+def test_analyze_csv_has_one_row_per_layer_with_shapes_and_implementations(outputs: dict) -> None:
+    layers, summary = outputs[SIDES[0]]
+    assert list(layers[0]) == ["#", "layer", "op", "shapes", "measured (ms)", "as-executed (ms)", "best (ms)",
+                               "bound (ms)", "bound type", "gap (ms)", "as-executed call", "best benchmark",
+                               "efficiency (%)"]
+    assert len(layers) == summary["layers"]
+    first = layers[0]
+    assert first["op"] == "Conv" and first["shapes"] == "1x3x224x224 -> 1x64x224x224"
+    assert first["bound type"] == "benchmark" and first["best benchmark"] and first["as-executed call"]
+    assert sum(float(r["best (ms)"]) for r in layers if r["best (ms)"]) == pytest.approx(summary["LBL_seq (ms)"])
+
+
 def test_each_layer_row_matches_its_analysis(outputs: dict) -> None:
     by_index = {int(r["#"]): r for r in outputs["csv"][:-1]}
     for side in SIDES:
