@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -88,7 +89,9 @@ def test_datasette_serves_the_view(h100: Path) -> None:
                 with urllib.request.urlopen(url, timeout=10) as response:
                     data = json.load(response)
                 break
-            except OSError:
+            except urllib.error.HTTPError:
+                raise  # the server answered: a missing view is a failure, not a slow start
+            except OSError:  # not listening yet
                 assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
                 assert time.monotonic() < deadline, "datasette did not answer within 60 s"
                 time.sleep(0.5)
@@ -100,4 +103,8 @@ def test_datasette_serves_the_view(h100: Path) -> None:
         assert "cudnnConvolutionForward" in apis
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
