@@ -94,6 +94,31 @@ CREATE TABLE IF NOT EXISTS completed_jobs (
 );
 """
 
+# For browsing (datasette, sqlite3): indexes on the columns people facet on, and views that
+# join the opaque layer key to its model, batch, op and shapes. Created on open, so a database
+# written by an older benanza gets them too.
+_DIMS = "(SELECT group_concat(d.value, 'x') FROM json_each(t.value) d)"
+READABLE_SHAPE = (f"(SELECT group_concat({_DIMS}, ', ') FROM json_each(l.shapes, '$.inputs') t) || ' -> ' || "
+                  f"(SELECT group_concat({_DIMS}, ', ') FROM json_each(l.shapes, '$.outputs') t)")
+BROWSING = f"""
+CREATE INDEX IF NOT EXISTS benchmarks_by_api ON benchmarks (api);
+CREATE INDEX IF NOT EXISTS benchmarks_by_dtype ON benchmarks (dtype);
+CREATE INDEX IF NOT EXISTS benchmarks_by_status ON benchmarks (status);
+CREATE INDEX IF NOT EXISTS benchmarks_by_key ON benchmarks (layer_key);
+CREATE INDEX IF NOT EXISTS model_layers_by_key ON model_layers (layer_key);
+CREATE INDEX IF NOT EXISTS layers_by_op ON layers (op);
+CREATE VIEW IF NOT EXISTS benchmark_details AS
+SELECT s.gpu, l.op, {READABLE_SHAPE} AS shape, b.api, b.algorithm, b.dtype, b.fusion, b.l2, b.status,
+       b.median_ms, b.min_ms, b.max_ms, b.workspace_bytes, b.message, b.layer_key, b.system_id
+FROM benchmarks b LEFT JOIN layers l ON l.key = b.layer_key LEFT JOIN systems s ON s.id = b.system_id;
+CREATE VIEW IF NOT EXISTS model_benchmarks AS
+SELECT ml.model, ml.batch, ml.idx AS layer, ml.node_name AS node, l.op, {READABLE_SHAPE} AS shape, b.api,
+       b.algorithm, b.dtype, b.fusion, b.l2, b.status, b.median_ms, s.gpu, b.layer_key, b.system_id
+FROM model_layers ml JOIN layers l ON l.key = ml.layer_key JOIN benchmarks b ON b.layer_key = ml.layer_key
+LEFT JOIN systems s ON s.id = b.system_id;
+"""
+VIEWS = ("benchmark_details", "model_benchmarks")
+
 # Every table with its primary key, in the order a merge copies them (parents first).
 TABLES: dict[str, tuple[str, ...]] = {
     "systems": ("id",),
@@ -143,7 +168,7 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
     db = _wrap(_connect(name, readonly=False), name)
     if missing:  # a database of this schema written before a table was added
         with transaction(db):
-            for statement in SCHEMA.split(";"):
+            for statement in (SCHEMA + BROWSING).split(";\n"):
                 if statement.strip():
                     db.execute(statement)
     return db
@@ -493,8 +518,9 @@ def store_manifest_models(db: Database, models: Iterable[Mapping[str, Any]]) -> 
         for model in models:
             name, batch = str(model["name"]), int(model["batch"])
             before = db.conn.total_changes
+            path = model.get("path")  # the file name only: a measuring machine's directories mean nothing elsewhere
             db.execute("INSERT OR IGNORE INTO models (name, batch, path) VALUES (?, ?, ?)",
-                       (name, batch, model.get("path")))
+                       (name, batch, Path(str(path)).name if path else None))
             added += db.conn.total_changes - before
             db.conn.executemany(
                 "INSERT OR IGNORE INTO model_layers (model, batch, idx, node_name, layer_key) VALUES (?, ?, ?, ?, ?)",
@@ -557,8 +583,10 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
 
 def export_csv(db: Database, out: str | Path) -> int:
     """Write every benchmark, with its GPU and layer op, as one CSV table; returns rows written."""
-    sql = """SELECT s.gpu, l.op, b.* FROM benchmarks b
-             LEFT JOIN systems s ON s.id = b.system_id LEFT JOIN layers l ON l.key = b.layer_key
+    sql = f"""SELECT s.gpu, l.op, {READABLE_SHAPE} AS shape,
+                    (SELECT group_concat(DISTINCT ml.model || '@' || ml.batch) FROM model_layers ml
+                     WHERE ml.layer_key = b.layer_key) AS models, b.*
+             FROM benchmarks b LEFT JOIN systems s ON s.id = b.system_id LEFT JOIN layers l ON l.key = b.layer_key
              ORDER BY b.system_id, b.layer_key, b.api, b.algorithm, b.dtype, b.fusion, b.l2"""
     cursor = db.execute(sql)
     header = [d[0] for d in cursor.description]

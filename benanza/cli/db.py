@@ -11,9 +11,11 @@ from rich.text import Text
 
 from benanza import db as perfdb
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import database
+from benanza.cli.progress import working
 from benanza.plain_text import plain
 
-EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)
+EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)  # .db, or .db.xz for the reading commands
 
 
 @main.group("db")
@@ -27,7 +29,7 @@ def db_group() -> None:
 @friendly_errors
 def info_cmd(path: Path, as_json: bool) -> None:
     """Row counts per table, benchmarks and jobs per status, benchmarks per system."""
-    data = perfdb.info(perfdb.open_db(path, readonly=True))
+    data = perfdb.info(perfdb.open_db(database(path), readonly=True))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -58,11 +60,13 @@ SYSTEM_COLUMNS = ("id", "gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz"
 @friendly_errors
 def systems_cmd(path: Path, as_json: bool) -> None:
     """The systems (GPU, clocks, driver, CUDA, cuDNN, cuBLAS) the database holds measurements of."""
-    rows = perfdb.systems(perfdb.open_db(path, readonly=True))
+    rows = perfdb.systems(perfdb.open_db(database(path), readonly=True))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table(*SYSTEM_COLUMNS, title=plain(f"systems in {path}"))
+    table = Table(title=plain(f"systems in {path}"))
+    for column in SYSTEM_COLUMNS:  # fold, never elide: a cut-off id or version is a wrong one
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*(plain("" if row[c] is None else row[c]) for c in SYSTEM_COLUMNS))
     console.print(table)
@@ -75,7 +79,8 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path) -> None:
     """Export every benchmark as CSV."""
-    rows = perfdb.export_csv(perfdb.open_db(path, readonly=True), csv_out)
+    with working(f"exporting {path}"):
+        rows = perfdb.export_csv(perfdb.open_db(database(path), readonly=True), csv_out)
     console.print(plain(f"wrote {rows} benchmarks to {csv_out}"))
 
 

@@ -13,6 +13,9 @@ from rich.table import Table
 from benanza import codegen
 from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import database as readable
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
@@ -38,14 +41,6 @@ def parse_batches(text: str) -> list[int]:
     if not batches or any(b < 1 for b in batches):
         raise BenanzaError(f"--batch: batches must be >= 1, got {text!r}")
     return list(dict.fromkeys(batches))
-
-
-def parse_precisions(text: str) -> list[Precision]:
-    valid = [p.value for p in Precision]
-    bad = [p for p in _csv(text) if p not in valid]
-    if bad or not _csv(text):
-        raise BenanzaError(f"--dtype: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(valid)}")
-    return [Precision(p) for p in dict.fromkeys(_csv(text))]
 
 
 def parse_apis(text: str | None) -> list[Api] | None:
@@ -81,7 +76,7 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
         raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
     if not db_path.is_file():
         raise BenanzaError(f"{db_path}: no such database")
-    database = perfdb.open_db(db_path, readonly=True)
+    database = perfdb.open_db(readable(db_path), readonly=True)
     ids = [s["id"] for s in perfdb.systems(database)]
     if system is None:
         if not ids:
@@ -96,7 +91,8 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
 
 def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
     """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
-    from benanza.cli.analyze import bundle_model, model_stem
+    from benanza.bundles import find_model
+    from benanza.guards import check_bundle_model
     from benanza.model.onnx_import import load_model
     from benanza.profile.bundle import read_bundle
     from benanza.profile.mapping import executed_calls
@@ -104,11 +100,8 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
     calls: list[tuple[Model, str, ExecutedCall]] = []
     for path in bundles:
         bundle = read_bundle(path)
-        stem = model_stem(bundle.meta.model)
-        onnx = bundle_model(model, bundle) if model.is_dir() else model
-        if model_stem(onnx.name) != stem or not onnx.is_file():
-            raise BenanzaError(f"{path}: profile bundle of model '{bundle.meta.model}', "
-                               f"and {model} {'has no ' + stem + '.onnx' if model.is_dir() else 'is another model'}")
+        onnx = find_model(bundle, model)
+        check_bundle_model(bundle, onnx)
         loaded = load_model(onnx, bundle.meta.batch)
         calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
     return calls
@@ -133,7 +126,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
 @click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
 @click.option("--dtype", default="fp32", show_default=True,
-              help=f"Comma-separated precisions: {', '.join(p.value for p in Precision)}.")
+              help=f"Comma-separated precisions (any case): {', '.join(p.value for p in Precision)}.")
 @click.option("--api", "apis", default=None,
               help="Comma-separated APIs to generate (e.g. conv_fwd,conv_bias_act); default all.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -150,13 +143,14 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
     batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
     skip = skip_predicate(db_path, system)
-    if bundles:
-        p = plan_executed(profile_calls(model, bundles), skip=skip)
-    else:
-        models, errors = load(model, batches)
-        for line in errors:
-            console.print(labelled("skipped:", "yellow", line), highlight=False)
-        p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
+    with working(f"planning the benchmarks of {model}"):
+        if bundles:
+            p = plan_executed(profile_calls(model, bundles), skip=skip)
+        else:
+            models, errors = load(model, batches)
+            for line in errors:
+                console.print(labelled("skipped:", "yellow", line), highlight=False)
+            p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
     held = sum(1 for d in p.dropped if d.reason in (ALREADY_MEASURED, UNNAMED))
     if not p.jobs and held:  # a finished campaign run again: success, nothing to do
         console.print(plain(f"{model}: nothing to generate: the database already holds all {held} job(s) "
@@ -171,6 +165,7 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     manifest = codegen.generate(p, out_dir, command)
     for table in summary(p, manifest, out_dir):
         console.print(table)
-    console.print(plain(f"{len(manifest.written)} files written; build with: "
-                        f"cmake -S {shlex.quote(str(out_dir))} -B {shlex.quote(str(out_dir / 'build'))} -G Ninja && "
-                        f"cmake --build {shlex.quote(str(out_dir / 'build'))}"), highlight=False, soft_wrap=True)
+    db_next = str(db_path) if db_path and db_path.suffix != ".xz" else "perf.db"
+    console.print(plain(f"{len(manifest.written)} files written; next, build and measure on a GPU: "
+                        f"benanza run {shlex.quote(str(out_dir))} --db {shlex.quote(db_next)}"),
+                  highlight=False, soft_wrap=True)

@@ -8,6 +8,8 @@ import click
 from rich.table import Table
 
 from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.plain_text import plain
@@ -25,8 +27,8 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
 @click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)), default="onnxruntime", show_default=True,
               help="Framework to run the model in (ONNX Runtime CUDA EP, or PyTorch through onnx2torch).")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size.")
-@click.option("--dtype", type=click.Choice([p.value for p in CAPTURE_PRECISIONS]), default=Precision.FP32.value,
-              show_default=True, help="fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
+@click.option("--dtype", default=Precision.FP32.value, show_default=True,
+              help="One precision: fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Bundle directory to write (must be new or empty); with --map-only, the bundle to read.")
 @click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True,
@@ -46,6 +48,11 @@ def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Pa
     logs and meta.json with the end-to-end latency (measured in a separate run without
     logging). Afterwards the bundle is mapped onto MODEL's layers and summarized.
     """
+    precisions = parse_precisions(dtype)
+    if len(precisions) != 1 or precisions[0] not in CAPTURE_PRECISIONS:
+        raise BenanzaError(f"--dtype: a profile runs in one of {', '.join(p.value for p in CAPTURE_PRECISIONS)}, "
+                           f"got {dtype!r}")
+    dtype = precisions[0].value
     if not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
                 algo_search=algo_search, profiled_runs=profiled_runs)

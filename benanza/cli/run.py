@@ -16,6 +16,8 @@ from rich.table import Table
 from benanza import cluster, runner, system
 from benanza import db as perfdb
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import build, working
 from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
@@ -57,14 +59,15 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
     from benanza import plan as planner
     from benanza.model.onnx_import import load_model
 
-    loaded = [load_model(m, batch) for m in models]
-    command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
-    if not p.jobs and skip is None:
-        raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
-    if not p.jobs:
-        return None
-    codegen.generate(p, out, command)
+    with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
+        loaded = [load_model(m, batch) for m in models]
+        command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
+        p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
+        if not p.jobs and skip is None:
+            raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
+        if not p.jobs:
+            return None
+        codegen.generate(p, out, command)
     return out
 
 
@@ -156,8 +159,8 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
                    "and GEMMs).")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Build directory (one project only; default DIR/build).")
-@click.option("--dtype", "dtypes", multiple=True, type=click.Choice([p.value for p in Precision]),
-              default=(Precision.FP32.value,), show_default=True, help="Precisions to benchmark ONNX models in.")
+@click.option("--dtype", "dtypes", multiple=True, default=(Precision.FP32.value,), show_default=True,
+              help="Precisions to benchmark ONNX models in: comma-separated and/or repeated (e.g. fp32,tf32).")
 @click.option("--batch", type=int, help="Batch size for ONNX models (default: the model's own).")
 @click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the project generated for ONNX models goes.")
@@ -181,6 +184,10 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     With --cluster or --scheduler-file the jobs run on the GPUs of a Dask cluster (one
     worker per GPU), each worker's system separately, and this process alone writes --db.
     """
+    precisions = tuple(p.value for p in parse_precisions(dtypes))
+    if db_path.suffix == ".xz":
+        raise BenanzaError(f"{db_path}: a compressed database is read-only; measure into a .db file "
+                           "(e.g. --db perf.db)")
     projects, models = classify(inputs)
     if build_dir and len(projects) + bool(models) > 1:
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
@@ -196,11 +203,11 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, dtypes, batch))
+        projects.append(generate_project(models, project_dir, precisions, batch))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:
-        out = runner.build(project, build_dir, build_jobs)
+        out = build(project, build_dir, build_jobs)
         jobs = runner.jobs_to_run(runner.manifest_jobs(runner.load_manifest(project), l2), l2)
         total = sum(len(j) for j in jobs.values())
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -46,7 +46,7 @@ from benanza.library import Precision
 from benanza.model.attrs import VALUE_INPUTS
 from benanza.model.layer import Layer
 from benanza.model.onnx_import import load_model
-from benanza.profile.bundle import Framework, write_meta
+from benanza.profile.bundle import Framework, model_digest, write_meta
 
 MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
 MODEL_FP16 = "model_fp16.onnx"  # what ONNX Runtime runs for --dtype fp16
@@ -401,7 +401,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
                model=src.name, batch=batch, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
                        **timed.get("system", {})},
-               extra=extra)
+               extra=extra, model_sha256=model_digest(src))
     return bundle
 
 

@@ -9,6 +9,7 @@ from rich.text import Text
 from benanza.analyze.tables import Report, Table
 from benanza.plain_text import plain
 from benanza.report.fmt import cell
+from benanza.report.headline import figures, top_gaps
 
 BAR_WIDTH = 40
 DETAIL_TABLES = ("api totals", "fusion patterns", "overhead")
@@ -49,6 +50,14 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     system = report.system.get("gpu") or report.system.get("name") or "unknown system"
     console.print(plain(f"{report.model['name']} (batch {report.model['batch']}, {report.model['layers']} layers) "
                        f"on {system}; {report.constraints}", style="bold"))
+    headline = RichTable(title="Headline", title_justify="left", show_header=False)
+    headline.add_column("figure")
+    headline.add_column("value", justify="right")
+    for label, value, _ in figures(report):
+        headline.add_row(Text(label), Text(cell(value, label)))
+    for rank, (step, ms, fix) in enumerate(top_gaps(report), 1):
+        headline.add_row(Text(f"gap #{rank}: {step} ({cell(ms, '(ms)')} ms)"), Text(fix))
+    console.print(headline)
     summary = RichTable(title="Summary", title_justify="left", show_header=False)
     summary.add_column("figure")
     summary.add_column("value", justify="right")
@@ -64,10 +73,13 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     for line in waterfall_lines(report.tables["gaps"]):
         console.print(plain(line))
     layers = report.tables["layers"]
-    ranked = sorted((r for r in layers.rows if r.get("gap (ms)") is not None), key=lambda r: -r["gap (ms)"])
-    console.print(_rich(Table(f"Top {top} layers by gap", layers.columns, tuple(ranked[:top]), layers.note),
-                        columns=("#", "layer", "op", "measured (ms)", "as-executed (ms)", "best (ms)",
-                                 "best benchmark", "efficiency (%)", "gap (ms)")))
+    ranked = sorted((r for r in layers.rows if (r.get("gap (ms)") or 0.0) > 0.0), key=lambda r: -r["gap (ms)"])
+    if ranked:
+        console.print(_rich(Table(f"Top {top} layers by gap", layers.columns, tuple(ranked[:top]), layers.note),
+                            columns=("#", "layer", "op", "measured (ms)", "as-executed (ms)", "best (ms)",
+                                     "best benchmark", "efficiency (%)", "gap (ms)")))
+    else:
+        console.print(Text("no layer with a gap above zero (a gap needs a profile: --profile BUNDLE)"))
     for name in DETAIL_TABLES:
         if report.tables[name].rows:
             console.print(_rich(report.tables[name]))
