@@ -166,7 +166,8 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
         _create(file)
     missing = _check_benanza(_connect(name, readonly=True), name, close=True)
     db = _wrap(_connect(name, readonly=False), name)
-    if missing:  # a database of this schema written before a table was added
+    have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
+    if missing or not set(VIEWS) <= have:  # written before a table or the browsing views were added
         with transaction(db):
             for statement in (SCHEMA + BROWSING).split(";\n"):
                 if statement.strip():
@@ -174,7 +175,8 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
     return db
 
 
-_SCHEMA_SCRIPT = SCHEMA + f"\nINSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');"
+_SCHEMA_SCRIPT = (SCHEMA + BROWSING
+                  + f"\nINSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');")
 
 
 def _connect(name: str, readonly: bool) -> sqlite3.Connection:

@@ -11,8 +11,9 @@ from benanza.analyze.tables import Report
 # (label shown, summary key, what it means); a key a report lacks is shown as "-".
 FIGURES: tuple[tuple[str, str, str], ...] = (
     ("LBL sequential (ms)", "LBL_seq (ms)",
-     "lower-bound latency: the fastest benchmark of every layer, one after another"),
-    ("LBL parallel (ms)", "LBL_par (ms)", "lower-bound latency along the critical path of the layer graph"),
+     "lower-bound latency: the cheapest equivalent execution from measured implementations, one call after "
+     "another (docs/METRICS.md)"),
+    ("LBL parallel (ms)", "LBL_par (ms)", "the same execution along the critical path of the layer graph"),
     ("measured end-to-end (ms)", "measured end-to-end (ms)", "the framework's own latency, without profiler"),
     ("GPU time, kernels only (ms)", "GPU busy (ms)", "time the GPU ran kernels during the profiled run"),
     ("Benanza ratio (LBL_par / measured)", "BR_par vs end-to-end",
