@@ -168,6 +168,10 @@ class JobOutcome:
     status: str  # a JOB_STATUSES value, or "skipped" (already in the database)
     message: str = ""
     results: list[Result] = field(default_factory=list)
+    # where the job's time went, in ms (bench/campaign.py): the harness's "phases_ms" of its end line
+    # (absent from older executables), "process_start" (its process's start to the system line, on the
+    # first job of a process) and "db_write" (recording the outcome)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -304,10 +308,19 @@ class _Open:
     results: list[Result] = field(default_factory=list)
     status: str = Status.OK.value
     message: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # JobOutcome.phases
 
     def problem(self, status: Status, message: str) -> None:
         if self.status == Status.OK.value:
             self.status, self.message = status.value, message
+
+
+def _phases(end: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric "phases_ms" of a harness's end line (older harnesses print none: empty)."""
+    given = end.get("phases_ms")
+    if not isinstance(given, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in given.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _complain(current: _Open | None, stray: list[str], why: str) -> None:
@@ -355,9 +368,12 @@ class Runner:
 
     def _finish(self, open_job: _Open, status: str | None = None, message: str = "") -> None:
         assert self.system_id is not None
-        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results)
+        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results,
+                             dict(open_job.phases))
+        t0 = time.perf_counter()
         perfdb.record_job(self.db, self.system_id, open_job.job.key, open_job.job.executable, outcome.status,
                           outcome.message, outcome.results, force=self.force)
+        outcome.phases["db_write"] = (time.perf_counter() - t0) * 1e3
         self._emit(outcome)
 
     def _skip_completed(self, todo: list[Job], finished: set[int]) -> list[Job]:
@@ -409,6 +425,7 @@ class Runner:
         stray: list[str] = []  # garbage printed outside any job: charged to the next job
         errors: list[str] = []  # "error" events outside any job (e.g. no usable CUDA device)
         started = False
+        spawned, process_start_ms = time.perf_counter(), None
         deadline = time.monotonic() + self.timeout_s
         try:
             while True:
@@ -449,6 +466,7 @@ class Runner:
                         errors.append(message)
                     continue
                 if event == "system":
+                    process_start_ms = (time.perf_counter() - spawned) * 1e3
                     if self._on_system(data, todo):
                         return False  # some of its jobs are already measured: start again without them
                     continue
@@ -460,6 +478,8 @@ class Runner:
                         _complain(current, stray, f"unexpected start of job {index}")
                         continue
                     current, started = _Open(by_index[index]), True
+                    if process_start_ms is not None:  # charged to the process's first job
+                        current.phases["process_start"], process_start_ms = process_start_ms, None
                     for why in stray:
                         current.problem(Status.GARBAGE, why)
                     stray.clear()
@@ -476,6 +496,7 @@ class Runner:
                         _complain(current, stray, f"unexpected end of job {data.get('job')}")
                         continue
                     finished.add(current.job.index)
+                    current.phases.update(_phases(data))
                     self._finish(current)
                     current = None
                     deadline = time.monotonic() + self.timeout_s

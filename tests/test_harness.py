@@ -4,6 +4,7 @@ copies of a cold-weights weight ring and the calls per timed launch (docs/GENERA
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from benanza import paths
+from benanza import paths, runner
 from benanza.library import L2
 
 SITE = Path(onnx.__file__).parent.parent / "nvidia"
@@ -20,8 +21,9 @@ CXX = shutil.which("g++") or shutil.which("c++")
 MIB = 1 << 20
 H100_L2 = 50 * MIB
 
-# Reads its harness options from argv, then "k WANT COPIES" (calls per launch) and "n L2 BYTES"
-# (ring copies) lines from stdin; prints the parsed --l2 and one number per line.
+# Reads its harness options from argv, then "k WANT COPIES" (calls per launch), "n L2 BYTES"
+# (ring copies), "p PHASE MS" (adds to a job's phase clock) and "e WALL 0" (prints the job's end
+# line) lines from stdin; prints the parsed --l2 and one number (or end line) per line.
 POLICY_MAIN = r"""
 #include <cstdio>
 #include "benanza/bench.h"
@@ -31,8 +33,19 @@ int main(int argc, char** argv) {
   std::printf("%s\n", bz::l2_name(o.l2));
   char what;
   double a, b;
-  while (std::scanf(" %c %lf %lf", &what, &a, &b) == 3)
-    std::printf("%d\n", what == 'k' ? bz::calls_per_launch(o, a, int(b)) : bz::weight_copies(size_t(a), size_t(b)));
+  bz::PhaseClock clock;
+  while (std::scanf(" %c %lf %lf", &what, &a, &b) == 3) {
+    if (what == 'p') {
+      clock.add(bz::Phase(int(a)), b);
+    } else if (what == 'e') {
+      bz::Json end;
+      end.add("event", "end").add("job", 0);
+      clock.to_json(end, a);
+      bz::emit(end);
+    } else {
+      std::printf("%d\n", what == 'k' ? bz::calls_per_launch(o, a, int(b)) : bz::weight_copies(size_t(a), size_t(b)));
+    }
+  }
   return 0;
 }
 """
@@ -88,3 +101,18 @@ def test_calls_per_launch_per_mode(policy_tool: Path) -> None:
     assert k("cold") == [1, 1, 1, 1, 1]  # one call after each flush
     # a multiple of the copies and at least as many, past --max-calls if need be
     assert k("cold-weights") == [128, 1008, 8192, 118, 16]
+
+
+def test_a_jobs_end_line_gives_the_runner_its_phases(policy_tool: Path) -> None:
+    """The phase times the harness prints on a job's end line (bench/campaign.py) are what the runner
+    reads: setup is the wall time no host phase claims; the GPU time of the timed launches is apart."""
+    handles, warmup, timed, timed_gpu, check = range(5)
+    lines = [f"p {handles} 40", f"p {warmup} 2.5", f"p {timed} 100", f"p {timed_gpu} 90", f"p {check} 1.5",
+             f"p {timed} 20", "e 200 0"]
+    done = subprocess.run([str(policy_tool)], input="\n".join(lines) + "\n", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    end = json.loads(done.stdout.splitlines()[1])
+    assert end["event"] == "end" and end["job"] == 0
+    assert runner._phases(end) == {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5,
+                                   "setup": 36.0, "wall": 200.0}
+    assert runner._phases({"event": "end", "job": 0}) == {}  # an older harness: no phases

@@ -150,6 +150,20 @@ def test_rerun_skips_completed_and_force_reruns(fake_build: Path, plan_env: Path
     assert db["benchmarks"].count == rows and db["completed_jobs"].count == 4
 
 
+def test_each_outcome_says_where_its_time_went(fake_build: Path, plan_env: Path) -> None:
+    """bench/campaign.py's phases: each process's start is charged to its first job, every job's
+    database write to itself (the fake harness prints no phases of its own: an older harness)."""
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok", "segv", "ok"], "bench_other": ["ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    outcomes: list[runner.JobOutcome] = []
+    runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, progress=lambda o, _s: outcomes.append(o))
+    started = [(o.job.executable, o.job.index) for o in outcomes if "process_start" in o.phases]
+    assert started == [("bench_fake", 0), ("bench_fake", 3), ("bench_other", 0)]  # restarted after the crash
+    assert all(o.phases["db_write"] >= 0 for o in outcomes)
+    assert all(o.phases["process_start"] > 0 for o in outcomes if "process_start" in o.phases)
+    assert all(set(o.phases) <= {"process_start", "db_write"} for o in outcomes)
+
+
 def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "ok"]})
     db = perfdb.open_db(plan_env / "perf.db")

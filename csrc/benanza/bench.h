@@ -337,11 +337,44 @@ inline int calls_per_launch(const Options& o, double want, int copies) {
   return o.l2 == L2Mode::ColdWeights ? (k + copies - 1) / copies * copies : k;
 }
 
+// Where one job's wall time went (bench/campaign.py): the runner reads these from the job's
+// "end" line ("phases_ms"); what no phase claims (descriptors, allocations, the fp32
+// reference, heuristics/find, graph-API plan builds) is the job's "setup".
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check"};  // in Phase order
+
+class PhaseClock {
+ public:
+  void reset() { std::fill(std::begin(ms_), std::end(ms_), 0.0); }
+  void add(Phase p, double ms) { ms_[int(p)] += ms; }
+  double get(Phase p) const { return ms_[int(p)]; }
+  // Adds the phases and the job's wall time (and its setup: wall minus the host phases) to `j`.
+  void to_json(Json& j, double wall_ms) const {
+    Json phases;
+    double claimed = 0;
+    for (int p = 0; p < int(Phase::kCount); ++p) {
+      phases.add(kPhaseNames[p], ms_[p]);
+      if (Phase(p) != Phase::TimedGpu) claimed += ms_[p];
+    }
+    phases.add("setup", std::max(0.0, wall_ms - claimed)).add("wall", wall_ms);
+    j.raw("phases_ms", phases.str());
+  }
+
+ private:
+  double ms_[int(Phase::kCount)] = {};
+};
+
+// Milliseconds since `t0` on the host's steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class Context {
  public:
   Options opt;
   cudaStream_t stream = nullptr;
   std::string api;
+  PhaseClock phases;  // of the job being run (reset by bz::main before each job)
 
   explicit Context(const Options& o, const char* api_name) : opt(o), api(api_name) {}
   ~Context() {
@@ -357,15 +390,19 @@ class Context {
   // Library handles, created on first use and bound to the benchmark stream.
   cudnnHandle_t cudnn() {
     if (!cudnn_) {
+      const auto t0 = std::chrono::steady_clock::now();
       BZ_CHECK_CUDNN(cudnnCreate(&cudnn_));
       BZ_CHECK_CUDNN(cudnnSetStream(cudnn_, stream));
+      phases.add(Phase::Handles, ms_since(t0));
     }
     return cudnn_;
   }
   cublasHandle_t cublas() {
     if (!cublas_) {
+      const auto t0 = std::chrono::steady_clock::now();
       BZ_CHECK_CUBLAS(cublasCreate(&cublas_));
       BZ_CHECK_CUBLAS(cublasSetStream(cublas_, stream));
+      phases.add(Phase::Handles, ms_since(t0));
     }
     return cublas_;
   }
@@ -378,7 +415,9 @@ class Context {
   // Compare an output with its fp32 reference; sets max_rel_error/tolerance and the
   // status check_failed (keeping the time) when it is off.
   void check(Result& r, const void* out, DType dtype, const float* ref, size_t count, double tolerance) {
+    const auto t0 = std::chrono::steady_clock::now();
     double err = max_rel_error(out, dtype, ref, count, stream);
+    phases.add(Phase::Check, ms_since(t0));
     r.max_rel_error = err;
     r.tolerance = tolerance;
     if (!(err <= tolerance)) {
@@ -402,6 +441,7 @@ class Context {
   template <class F>
   Timing measure(F&& call, const WeightRing& ring = WeightRing()) {
     Timing t;
+    const auto warmup_start = std::chrono::steady_clock::now();
     const int copies = ring.copies();
     for (int i = 0; i < 2; ++i) call(stream);  // warm-up
     BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -450,18 +490,22 @@ class Context {
 
     std::vector<double> samples;
     auto start = std::chrono::steady_clock::now();
+    phases.add(Phase::Warmup, std::chrono::duration<double, std::milli>(start - warmup_start).count());
     for (;;) {
       if (opt.l2 == L2Mode::Cold) flush_l2();  // cold-weights flushes nothing: its activations stay warm
       BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
       launch();
       BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
       BZ_CHECK_CUDA(cudaEventSynchronize(e1));
-      samples.push_back(double(elapsed_ms(e0, e1)) / k);
+      const double launch_ms = double(elapsed_ms(e0, e1));
+      phases.add(Phase::TimedGpu, launch_ms);
+      samples.push_back(launch_ms / k);
       int n = int(samples.size());
       double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (n >= opt.max_reps) break;
       if (n >= opt.min_reps && (spent > opt.max_ms || median_rel_halfwidth(samples) <= opt.target_rel_err)) break;
     }
+    phases.add(Phase::Timed, ms_since(start));
     t.ms = stats_of(samples);
     t.repetitions = int(samples.size());
     if (opt.l2 == L2Mode::ColdWeights) {
@@ -630,13 +674,18 @@ inline int main(int argc, char** argv, const Bench& bench) {
   }
   for (int job : opt.jobs) {
     emit(Json().add("event", "start").add("job", job));
+    ctx.phases.reset();
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       bench.run(ctx, job);
     } catch (const std::exception& e) {  // a benchmark body should catch its own errors; this is the backstop
       emit(Json().add("event", "error").add("job", job).add("message", e.what()));
     }
     exit_if_sticky(job);
-    emit(Json().add("event", "end").add("job", job));
+    Json end;
+    end.add("event", "end").add("job", job);
+    ctx.phases.to_json(end, ms_since(t0));
+    emit(end);
   }
   return 0;
 }
