@@ -14,6 +14,7 @@ from rich.table import Table
 
 from benanza import db as perfdb
 from benanza import runner, system
+from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
@@ -46,7 +47,7 @@ def classify(inputs: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
 
 
 def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
-                     skip: Callable[[Any], bool] | None = None) -> Path | None:
+                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
     and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
@@ -56,7 +57,7 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
 
     loaded = [load_model(m, batch) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
+    p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
     if not p.jobs and skip is None:
         raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
     if not p.jobs:
@@ -98,10 +99,12 @@ def summary_table(summary: runner.RunSummary, title: str) -> Table:
 @click.option("--max-reps", type=int, help="Cap on timed repetitions per benchmark (passed to the executables).")
 @click.option("--max-engines", type=int,
               help="Cap on graph-API engine configs measured per job (default: every one the heuristics offer).")
+@click.option("--api", "api_list", help="Comma-separated APIs to generate for ONNX models (e.g. conv_fwd); "
+                                        "default all, with the system ceilings.")
 @friendly_errors
 def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bool, l2: str,
             build_dir: Path | None, dtypes: tuple[str, ...], batch: int | None, project_dir: Path,
-            build_jobs: int | None, max_reps: int | None, max_engines: int | None) -> None:
+            build_jobs: int | None, max_reps: int | None, max_engines: int | None, api_list: str | None) -> None:
     """Build each generated project DIR (or generate one for the .onnx MODELs given) and run
     its benchmarks into --db.
 
@@ -110,13 +113,14 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     and its executable restarted with the jobs it did not reach.
     """
     projects, models = classify(inputs)
+    apis = parse_apis(api_list)
     if build_dir and len(projects) + bool(models) > 1:
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
     fingerprint = system.fingerprint(bandwidth=True)
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, dtypes, batch))
+        projects.append(generate_project(models, project_dir, dtypes, batch, apis=apis))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:
