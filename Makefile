@@ -27,8 +27,12 @@ run: setup
 lint: setup
 	$(BIN)/ruff check .
 
+# Two groups: everything but the nvcc builds, then the GPU-free compile tests (marked `compile`:
+# one generated project covering every template, built once against the real headers).
+# bench/ci_time.py times the same steps.
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not compile"
+	$(BIN)/python -m pytest -m compile
 
 clean:
 	rm -rf $(VENV) build

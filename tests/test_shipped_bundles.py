@@ -6,6 +6,7 @@ Real data: ONNX Runtime 1.31 (CUDA EP) and PyTorch 2.11 runs of zoo models, reco
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -13,15 +14,16 @@ import pytest
 from conftest import LIGHT
 
 from benanza import db as perfdb
+from benanza.analyze import Report
 from benanza.cli.analyze import analyze_model, model_stem
 from benanza.cli.quickstart import shipped_bundle
 from benanza.library import Api
-from benanza.model.layer import bias_add
+from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.plan import NAMED_CONFIG_APIS, plan_executed
 from benanza.profile.bundle import read_bundle
-from benanza.profile.mapping import executed_calls, map_bundle_report
+from benanza.profile.mapping import Mapping, executed_calls, map_bundle_report
 
 BUNDLES = sorted(p for p in (perfdb_dir() / "bundles").iterdir() if p.is_dir())
 SYSTEM = "46ce012553693050"  # the H100 every shipped bundle was recorded on
@@ -31,6 +33,19 @@ DIRECT_ENGINES = ("eng28_", "eng70_")  # one implicit-GEMM kernel per call (FFT 
 def model_of(bundle: Path) -> Path:
     stem = model_stem(read_bundle(bundle).meta.model)
     return LIGHT / f"light_{'bvlc_alexnet' if stem == 'alexnet' else stem}.onnx"
+
+
+@functools.cache
+def analyzed(bundle: Path) -> tuple[Report, Mapping]:
+    """One analysis per bundle for the whole run: several tests read the same report and mapping."""
+    return analyze_model(model_of(bundle), shipped_db(), bundle)
+
+
+@functools.cache
+def mapped(bundle: Path, batch: int) -> tuple[Model, Mapping]:
+    """The bundle's model at ``batch`` and its mapping, shared by the tests that read them."""
+    model = load_model(model_of(bundle), batch)
+    return model, map_bundle_report(model, bundle)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +60,7 @@ def test_the_zoo_models_the_readme_analyzes_have_a_bundle() -> None:
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
 def test_bundle_maps_fully_and_the_benanza_ratio_is_at_most_1(bundle: Path, h100: Path) -> None:
-    report, mapping = analyze_model(model_of(bundle), h100, bundle)
+    report, mapping = analyzed(bundle)
     s = report.summary
     assert not mapping.unmapped_layers
     assert s["mapped layers (measured and as-executed)"] > 0
@@ -68,7 +83,7 @@ def test_the_as_executed_lbl_is_within_10_percent_of_the_measured_kernels(bundle
     """The benchmarks of the calls the framework made reproduce its GPU kernel time of the mapped
     layers: at batch 1 measured as the run leaves L2 (weights cold, activations warm), at batch 64
     warm (activations dominate the traffic there)."""
-    s = analyze_model(model_of(bundle), h100, bundle)[0].summary
+    s = analyzed(bundle)[0].summary
     key = "as-executed cold weights / measured" if read_bundle(bundle).meta.batch == 1 else \
         "as-executed / measured, mapped layers"
     assert 0.9 <= s[key] <= 1.1, (key, s[key])
@@ -88,7 +103,7 @@ def test_resnet50_b64_conv_kernels_match_their_as_executed_benchmarks(h100: Path
     """The mapping picks the right call and kernel: at batch 64 (L2 effects small) each conv's
     implicit-GEMM kernel lasts what its engine config measured in the micro-benchmark."""
     bundle = perfdb_dir() / "bundles" / "resnet50_b64_ort_fp32"
-    report, mapping = analyze_model(model_of(bundle), h100, bundle)
+    report, mapping = analyzed(bundle)
     rows = {r["#"]: r for r in report.tables["algorithm"].rows}  # the conv call alone, without its bias add
     ratios = []
     for i, lp in mapping.profile.layers.items():
@@ -105,9 +120,8 @@ def test_ort_conv_bias_adds_map_to_their_conv_and_are_benchmarked(h100: Path) ->
     cudnnAddTensor of its own: each conv carries it, keyed like its bias_add, and the
     shipped database holds its benchmark at batch 64."""
     bundle = perfdb_dir() / "bundles" / "resnet50_b64_ort_fp32"
-    model = load_model(model_of(bundle), 64)
-    mapping = map_bundle_report(model, bundle)
-    report, _ = analyze_model(model_of(bundle), h100, bundle)
+    model, mapping = mapped(bundle, 64)
+    report, _ = analyzed(bundle)
     convs = [layer for layer in model.layers if layer.op == "Conv"]
     for conv in convs:
         (extra,) = mapping.profile.layers[conv.index].extra
@@ -120,8 +134,7 @@ def test_a_conv_bias_add_is_not_taken_by_a_model_mul_or_add_of_its_shape() -> No
     """DenseNet-121 has Mul and Add layers of the same shapes as ORT's conv bias adds; the
     adds logged right after a conv are that conv's, and ORT runs the model's Mul/Add itself."""
     bundle = perfdb_dir() / "bundles" / "densenet121_b64_ort_fp32"
-    model = load_model(model_of(bundle), 64)
-    mapping = map_bundle_report(model, bundle)
+    model, mapping = mapped(bundle, 64)
     assert not any(mapping.calls.get(layer.index) for layer in model.layers if layer.op in ("Mul", "Add"))
     with_bias = [i for i, lp in mapping.profile.layers.items() if lp.extra]
     assert len(with_bias) == 60 and {model.layers[i].op for i in with_bias} == {"Conv"}  # 600 adds in 10 runs
@@ -132,16 +145,14 @@ def test_pytorch_bias_kernels_are_charged_as_the_conv_bias_add(h100: Path) -> No
     a bias) carry their bias add as an extra call, ResNet-50's (no bias) none; the bias adds
     bring the as-executed LBL of the mapped layers within 10 % of the kernels measured."""
     bundle = perfdb_dir() / "bundles" / "inception_v1_b64_torch_fp32"
-    model = load_model(model_of(bundle), 64)
-    mapping = map_bundle_report(model, bundle)
+    model, mapping = mapped(bundle, 64)
     charged = [i for i, lp in mapping.profile.layers.items() if lp.extra]
     assert len(charged) >= 50 and {model.layers[i].op for i in charged} == {"Conv"}
     for i in charged:
         (extra,) = mapping.profile.layers[i].extra
         assert (extra.api, extra.key) == (Api.ADD_TENSOR.value, bias_add(model.layers[i]).key)
         assert any(k.name.startswith("void at::native::") for k in mapping.profile.layers[i].kernels)
-    report, _ = analyze_model(model_of(bundle), h100, bundle)
+    report, _ = analyzed(bundle)
     assert 0.9 <= report.summary["as-executed / measured, mapped layers"] <= 1.1
     resnet = perfdb_dir() / "bundles" / "resnet50_b64_torch_fp32"
-    assert not [lp for lp in map_bundle_report(load_model(model_of(resnet), 64), resnet).profile.layers.values()
-                if lp.extra]
+    assert not [lp for lp in mapped(resnet, 64)[1].profile.layers.values() if lp.extra]
