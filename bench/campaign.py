@@ -45,14 +45,24 @@ PHASES = ("process_start", "handles", "plan_build", "setup", "warmup", "timed", 
 LABELS = {"process_start": "process start", "plan_build": "plan build", "warmup": "warm-up", "db_write": "db write"}
 
 
+class Enough(Exception):
+    """Raised from the progress callback when --time-limit is reached (the job is already recorded)."""
+
+
 class Recorder:
     """The runner's progress callback: each job's outcome, phases and wall time (between outcomes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop_at: float | None = None) -> None:
         self.jobs: list[dict[str, Any]] = []
         self.last = time.perf_counter()
+        self.stop_at = stop_at
 
     def __call__(self, outcome: runner.JobOutcome, _summary: runner.RunSummary) -> None:
+        self._record(outcome)
+        if self.stop_at is not None and time.perf_counter() > self.stop_at:
+            raise Enough
+
+    def _record(self, outcome: runner.JobOutcome) -> None:
         now = time.perf_counter()
         wall_s, self.last = now - self.last, now
         if outcome.status == "skipped":
@@ -112,6 +122,9 @@ def main() -> int:
     parser.add_argument("--build-jobs", type=int)
     parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")
     parser.add_argument("--slowest", type=int, default=15)
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="stop after the job that ends past S seconds of running (report what ran; a later "
+                             "call resumes: completed jobs are skipped)")
     parser.add_argument("--json", type=Path, help="write every job's times and the totals here")
     args = parser.parse_args()
 
@@ -126,10 +139,14 @@ def main() -> int:
     t0 = time.perf_counter()
     build = runner.build(args.project, jobs=args.build_jobs)
     campaign["build"] = time.perf_counter() - t0
-    recorder = Recorder()
-    summary = runner.run(args.project, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
-                         l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
-                         max_engines=args.max_engines)
+    recorder = Recorder(None if args.time_limit is None else time.perf_counter() + args.time_limit)
+    try:
+        summary = runner.run(args.project, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
+                             l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
+                             max_engines=args.max_engines)
+    except Enough:
+        summary = None
+        print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")
     campaign["run"] = time.perf_counter() - t0 - campaign["build"]
     campaign["total"] = time.perf_counter() - started
     by_exe: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -139,12 +156,13 @@ def main() -> int:
     overall = totals(recorder.jobs)
     slowest = sorted(recorder.jobs, key=lambda j: -j["wall_s"])[:args.slowest]
     print_report(per_exe, overall, campaign, slowest)
-    print(f"runner: {summary.ran} jobs ran, {summary.skipped} skipped, {summary.results} results, "
-          f"{summary.crashed} crashed, {summary.timeout} timed out; errors: {summary.errors or 'none'}")
+    if summary is not None:
+        print(f"runner: {summary.ran} jobs ran, {summary.skipped} skipped, {summary.results} results, "
+              f"{summary.crashed} crashed, {summary.timeout} timed out; errors: {summary.errors or 'none'}")
     if args.json:
         args.json.write_text(json.dumps({"campaign_s": campaign, "overall": overall, "executables": per_exe,
                                          "jobs": recorder.jobs}, indent=1) + "\n")
-    return 0 if not summary.errors else 1
+    return 0 if summary is None or not summary.errors else 1
 
 
 if __name__ == "__main__":
