@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -354,10 +354,10 @@ class Runner:
 
     def __init__(self, db: Database, build_dir: Path, timeout_s: float, force: bool, l2: str,
                  system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
-                 max_reps: int | None, max_engines: int | None = None) -> None:
+                 max_reps: int | None, max_engines: int | None = None, harness_args: Sequence[str] = ()) -> None:
         self.db, self.build_dir, self.timeout_s, self.force, self.l2 = db, build_dir, timeout_s, force, l2
         self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
-        self.max_engines = max_engines
+        self.max_engines, self.harness_args = max_engines, tuple(harness_args)
         self.fixed_system = system_id is not None
         self.summary = RunSummary(system_id=system_id)
 
@@ -417,6 +417,7 @@ class Runner:
             argv += ["--max-reps", str(self.max_reps)]
         if self.max_engines:
             argv += ["--max-engines", str(self.max_engines)]
+        argv += self.harness_args
         try:
             child = _Child(argv, self.build_dir)
         except OSError as exc:
@@ -526,7 +527,8 @@ class Runner:
 def run(project_dir: str | Path, db: Database, system_id: str | None = None, timeout_s: float = 120.0,
         force: bool = False, l2: str = L2.WARM.value, progress: Progress | None = None,
         build_dir: str | Path | None = None, system: Mapping[str, Any] | None = None,
-        max_reps: int | None = None, max_engines: int | None = None) -> RunSummary:
+        max_reps: int | None = None, max_engines: int | None = None, harness_args: Sequence[str] = ()
+        ) -> RunSummary:
     """Run every pending job of a built project into ``db``; returns what happened.
 
     ``system_id`` None: the system is what each executable's "system" line says,
@@ -534,6 +536,7 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     ``systems``. Jobs already in ``completed_jobs`` for that system are skipped unless
     ``force`` (which re-runs them and replaces their rows). ``l2`` cold-weights runs only the
     jobs of APIs with weights (``jobs_to_run``; ``RunSummary.weightless`` counts the others).
+    ``harness_args`` go to every executable as given (e.g. ``--race 1.5 --job-budget-s 10``).
     """
     project = Path(project_dir)
     manifest = load_manifest(project)
@@ -550,7 +553,7 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
         perfdb.store_manifest_layers(db, manifest["layers"])
     if manifest.get("models"):
         perfdb.store_manifest_models(db, manifest["models"])
-    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines)
+    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines, harness_args)
     runner.summary.jobs = sum(len(j) for j in every.values())
     runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())
     for name, todo in jobs.items():

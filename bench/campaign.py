@@ -74,9 +74,11 @@ class Recorder:
                   "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0), "check": p.get("check", 0.0),
                   "db_write": p.get("db_write", 0.0)}
         phases["other"] = max(0.0, wall_s * 1e3 - sum(phases.values()))
+        coarse = sum(1 for r in outcome.results if isinstance(r.notes, dict) and r.notes.get("coarse"))
         self.jobs.append({"executable": outcome.job.executable, "job": outcome.job.index,
                           "layer_key": outcome.job.key.layer_key, "dtype": outcome.job.key.dtype,
-                          "status": outcome.status, "results": len(outcome.results), "wall_s": wall_s,
+                          "status": outcome.status, "results": len(outcome.results), "coarse": coarse,
+                          "wall_s": wall_s,
                           "timed_gpu_s": p.get("timed_gpu", 0.0) / 1e3, "phases_s": {k: v / 1e3 for k, v in
                                                                                    phases.items()}})
 
@@ -84,7 +86,8 @@ class Recorder:
 def totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     wall = sum(j["wall_s"] for j in jobs)
     gpu = sum(j["timed_gpu_s"] for j in jobs)
-    return {"jobs": len(jobs), "results": sum(j["results"] for j in jobs), "wall_s": wall, "timed_gpu_s": gpu,
+    return {"jobs": len(jobs), "results": sum(j["results"] for j in jobs),
+            "coarse_results": sum(j["coarse"] for j in jobs), "wall_s": wall, "timed_gpu_s": gpu,
             "jobs_per_s": len(jobs) / wall if wall else 0.0, "efficiency": gpu / wall if wall else 0.0,
             "phases_s": {p: sum(j["phases_s"][p] for j in jobs) for p in PHASES},
             "max_job_s": max((j["wall_s"] for j in jobs), default=0.0)}
@@ -100,6 +103,8 @@ def print_report(per_exe: dict[str, dict[str, Any]], overall: dict[str, Any], ca
                                                                         for p in PHASES))
     if campaign:
         print("campaign: " + ", ".join(f"{k} {v:.1f} s" for k, v in campaign.items()))
+    print(f"results: {overall['results']}, of which timed coarsely (--race / --job-budget-s): "
+          f"{overall['coarse_results']}")
     print(f"slowest {len(slowest)} jobs:")
     for j in slowest:
         top = max(j["phases_s"], key=j["phases_s"].get)
@@ -118,6 +123,10 @@ def main() -> int:
     parser.add_argument("--l2", default=L2.WARM.value, choices=[x.value for x in L2])
     parser.add_argument("--max-engines", type=int, help="engine configs per graph-API job (default: every one)")
     parser.add_argument("--max-reps", type=int)
+    parser.add_argument("--race", type=float, default=0.0,
+                        help="harness --race R: time coarsely what is estimated >= R x the job's best (0: off)")
+    parser.add_argument("--job-budget-s", type=float, default=0.0,
+                        help="harness --job-budget-s S: past S s a job's remaining algorithms are timed coarsely")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a job is killed")
     parser.add_argument("--build-jobs", type=int)
     parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")
@@ -143,7 +152,10 @@ def main() -> int:
     try:
         summary = runner.run(args.project, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
-                             max_engines=args.max_engines)
+                             max_engines=args.max_engines,
+                             harness_args=[*(["--race", f"{args.race:g}"] if args.race else []),
+                                           *(["--job-budget-s", f"{args.job_budget_s:g}"] if args.job_budget_s
+                                             else [])])
     except Enough:
         summary = None
         print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")
