@@ -44,6 +44,9 @@ def shipped_db(name: str = "h100") -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / f"{name}.db"
     if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
+        import sys
+
+        print(f"unpacking {packed} into {target} (once, a few seconds)", file=sys.stderr, flush=True)
         partial = target.with_suffix(".db.partial")
         with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst)

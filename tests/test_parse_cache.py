@@ -90,3 +90,11 @@ def test_large_parts_say_that_they_are_parsed(tmp_path: Path, user_cache: Path, 
     said.clear()
     parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=said.append)
     assert said == []  # read from the cache: nothing to wait for
+
+
+def test_unpacking_the_shipped_database_says_so_once(user_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benanza.paths import shipped_db
+
+    db = shipped_db()
+    assert db.is_relative_to(user_cache.parent) and "unpacking" in capsys.readouterr().err
+    assert shipped_db() == db and capsys.readouterr().err == ""
