@@ -141,7 +141,7 @@ def main() -> int:
     started = time.perf_counter()
     if args.generate:
         t0 = time.perf_counter()
-        command = [str(Path(sys.executable).parent / "benanza"), "generate", str(args.generate), "--batch", args.batch,
+        command = [sys.executable, "-m", "benanza", "generate", str(args.generate), "--batch", args.batch,
                    "--dtype", args.dtype, "--out", str(args.project)] + (["--api", args.api] if args.api else [])
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         campaign["generate"] = time.perf_counter() - t0
