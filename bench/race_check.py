@@ -1,6 +1,7 @@
 """Racing must not change the answer: the fastest implementation per job, raced vs exhaustive.
 
-    .venv/bin/python bench/race_check.py PROJECT [--build-dir DIR] [--jobs-per-exe 60] [--race 1.5] [--out DIR]
+    benanza generate models/zoo --batch 1,64 --api conv_fwd,conv_bias_act,gemm_ex,lt_matmul --out PROJECT
+    python bench/race_check.py PROJECT [--build-dir DIR] [--jobs-per-exe 60] [--race 1.5] [--out FILE]
 
 Runs the same jobs of a built project's multi-algorithm executables (legacy convolutions, conv +
 bias + activation, cublasGemmEx, cublasLt, the graph API) twice, straight through the harness:
@@ -21,6 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benanza import runner
+
+# Executables whose jobs measure several algorithms (one-algorithm APIs have nothing to race).
 RACED_EXECUTABLES = ("bench_conv_fwd", "bench_conv_bias_act", "bench_gemm_ex", "bench_lt_matmul", "bench_graph_conv",
                      "bench_graph_matmul")
 AGREE = 0.03
@@ -62,8 +66,9 @@ def main() -> int:
     parser.add_argument("--max-engines", type=int, default=0, help="graph API: engine configs per job (0: all)")
     parser.add_argument("--timeout", type=float, default=3000.0, help="seconds per executable run")
     parser.add_argument("--out", type=Path, help="write the per-job comparison here (JSON)")
+    parser.add_argument("--build-jobs", type=int)
     args = parser.parse_args()
-    build = args.build_dir or args.project / "build"
+    build = runner.build(args.project, args.build_dir, args.build_jobs)  # incremental: nothing when built
     manifest = json.loads((args.project / "manifest.json").read_text())
     common = ["--max-engines", str(args.max_engines)] if args.max_engines else []
     rows: list[dict[str, Any]] = []
