@@ -35,8 +35,12 @@ browser:
 	    ($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium) \
 	      >/dev/null 2>&1 || echo "note: could not install chromium; the headless-browser test will skip"; }
 
+# Two groups: everything but the nvcc builds, then the GPU-free compile tests (marked `compile`:
+# one generated project covering every template, built once against the real headers).
+# bench/ci_time.py times the same steps.
 test: lint browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not compile"
+	$(BIN)/python -m pytest -m compile
 
 clean:
 	rm -rf $(VENV) build

@@ -32,6 +32,9 @@ def _unpack(packed: Path, target: Path) -> Path:
     import shutil
 
     if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
+        import sys
+
+        print(f"unpacking {packed} into {target} (once, a few seconds)", file=sys.stderr, flush=True)
         partial = target.with_suffix(".db.partial")
         with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst)

@@ -17,6 +17,8 @@ from typing import Any
 from benanza import SCHEMA_VERSION
 from benanza.library import L2, Status
 
+_OK = Status.OK.value  # Result.ok runs for every row the analyzer reads: no enum lookup each time
+
 
 @dataclass(frozen=True)
 class Result:
@@ -52,7 +54,7 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.status == Status.OK.value
+        return self.status == _OK
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

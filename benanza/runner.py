@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,10 @@ class JobOutcome:
     status: str  # a JOB_STATUSES value, or "skipped" (already in the database)
     message: str = ""
     results: list[Result] = field(default_factory=list)
+    # where the job's time went, in ms (bench/campaign.py): the harness's "phases_ms" of its end line
+    # (absent from older executables), "process_start" (its process's start to the system line, on the
+    # first job of a process) and "db_write" (recording the outcome)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -362,10 +366,19 @@ class _Open:
     results: list[Result] = field(default_factory=list)
     status: str = Status.OK.value
     message: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # JobOutcome.phases
 
     def problem(self, status: Status, message: str) -> None:
         if self.status == Status.OK.value:
             self.status, self.message = status.value, message
+
+
+def _phases(end: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric "phases_ms" of a harness's end line (older harnesses print none: empty)."""
+    given = end.get("phases_ms")
+    if not isinstance(given, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in given.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _complain(current: _Open | None, stray: list[str], why: str) -> None:
@@ -412,10 +425,10 @@ class Runner:
 
     def __init__(self, db: Database, build_dir: Path, timeout_s: float, force: bool, l2: str,
                  system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
-                 max_reps: int | None, max_engines: int | None = None) -> None:
+                 max_reps: int | None, max_engines: int | None = None, harness_args: Sequence[str] = ()) -> None:
         self.db, self.build_dir, self.timeout_s, self.force, self.l2 = db, build_dir, timeout_s, force, l2
         self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
-        self.max_engines = max_engines
+        self.max_engines, self.harness_args = max_engines, tuple(harness_args)
         self.fixed_system = system_id is not None
         self.summary = RunSummary(system_id=system_id)
 
@@ -426,9 +439,12 @@ class Runner:
 
     def _finish(self, open_job: _Open, status: str | None = None, message: str = "") -> None:
         assert self.system_id is not None
-        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results)
+        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results,
+                             dict(open_job.phases))
+        t0 = time.perf_counter()
         perfdb.record_job(self.db, self.system_id, open_job.job.key, open_job.job.executable, outcome.status,
                           outcome.message, outcome.results, force=self.force)
+        outcome.phases["db_write"] = (time.perf_counter() - t0) * 1e3
         self._emit(outcome)
 
     def _skip_completed(self, todo: list[Job], finished: set[int]) -> list[Job]:
@@ -472,6 +488,7 @@ class Runner:
             argv += ["--max-reps", str(self.max_reps)]
         if self.max_engines:
             argv += ["--max-engines", str(self.max_engines)]
+        argv += self.harness_args
         try:
             child = _Child(argv, self.build_dir)
         except OSError as exc:
@@ -480,6 +497,7 @@ class Runner:
         stray: list[str] = []  # garbage printed outside any job: charged to the next job
         errors: list[str] = []  # "error" events outside any job (e.g. no usable CUDA device)
         started = False
+        spawned, process_start_ms = time.perf_counter(), None
         deadline = time.monotonic() + self.timeout_s
         try:
             while True:
@@ -523,6 +541,7 @@ class Runner:
                     why = system_line_problem(data)
                     if why:
                         raise _ExecutableFailed(f"{path.name}: bad system line ({why})")
+                    process_start_ms = (time.perf_counter() - spawned) * 1e3
                     if self._on_system(data, todo):
                         return False  # some of its jobs are already measured: start again without them
                     continue
@@ -535,6 +554,8 @@ class Runner:
                         _complain(current, stray, f"unexpected start of job {index}")
                         continue
                     current, started = _Open(by_index[index]), True
+                    if process_start_ms is not None:  # charged to the process's first job
+                        current.phases["process_start"], process_start_ms = process_start_ms, None
                     for why in stray:
                         current.problem(Status.GARBAGE, why)
                     stray.clear()
@@ -551,6 +572,7 @@ class Runner:
                         _complain(current, stray, f"unexpected end of job {data.get('job')}")
                         continue
                     finished.add(current.job.index)
+                    current.phases.update(_phases(data))
                     self._finish(current)
                     current = None
                     deadline = time.monotonic() + self.timeout_s
@@ -580,7 +602,8 @@ class Runner:
 def run(project_dir: str | Path, db: Database, system_id: str | None = None, timeout_s: float = 120.0,
         force: bool = False, l2: str = L2.WARM.value, progress: Progress | None = None,
         build_dir: str | Path | None = None, system: Mapping[str, Any] | None = None,
-        max_reps: int | None = None, max_engines: int | None = None) -> RunSummary:
+        max_reps: int | None = None, max_engines: int | None = None, harness_args: Sequence[str] = ()
+        ) -> RunSummary:
     """Run every pending job of a built project into ``db``; returns what happened.
 
     ``system_id`` None: the system is what each executable's "system" line says,
@@ -588,6 +611,7 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     ``systems``. Jobs already in ``completed_jobs`` for that system are skipped unless
     ``force`` (which re-runs them and replaces their rows). ``l2`` cold-weights runs only the
     jobs of APIs with weights (``jobs_to_run``; ``RunSummary.weightless`` counts the others).
+    ``harness_args`` go to every executable as given (e.g. ``--race 1.5 --job-budget-s 10``).
     """
     project = Path(project_dir)
     manifest = load_manifest(project)
@@ -604,7 +628,7 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
         perfdb.store_manifest_layers(db, manifest["layers"])
     if manifest.get("models"):
         perfdb.store_manifest_models(db, manifest["models"])
-    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines)
+    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines, harness_args)
     runner.summary.jobs = sum(len(j) for j in every.values())
     runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())
     with _groups_killed_on_exit():

@@ -19,7 +19,7 @@ from benanza.analyze import OverheadKind, Report
 from benanza.cli.analyze import analyze_model, model_stem
 from benanza.cli.quickstart import shipped_bundle
 from benanza.library import NO_COPY_OPS, Api
-from benanza.model.layer import bias_add
+from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.plan import NAMED_CONFIG_APIS, plan_executed
@@ -34,6 +34,13 @@ DIRECT_ENGINES = ("eng28_", "eng70_")  # one implicit-GEMM kernel per call (FFT 
 def model_of(bundle: Path) -> Path:
     stem = model_stem(read_bundle(bundle).meta.model)
     return LIGHT / f"light_{'bvlc_alexnet' if stem == 'alexnet' else stem}.onnx"
+
+
+@functools.cache
+def mapped(bundle: Path, batch: int) -> tuple[Model, Mapping]:
+    """The bundle's model at ``batch`` and its mapping, shared by the tests that read them."""
+    model = load_model(model_of(bundle), batch)
+    return model, map_bundle_report(model, bundle)
 
 
 @pytest.fixture(scope="session")
@@ -187,8 +194,7 @@ def test_ort_conv_bias_adds_map_to_their_conv_and_are_benchmarked(analyzed) -> N
     cudnnAddTensor of its own: each conv carries it, keyed like its bias_add, and the
     shipped database holds its benchmark at batch 64."""
     bundle = perfdb_dir() / "bundles" / "resnet50_b64_ort_fp32"
-    model = load_model(model_of(bundle), 64)
-    mapping = map_bundle_report(model, bundle)
+    model, mapping = mapped(bundle, 64)
     report, _ = analyzed(bundle)
     convs = [layer for layer in model.layers if layer.op == "Conv"]
     for conv in convs:
@@ -202,8 +208,7 @@ def test_a_conv_bias_add_is_not_taken_by_a_model_mul_or_add_of_its_shape() -> No
     """DenseNet-121 has Mul and Add layers of the same shapes as ORT's conv bias adds; the
     adds logged right after a conv are that conv's, and ORT runs the model's Mul/Add itself."""
     bundle = perfdb_dir() / "bundles" / "densenet121_b64_ort_fp32"
-    model = load_model(model_of(bundle), 64)
-    mapping = map_bundle_report(model, bundle)
+    model, mapping = mapped(bundle, 64)
     assert not any(mapping.calls.get(layer.index) for layer in model.layers if layer.op in ("Mul", "Add"))
     with_bias = [i for i, lp in mapping.profile.layers.items() if lp.extra]
     assert len(with_bias) == 60 and {model.layers[i].op for i in with_bias} == {"Conv"}  # 600 adds in 10 runs
@@ -214,8 +219,7 @@ def test_pytorch_bias_kernels_are_charged_as_the_conv_bias_add(analyzed) -> None
     a bias) carry their bias add as an extra call, ResNet-50's (no bias) none; the bias adds
     bring the as-executed LBL of the mapped layers within 10 % of the kernels measured."""
     bundle = perfdb_dir() / "bundles" / "inception_v1_b64_torch_fp32"
-    model = load_model(model_of(bundle), 64)
-    mapping = map_bundle_report(model, bundle)
+    model, mapping = mapped(bundle, 64)
     charged = [i for i, lp in mapping.profile.layers.items() if lp.extra]
     assert len(charged) >= 50 and {model.layers[i].op for i in charged} == {"Conv"}
     for i in charged:
@@ -225,5 +229,4 @@ def test_pytorch_bias_kernels_are_charged_as_the_conv_bias_add(analyzed) -> None
     report, _ = analyzed(bundle)
     assert 0.9 <= report.summary["as-executed / measured, mapped layers"] <= 1.1
     resnet = perfdb_dir() / "bundles" / "resnet50_b64_torch_fp32"
-    assert not [lp for lp in map_bundle_report(load_model(model_of(resnet), 64), resnet).profile.layers.values()
-                if lp.extra]
+    assert not [lp for lp in mapped(resnet, 64)[1].profile.layers.values() if lp.extra]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache, cached_property
 from typing import Any
 
 from benanza.library import PRECISIONS, Api, Fusion, Precision
@@ -57,6 +58,7 @@ TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if spec.t
 NON_TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if not spec.tensor_core)
 
 
+@cache  # per row of every layer: the Api lookup once per name
 def api_family(api: str) -> ApiFamily | None:
     """Family of an ``Api`` value as stored in a Result; None for a name the table does not know."""
     try:
@@ -82,7 +84,12 @@ class Constraints:
             return False
         if family is ApiFamily.NONE:
             return True  # a measured copy has no precision or API choice
-        return family in self.families and result.dtype in {p.value for p in self.precisions}
+        return family in self.families and result.dtype in self._dtypes
+
+    @cached_property
+    def _dtypes(self) -> frozenset[str]:
+        """The precisions' values, built once (``allows`` runs for every row of every layer)."""
+        return frozenset(p.value for p in self.precisions)
 
     def with_precisions(self, precisions: frozenset[Precision]) -> Constraints:
         return Constraints(precisions=precisions, families=self.families)

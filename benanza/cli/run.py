@@ -15,6 +15,7 @@ from rich.table import Table
 
 from benanza import cluster, runner, system
 from benanza import db as perfdb
+from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import parse_precisions
 from benanza.cli.progress import build, working
@@ -51,7 +52,7 @@ def classify(inputs: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
 
 
 def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
-                     skip: Callable[[Any], bool] | None = None) -> Path | None:
+                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
     and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
@@ -62,7 +63,7 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
     with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
         loaded = [load_model(m, batch) for m in models]
         command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-        p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
+        p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
         if not p.jobs and skip is None:
             raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
         if not p.jobs:
@@ -168,12 +169,14 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
 @click.option("--max-reps", type=int, help="Cap on timed repetitions per benchmark (passed to the executables).")
 @click.option("--max-engines", type=int,
               help="Cap on graph-API engine configs measured per job (default: every one the heuristics offer).")
+@click.option("--api", "api_list", help="Comma-separated APIs to generate for ONNX models (e.g. conv_fwd); "
+                                        "default all, with the system ceilings.")
 @cluster_options
 @friendly_errors
 def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bool, l2: str,
             build_dir: Path | None, dtypes: tuple[str, ...], batch: int | None, project_dir: Path,
             build_jobs: int | None, max_reps: int | None, max_engines: int | None, cluster: str | None,
-            scheduler_file: Path | None, shard_jobs: int | None) -> None:
+            scheduler_file: Path | None, shard_jobs: int | None, api_list: str | None) -> None:
     """Build each generated project DIR (or generate one for the .onnx MODELs given) and run
     its benchmarks into --db.
 
@@ -189,11 +192,12 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
         raise BenanzaError(f"{db_path}: a compressed database is read-only; measure into a .db file "
                            "(e.g. --db perf.db)")
     projects, models = classify(inputs)
+    apis = parse_apis(api_list)
     if build_dir and len(projects) + bool(models) > 1:
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
     if cluster or scheduler_file:
         if models:
-            projects.append(generate_project(models, project_dir, dtypes, batch))
+            projects.append(generate_project(models, project_dir, precisions, batch, apis=apis))
         if not run_on_cluster(projects, db_path, cluster, scheduler_file, build_dir=build_dir,
                               build_jobs=build_jobs, timeout_s=timeout_s, force=force, l2=l2, max_reps=max_reps,
                               max_engines=max_engines, shard_jobs=shard_jobs):
@@ -203,7 +207,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, precisions, batch))
+        projects.append(generate_project(models, project_dir, precisions, batch, apis=apis))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:

@@ -31,6 +31,7 @@ from benanza.profile.cublas_log import CublasLog, read_cublas_log
 from benanza.profile.cudnn_log import CudnnLog, read_cudnn_log
 from benanza.profile.kineto import KinetoTrace, read_kineto_trace
 from benanza.profile.ort_profile import OrtProfile, read_ort_profile
+from benanza.profile.parse_cache import cached_read
 
 META = "meta.json"
 COMPRESSED = tuple(OPENERS)  # suffixes a part may carry
@@ -184,8 +185,9 @@ class Bundle:
         self.notes = notes
 
     def _read(self, part: str, reader: Any) -> Any:
+        """Parse a part once per bundle file content (benanza.profile.parse_cache), then per object."""
         file = self.files.get(part)
-        return None if file is None else reader(file)
+        return None if file is None else cached_read(file, reader, part)
 
     @cached_property
     def ort_profile(self) -> OrtProfile | None:
