@@ -218,7 +218,7 @@ def _inference_proto(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], consts
             continue
         shape = known.shape(name)
         if int(np.prod(shape)) <= SMALL_CONSTANT and known.dtype(name) != "string":
-            g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(known.value(name)), name))
+            g.initializer.append(numpy_helper.from_array(np.array(known.value(name), order="C"), name))
         else:
             g.input.append(_value_info(name, _elem_type(known.dtype(name)), shape))
     for out in proto.graph.output:
@@ -290,19 +290,34 @@ def _leading_dim(v: onnx.ValueInfoProto) -> int | None:
     return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else None
 
 
-def _set_batch(data_inputs: list[onnx.ValueInfoProto], batch: int, label: str) -> None:
-    """Give every data input a static shape with ``batch`` as its leading dimension."""
+def _dim_symbols(data_inputs: list[onnx.ValueInfoProto]) -> set[str]:
+    """The names of the batch dimension: every symbol that appears at axis 0 of a data input."""
+    out = set()
+    for v in data_inputs:
+        dims = v.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_param"):
+            out.add(dims[0].dim_param)
+    return out
+
+
+def _set_dims(data_inputs: list[onnx.ValueInfoProto], batch: int, seq_len: int | None, label: str) -> None:
+    """Give every data input a static shape: ``batch`` at axis 0 and wherever the batch's symbol appears,
+    ``seq_len`` for every other symbolic dimension (a sequence length: exporters name it freely)."""
+    batch_symbols = _dim_symbols(data_inputs)
     for v in data_inputs:
         tt = v.type.tensor_type
         if not v.type.HasField("tensor_type") or not tt.HasField("shape"):
             raise BenanzaError(f"{label}: input '{v.name}' has no tensor shape")
         for axis, d in enumerate(tt.shape.dim):
-            if axis == 0:
+            if axis == 0 or (d.HasField("dim_param") and d.dim_param in batch_symbols):
                 d.Clear()
                 d.dim_value = batch
             elif not d.HasField("dim_value"):
-                raise BenanzaError(f"{label}: input '{v.name}' has dynamic dimension '{d.dim_param or '?'}' at "
-                                   f"axis {axis}; only the batch (axis 0) can be set")
+                if seq_len is None:
+                    raise BenanzaError(f"{label}: input '{v.name}' has dynamic dimension '{d.dim_param or '?'}' at "
+                                       f"axis {axis} with no value; give it with --seq-len")
+                d.Clear()
+                d.dim_value = seq_len
 
 
 def _schemaless_value_info(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], old: int | None,
@@ -399,8 +414,9 @@ def _check_reshape(layer: Layer, label: str, batch_changed: bool) -> None:
         raise BenanzaError(f"{label}: Reshape node '{layer.name}' maps {list(src)} to {list(dst)}: {why}")
 
 
-def load_model(path: str | Path, batch: int | None = None) -> Model:
-    """One ONNX file -> Model; ``batch`` replaces the leading dim of the data inputs."""
+def load_model(path: str | Path, batch: int | None = None, seq_len: int | None = None) -> Model:
+    """One ONNX file -> Model; ``batch`` replaces the leading dim of the data inputs, ``seq_len`` their
+    other symbolic dims (a model with such dims and no ``seq_len`` is refused in one line)."""
     path = Path(path)
     if not path.exists():
         raise BenanzaError(f"{path}: no such file")
@@ -408,19 +424,22 @@ def load_model(path: str | Path, batch: int | None = None) -> Model:
         raise BenanzaError(f"{path}: is a directory (use load_models)")
     if batch is not None and batch < 1:
         raise BenanzaError(f"{path}: batch must be >= 1, got {batch}")
+    if seq_len is not None and seq_len < 1:
+        raise BenanzaError(f"{path}: sequence length must be >= 1, got {seq_len}")
     label = str(path)
     proto = _read(path)
     data_inputs = _data_inputs(proto)
     nodes = _topo_nodes(proto.graph, [v.name for v in data_inputs], label)
     old = _leading_dim(data_inputs[0]) if data_inputs else None
     target = batch if batch is not None else (old or 1)
-    declared = list(proto.graph.value_info)
     if old is not None and target != old:
-        at_old = _resolve(proto, nodes, data_inputs, declared, label)
+        at_old_inputs = [onnx.ValueInfoProto.FromString(v.SerializeToString()) for v in data_inputs]
+        _set_dims(at_old_inputs, old, seq_len, label)
+        at_old = _resolve(proto, nodes, at_old_inputs, list(proto.graph.value_info), label)
         _repoint_reshapes(proto, nodes, at_old, old, target)
-    if target != old:
-        declared = _schemaless_value_info(proto, nodes, old, target)
-    _set_batch(data_inputs, target, label)
+    # declared shapes are re-inferred (exporters write symbolic or stale ones), except where no schema can
+    declared = _schemaless_value_info(proto, nodes, old, target)
+    _set_dims(data_inputs, target, seq_len, label)
     resolved = _resolve(proto, nodes, data_inputs, declared, label)
 
     opset = _opset(proto)
@@ -453,7 +472,8 @@ def model_files(path: str | Path) -> list[Path]:
     return files
 
 
-def load_models(path: str | Path, batch: int | None = None) -> tuple[list[Model], list[str]]:
+def load_models(path: str | Path, batch: int | None = None,
+                seq_len: int | None = None) -> tuple[list[Model], list[str]]:
     """Every model a path names, plus one error line per file that could not be loaded.
 
     A directory with one bad file still yields all the others; a single bad file
@@ -461,11 +481,11 @@ def load_models(path: str | Path, batch: int | None = None) -> tuple[list[Model]
     """
     files = model_files(path)
     if len(files) == 1 and not Path(path).is_dir():
-        return [load_model(files[0], batch)], []
+        return [load_model(files[0], batch, seq_len)], []
     models, errors = [], []
     for f in files:
         try:
-            models.append(load_model(f, batch))
+            models.append(load_model(f, batch, seq_len))
         except BenanzaError as exc:
             errors.append(str(exc))
     return models, errors

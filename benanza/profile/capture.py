@@ -147,7 +147,7 @@ def _value_input(value: Any, dtype: str, name: str) -> TensorProto:
         array = array.astype(np.float32)
     else:
         array = array.astype(np.int64)
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(np.array(array, order="C"), name)
 
 
 def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) -> onnx.NodeProto:
@@ -412,6 +412,10 @@ class NoGpu(Exception):
     """Raised in a child that finds no usable CUDA device."""
 
 
+class Refused(Exception):
+    """Raised in a child when the framework cannot run the model; the message is the whole one-line report."""
+
+
 def _random_feeds(specs: Sequence[tuple[str, Sequence[Any], str]], rng: np.random.Generator) -> dict[str, Any]:
     """Random inputs for (name, shape, numpy dtype) specs: never zeros."""
     feeds = {}
@@ -525,8 +529,9 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _node_ranges(module: Any) -> None:
-    """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a named range."""
+def _node_ranges(module: Any, node_names: dict[str, str]) -> None:
+    """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a range named
+    after the ONNX node itself (``node_names``: module name -> node name), never onnx2torch's mangling."""
     import torch
 
     stack: list[Any] = []
@@ -541,7 +546,9 @@ def _node_ranges(module: Any) -> None:
             stack.pop().__exit__(None, None, None)
 
     for name, child in module.named_children():
-        child.register_forward_pre_hook(lambda m, i, n=name: pre(m, i, n))
+        if name not in node_names:
+            continue  # onnx2torch's initializer container: no node
+        child.register_forward_pre_hook(lambda m, i, n=node_names[name]: pre(m, i, n))
         child.register_forward_hook(post)
 
 
@@ -558,14 +565,18 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = AlgoSearch(args.algo_search) is AlgoSearch.EXHAUSTIVE
     torch.backends.cudnn.allow_tf32 = ALLOW_TF32[prec]
     torch.backends.cuda.matmul.allow_tf32 = ALLOW_TF32[prec]
-    from benanza.profile.onnx_torch import convert  # onnx2torch plus the zoo models' fixes
+    from benanza.profile.onnx_torch import ConversionError, convert_named  # onnx2torch plus fixes
 
-    module = convert(args.model).cuda().eval()
+    try:
+        module, node_names = convert_named(args.model)
+    except ConversionError as exc:
+        raise Refused(str(exc)) from None
+    module = module.cuda().eval()
     dtype = torch.float16 if prec is Precision.FP16 else torch.float32
     if prec is Precision.FP16:
         module = module.half()
     if profiled:
-        _node_ranges(module)
+        _node_ranges(module, node_names)
     proto = onnx.load(args.model, load_external_data=False)
     init = {t.name for t in proto.graph.initializer}
     rng = np.random.default_rng(SEED)
@@ -618,6 +629,8 @@ def child_main(argv: Sequence[str]) -> int:
         code = 0
     except NoGpu as exc:
         report, code = {"error": str(exc)}, NO_GPU_EXIT
+    except Refused as exc:
+        report, code = {"error": str(exc)}, 1
     except ImportError as exc:
         report, code = {"error": f"{exc} (the {args.framework} capture needs it installed)"}, 1
     except Exception as exc:  # report any framework failure as one line; details on stderr

@@ -11,8 +11,15 @@ onnx2torch 1.5.15 cannot convert two patterns of the (opset 9) zoo models:
   pads explicitly, then pools, and rescales to ONNX's ``count_include_pad=0`` average
   (over the non-pad elements).
 
-Node names are kept (a domain would be prepended to the module name), so the
-profiler's per-node ranges still name the ONNX nodes.
+onnx2torch re-mangles node names into module names (the TorchScript exporter's
+``/layer1/layer1.0/conv1/Conv`` comes out as ``layer1/layer1/0/conv1/Conv``), so
+``convert_named`` gives every node a plain identifier before converting and returns
+the ONNX node name of each converted module: the profiler's per-node ranges then
+carry the ONNX node's own name, whatever onnx2torch does with it.
+
+Ops that only widened their type lists since the version onnx2torch knows (opset
+19-21: Reshape, Cast, Pad, Shape, ...) are converted by the older converter, and a
+node nothing can convert is refused in one line naming the model, node and op.
 Imported only by the torch child process (it needs torch and onnx2torch).
 """
 
@@ -23,9 +30,22 @@ from typing import Any
 import onnx
 import torch
 import torch.nn.functional as F
+from onnx import defs
 from torch import nn
 
 PADDED_POOL = "BenanzaPaddedAveragePool"  # op type of the rewritten AveragePool nodes (no ONNX schema)
+NODE_ID = "benanza_node_{}"  # the module name each ONNX node gets during conversion (an identifier)
+
+# Newer op versions whose semantics equal an older one's for the float/int types a model runs
+# (the newer schema only adds types: bfloat16, float8, int4, ...): (op, new) -> old.
+SAME_AS: dict[tuple[str, int], int] = {
+    ("Reshape", 19): 14, ("Reshape", 21): 14, ("Cast", 19): 13, ("Cast", 21): 13,
+    ("Pad", 19): 18, ("Pad", 21): 18, ("Shape", 19): 15, ("Shape", 21): 15,
+    ("Size", 19): 13, ("Size", 21): 13, ("Identity", 19): 16, ("Identity", 21): 16,
+    ("Equal", 19): 13, ("Constant", 19): 13, ("Constant", 21): 13,
+    ("ConstantOfShape", 20): 9, ("ConstantOfShape", 21): 9, ("Flatten", 21): 13,
+    ("Squeeze", 21): 13, ("Unsqueeze", 21): 13, ("Transpose", 21): 13,
+}
 
 
 class _Identity(nn.Module):
@@ -118,8 +138,42 @@ def _rewrite(model: onnx.ModelProto) -> bool:
     return moved
 
 
-def convert(model_path: str) -> nn.Module:
-    """onnx2torch.convert of ``model_path`` after the fixes above, in eval mode.
+class ConversionError(Exception):
+    """onnx2torch cannot convert a model: one line naming the model, node and op."""
+
+
+def _since(op: str, domain: str, opset: int) -> int | None:
+    try:
+        return defs.get_schema(op, max_inclusive_version=opset, domain=domain).since_version
+    except (RuntimeError, defs.SchemaError):
+        return None
+
+
+def _check_convertible(model: onnx.ModelProto) -> None:
+    """Alias type-only version bumps (SAME_AS) and refuse, in one line, the first node with no converter."""
+    from onnx2torch.node_converters.registry import get_converter
+
+    opsets = {o.domain: o.version for o in model.opset_import}
+    opsets.setdefault("ai.onnx", opsets.get("", 1))
+    for node in model.graph.node:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        opset = opsets.get(domain, opsets[""])
+        since = _since(node.op_type, domain, opset)
+        older = SAME_AS.get((node.op_type, since or -1)) if not domain else None
+        if older is not None:
+            _register(node.op_type, since, get_converter(operation_type=node.op_type, version=older))
+        try:
+            get_converter(operation_type=node.op_type, version=opset, domain=domain)
+        except NotImplementedError:
+            version = f"version {since}" if since is not None else f"opset {opset}"
+            op = f"{domain}.{node.op_type}" if domain else node.op_type
+            raise ConversionError(f"onnx2torch cannot convert node '{node.name or node.output[0]}' "
+                                  f"({op}, {version}): no converter for it") from None
+
+
+def convert_named(model_path: str) -> tuple[nn.Module, dict[str, str]]:
+    """onnx2torch.convert of ``model_path`` after the fixes above, in eval mode, and the ONNX
+    node name of each converted module (module name -> node name).
 
     Plain onnx2torch 1.5.15 fails on the opset-9 zoo models (Dropout-7, AveragePool with
     asymmetric pads); this converts them, with outputs that match ONNX Runtime.
@@ -135,4 +189,15 @@ def convert(model_path: str) -> nn.Module:
     if _rewrite(model):
         # an op without a schema is looked up under the model's default-domain opset
         _register(PADDED_POOL, opset, _padded_pool)
-    return onnx2torch.convert(model).eval()
+    _check_convertible(model)
+    names: dict[str, str] = {}
+    for i, node in enumerate(model.graph.node):
+        module_name = NODE_ID.format(i)
+        names[module_name] = node.name
+        node.name = module_name
+    return onnx2torch.convert(model).eval(), names
+
+
+def convert(model_path: str) -> nn.Module:
+    """The converted module alone (``convert_named`` without the names)."""
+    return convert_named(model_path)[0]
