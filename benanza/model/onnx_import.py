@@ -417,7 +417,19 @@ def _check_reshape(layer: Layer, label: str, batch_changed: bool) -> None:
 def load_model(path: str | Path, batch: int | None = None, seq_len: int | None = None) -> Model:
     """One ONNX file -> Model; ``batch`` replaces the leading dim of the data inputs, ``seq_len`` their
     other symbolic dims (a model with such dims and no ``seq_len`` is refused in one line)."""
-    path = Path(path)
+    return _load(Path(path), batch, seq_len)[0]
+
+
+def load_model_constants(path: str | Path, batch: int | None = None,
+                         seq_len: int | None = None) -> tuple[Model, dict[str, np.ndarray]]:
+    """``load_model`` plus the values of the folded constants its layers read (index tensors,
+    position ids...): what a framework must be given to run the folded graph (``profile.capture``)."""
+    model, resolved = _load(Path(path), batch, seq_len)
+    names = {t.name for layer in model.layers for t in layer.inputs if t.constant}
+    return model, {n: resolved.consts.value(n) for n in sorted(names) if n in resolved.consts}
+
+
+def _load(path: Path, batch: int | None, seq_len: int | None) -> tuple[Model, _Resolved]:
     if not path.exists():
         raise BenanzaError(f"{path}: no such file")
     if path.is_dir():
@@ -456,7 +468,7 @@ def load_model(path: str | Path, batch: int | None = None, seq_len: int | None =
         layers.append(layer)
     outputs = {o.name for o in proto.graph.output}
     return Model(name=path.stem, path=label, batch=target, layers=layers, graph=graph.build_graph(layers),
-                 fusions=graph.find_fusions(layers, outputs), problems=problems)
+                 fusions=graph.find_fusions(layers, outputs), problems=problems), resolved
 
 
 def model_files(path: str | Path) -> list[Path]:

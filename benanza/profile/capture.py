@@ -45,7 +45,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.attrs import VALUE_INPUTS
 from benanza.model.layer import Layer
-from benanza.model.onnx_import import load_model
+from benanza.model.onnx_import import load_model_constants
 from benanza.profile.bundle import Framework, write_meta
 
 MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
@@ -157,7 +157,8 @@ def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) ->
     return node
 
 
-def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: int = SEED) -> Materialized:
+def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: int = SEED,
+                seq_len: int | None = None) -> Materialized:
     """Fold the model's constant subgraphs, set the batch and write it with real random weights.
 
     The light zoo models compute their weights at run time (``ConstantOfShape``):
@@ -169,7 +170,7 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
     """
     path = Path(model_path)
     label = str(path)
-    model = load_model(path, batch)
+    model, values = load_model_constants(path, batch, seq_len)
     proto = onnx.load(str(path))
     g = proto.graph
     by_output = {o: n for n in g.node for o in n.output if o}
@@ -207,6 +208,10 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
             elif name in original:
                 initializers[name] = original[name]
                 kept.append(name)
+            elif name in values and np.dtype(values[name].dtype).kind != "f":
+                # computed index tensors (position ids, gather indices): their values decide what runs
+                initializers[name] = numpy_helper.from_array(np.array(values[name], order="C"), name)
+                kept.append(name)
             elif name in weights and np.dtype(weights[name].dtype).kind == "f":
                 t = weights[name]
                 value = _random_weight(t.shape, np.dtype(t.dtype), (layer.op, pos), attrs, rng)
@@ -216,11 +221,14 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
                 raise BenanzaError(f"{label}: input '{name}' of {layer.op} node '{layer.name}' is a computed "
                                    "non-float constant that cannot be materialized")
         nodes.append(node)
-    for v in data_inputs:
+    resolved = {t.name: t.shape for layer in model.layers for t in layer.inputs}
+    for v in data_inputs:  # every dim static, as the model processor resolved it (batch, sequence length)
         dims = v.type.tensor_type.shape.dim
-        if dims:
-            dims[0].Clear()
-            dims[0].dim_value = model.batch
+        shape = resolved.get(v.name)
+        for axis, d in enumerate(dims):
+            if shape is not None or axis == 0:
+                d.Clear()
+                d.dim_value = shape[axis] if shape is not None else model.batch
     shapes = {t.name: list(t.shape) for layer in model.layers for t in layer.outputs}
     graph = onnx.helper.make_graph(
         nodes, g.name or path.stem, inputs=list(data_inputs),
@@ -359,8 +367,10 @@ def check_gpu() -> dict[str, Any]:
 
 def capture(model_path: str | Path, framework: str, batch: int, precision: str, out_dir: str | Path,
             runs: int = 50, warmup: int = 10, algo_search: str = AlgoSearch.EXHAUSTIVE.value,
-            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS) -> Path:
-    """Profile one model in one framework and write the bundle ``out_dir``; returns its path."""
+            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS, seq_len: int | None = None) -> Path:
+    """Profile one model in one framework and write the bundle ``out_dir``; returns its path.
+
+    ``seq_len`` sets the model's symbolic non-batch input dims (meta.json's extra.seq_len)."""
     fw = Framework(framework)
     try:
         prec = Precision(precision)
@@ -380,7 +390,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
     bundle.mkdir(parents=True, exist_ok=True)
     src = Path(model_path)
     with tempfile.TemporaryDirectory(prefix="benanza-profile-") as work:
-        mat = materialize(src, batch, Path(work) / MODEL)
+        mat = materialize(src, batch, Path(work) / MODEL, seq_len=seq_len)
         runnable = mat.path
         if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
             runnable = to_fp16(mat.path, Path(work) / MODEL_FP16)
@@ -396,7 +406,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
             log.unlink()  # an empty log means the library was not called: say "absent", not "unreadable"
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "randomized_weights": len(mat.randomized), "latency_without": "API logs and profiler",
-             "clock": profiled.get("clock", {})}
+             "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {})}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=src.name, batch=batch, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
@@ -580,9 +590,12 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     proto = onnx.load(args.model, load_external_data=False)
     init = {t.name for t in proto.graph.initializer}
     rng = np.random.default_rng(SEED)
-    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim], "float32")
+    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim],
+              onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
              for v in proto.graph.input if v.name not in init]
-    inputs = [torch.from_numpy(a).to("cuda", dtype) for a in _random_feeds(specs, rng).values()]
+    # float inputs in the run's precision; token ids and masks keep their integer type
+    inputs = [torch.from_numpy(a).to("cuda", dtype) if a.dtype.kind == "f" else torch.from_numpy(a).to("cuda")
+              for a in _random_feeds(specs, rng).values()]
 
     def run() -> None:
         with torch.no_grad():

@@ -45,6 +45,7 @@ SAME_AS: dict[tuple[str, int], int] = {
     ("Equal", 19): 13, ("Constant", 19): 13, ("Constant", 21): 13,
     ("ConstantOfShape", 20): 9, ("ConstantOfShape", 21): 9, ("Flatten", 21): 13,
     ("Squeeze", 21): 13, ("Unsqueeze", 21): 13, ("Transpose", 21): 13,
+    ("GreaterOrEqual", 16): 12, ("LessOrEqual", 16): 12,
 }
 
 
@@ -88,6 +89,46 @@ class _PaddedAvgPool(nn.Module):
         return y * s
 
 
+class _Gelu(nn.Module):
+    """ONNX Gelu (opset 20): erf form, or tanh form with approximate="tanh"."""
+
+    def __init__(self, approximate: str) -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+
+class _ReduceMean(nn.Module):
+    """ONNX ReduceMean (opset 18: axes as a constant input)."""
+
+    def __init__(self, axes: list[int] | None, keepdims: bool) -> None:
+        super().__init__()
+        self.axes, self.keepdims = axes, keepdims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        axes = self.axes if self.axes else list(range(x.dim()))
+        return torch.mean(x, dim=axes, keepdim=self.keepdims)
+
+
+def _gelu(node: Any, graph: Any) -> Any:
+    return _result(_Gelu(str(node.attributes.get("approximate", "none"))), node)
+
+
+def _reduce_mean(node: Any, graph: Any) -> Any:
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value
+
+    a = node.attributes
+    axes_name = node.input_values[1] if len(node.input_values) > 1 else ""
+    axes = [int(v) for v in get_const_value(axes_name, graph).reshape(-1).tolist()] if axes_name else None
+    if not axes and a.get("noop_with_empty_axes", 0):
+        raise NotImplementedError(f"ReduceMean {node.name}: noop_with_empty_axes")
+    return OperationConverterResult(torch_module=_ReduceMean(axes, bool(a.get("keepdims", 1))),
+                                    onnx_mapping=OnnxMapping(inputs=(node.input_values[0],),
+                                                             outputs=node.output_values))
+
+
 def _result(module: nn.Module, node: Any) -> Any:
     from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
 
@@ -119,6 +160,13 @@ def _register(op: str, version: int, converter: Any) -> None:
         add_converter(operation_type=op, version=version)(converter)
 
 
+def _zero_free_target(node: onnx.NodeProto, g: onnx.GraphProto) -> bool:
+    if not any(a.name == "allowzero" and a.i for a in node.attribute) or len(node.input) < 2:
+        return False
+    target = next((t for t in g.initializer if t.name == node.input[1]), None)
+    return target is not None and 0 not in onnx.numpy_helper.to_array(target).tolist()
+
+
 def _rewrite(model: onnx.ModelProto) -> bool:
     """Drop unused Dropout masks; make asymmetric-pad AveragePool nodes PADDED_POOL (True if any)."""
     g = model.graph
@@ -129,6 +177,11 @@ def _rewrite(model: onnx.ModelProto) -> bool:
             continue
         if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] not in read:
             del node.output[1:]
+        elif node.op_type == "Reshape" and _zero_free_target(node, g):
+            # allowzero only changes what a 0 in the target means: without one it is a plain Reshape
+            kept = [a for a in node.attribute if a.name != "allowzero"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
         elif node.op_type == "AveragePool":
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             pads = list(attrs.get("pads", []))
@@ -186,6 +239,8 @@ def convert_named(model_path: str) -> tuple[nn.Module, dict[str, str]]:
     model = safe_shape_inference(model)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     _register("Dropout", 7, _dropout)
+    _register("Gelu", 20, _gelu)
+    _register("ReduceMean", 18, _reduce_mean)
     if _rewrite(model):
         # an op without a schema is looked up under the model's default-domain opset
         _register(PADDED_POOL, opset, _padded_pool)
