@@ -112,6 +112,29 @@ class _ReduceMean(nn.Module):
         return torch.mean(x, dim=axes, keepdim=self.keepdims)
 
 
+class _Split(nn.Module):
+    """ONNX Split (opset 18): constant sizes, or ``num_outputs`` chunks of ceil(dim / n) (the last smaller)."""
+
+    def __init__(self, axis: int, sizes: list[int] | None, parts: int) -> None:
+        super().__init__()
+        self.axis, self.sizes, self.parts = axis, sizes, parts
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.sizes:
+            return tuple(torch.split(x, self.sizes, dim=self.axis))
+        return tuple(torch.split(x, -(-x.shape[self.axis] // self.parts), dim=self.axis))
+
+
+def _split(node: Any, graph: Any) -> Any:
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value
+
+    sizes_name = node.input_values[1] if len(node.input_values) > 1 else ""
+    sizes = [int(v) for v in get_const_value(sizes_name, graph).reshape(-1).tolist()] if sizes_name else None
+    module = _Split(int(node.attributes.get("axis", 0)), sizes, len(node.output_values))
+    return OperationConverterResult(torch_module=module, onnx_mapping=OnnxMapping(
+        inputs=(node.input_values[0],), outputs=node.output_values))
+
+
 def _gelu(node: Any, graph: Any) -> Any:
     return _result(_Gelu(str(node.attributes.get("approximate", "none"))), node)
 
@@ -241,6 +264,7 @@ def convert_named(model_path: str) -> tuple[nn.Module, dict[str, str]]:
     _register("Dropout", 7, _dropout)
     _register("Gelu", 20, _gelu)
     _register("ReduceMean", 18, _reduce_mean)
+    _register("Split", 18, _split)
     if _rewrite(model):
         # an op without a schema is looked up under the model's default-domain opset
         _register(PADDED_POOL, opset, _padded_pool)
