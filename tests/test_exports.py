@@ -78,7 +78,8 @@ def _scalar_chain_model(path: Path) -> None:
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
         helper.make_node("Shape", ["r"], ["shape"], name="shape"),
-        helper.make_node("Constant", [], ["zero"], name="zero", value=helper.make_tensor("z", TensorProto.INT64, [], [0])),
+        helper.make_node("Constant", [], ["zero"], name="zero",
+                         value=helper.make_tensor("z", TensorProto.INT64, [], [0])),
         helper.make_node("Gather", ["shape", "zero"], ["n"], name="gather", axis=0),
         helper.make_node("Unsqueeze", ["n", "axes"], ["n1"], name="unsqueeze"),
         helper.make_node("Concat", ["n1", "minus1"], ["target"], name="concat", axis=0),
@@ -114,3 +115,27 @@ def test_folded_scalars_stay_scalars_in_the_inference_copy() -> None:
     consts.add("axes", np.array([0], np.int64))
     light = onnx_import._inference_proto(proto, nodes, consts, [], [])
     assert {t.name: list(t.dims) for t in light.graph.initializer} == {"n": [], "axes": [1]}
+
+
+@pytest.mark.parametrize("stem", ["tinybert_ts17", "tinygpt2_dynamo20", "tinyvit_dynamo18"])
+def test_materialized_export_runs_in_onnx_runtime(tmp_path: Path, stem: str) -> None:
+    """What `benanza profile --seq-len` hands a framework: static inputs, folded constants (index tensors
+    with their values), random weights; ONNX Runtime (CPU) runs it to the shape the loader inferred."""
+    ort = pytest.importorskip("onnxruntime")
+    from benanza.profile.capture import materialize
+
+    mat = materialize(EXPORTS / f"{stem}.onnx", 3, tmp_path / "model.onnx", seq_len=24)
+    proto = onnx.load(str(mat.path))
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in proto.graph.input}
+    assert all(s[0] == 3 for s in shapes.values())
+    if "vit" not in stem:
+        assert all(s == [3, 24] for s in shapes.values())
+    sess = ort.InferenceSession(str(mat.path), providers=["CPUExecutionProvider"])
+    feeds = {i.name: (np.ones(shapes[i.name], np.int64) if "int" in i.type
+                      else np.random.default_rng(0).random(shapes[i.name], dtype=np.float32))
+             for i in sess.get_inputs()}
+    out = sess.run(None, feeds)[0]
+    model = load_model(EXPORTS / f"{stem}.onnx", 3, 24)
+    last = {t.name: t.shape for layer in model.layers for t in layer.outputs}
+    assert out.shape == last[proto.graph.output[0].name]
+    assert np.isfinite(out).all()
