@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -125,7 +126,9 @@ def main() -> None:
                 if not args.skip_export:
                     export(name, exporter, args.out)
             except Exception as exc:  # an exporter that cannot export a model is a row, not a crash
-                line = next((x for x in str(exc).splitlines() if x.strip()), type(exc).__name__)[:120]
+                cause = exc.__cause__ or exc  # torch.onnx wraps the exporter's own error
+                text = re.sub(r"\x1b\[[0-9;]*m", "", f"{type(cause).__name__}: {cause}").replace("|", "/")
+                line = next((x for x in text.splitlines() if x.strip()), type(cause).__name__)[:160]
                 print(f"| {name} | {exporter} | export failed: {line} | | | | | |", flush=True)
                 continue
             try:

@@ -150,6 +150,10 @@ def _value_input(value: Any, dtype: str, name: str) -> TensorProto:
     return numpy_helper.from_array(np.array(array, order="C"), name)
 
 
+def _varied(value: np.ndarray) -> bool:
+    return value.size > 1 and not bool(np.all(value == value.reshape(-1)[0]))
+
+
 def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) -> onnx.NodeProto:
     node = next((by_output[t.name] for t in layer.outputs if t.name in by_output), None)
     if node is None:
@@ -208,8 +212,9 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
             elif name in original:
                 initializers[name] = original[name]
                 kept.append(name)
-            elif name in values and np.dtype(values[name].dtype).kind != "f":
-                # computed index tensors (position ids, gather indices): their values decide what runs
+            elif name in values and (np.dtype(values[name].dtype).kind != "f" or _varied(values[name])):
+                # computed index tensors, masks, position embeddings: their values decide what runs
+                # (a computed float of one repeated value is a light-zoo ConstantOfShape weight: random below)
                 initializers[name] = numpy_helper.from_array(np.array(values[name], order="C"), name)
                 kept.append(name)
             elif name in weights and np.dtype(weights[name].dtype).kind == "f":
