@@ -155,3 +155,17 @@ def test_cli_layers_needs_the_sequence_length() -> None:
     assert f"{path}: input 'input_ids' has dynamic dimension 'seq' at axis 1 with no value" in refused.output
     listed = CliRunner().invoke(main, ["layers", str(path), "--batch", "2", "--seq-len", "32", "--json"])
     assert listed.exit_code == 0, listed.output
+
+
+@pytest.mark.filterwarnings("ignore:overflow")
+@pytest.mark.parametrize("stem", ["tinybert_dynamo18", "tinybert_ts17"])
+def test_fp16_copy_of_a_masked_export_runs(tmp_path: Path, stem: str) -> None:
+    """BERT casts its attention mask to float32: the fp16 copy casts it to float16 (was refused: 'Cast')."""
+    ort = pytest.importorskip("onnxruntime")
+    from benanza.profile.capture import materialize, to_fp16
+
+    mat = materialize(EXPORTS / f"{stem}.onnx", 2, tmp_path / "model.onnx", seq_len=16)
+    half = to_fp16(mat.path, tmp_path / "half.onnx")
+    sess = ort.InferenceSession(str(half), providers=["CPUExecutionProvider"])
+    out = sess.run(None, {i.name: np.ones((2, 16), np.int64) for i in sess.get_inputs()})[0]
+    assert out.dtype == np.float16 and out.shape == (2, 16, HIDDEN) and np.isfinite(out).all()

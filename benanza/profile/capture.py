@@ -270,7 +270,9 @@ def strip_weights(path: Path) -> None:
 
 
 # Ops whose float attributes or outputs would not follow an fp16 cast of inputs and weights.
-FP16_BLOCKERS = frozenset({"Cast", "Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
+FP16_BLOCKERS = frozenset({"Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
+# A Cast to float32 (a transformer's attention mask) casts to float16 in the fp16 copy.
+CAST_TO = {TensorProto.FLOAT: TensorProto.FLOAT16}
 
 
 def to_fp16(model_path: str | Path, out_path: str | Path) -> Path:
@@ -282,6 +284,11 @@ def to_fp16(model_path: str | Path, out_path: str | Path) -> Path:
     path = Path(model_path)
     model = onnx.load(str(path))
     blocker = next((n for n in model.graph.node if n.op_type in FP16_BLOCKERS), None)
+    for node in model.graph.node:
+        if node.op_type == "Cast":
+            for attr in node.attribute:
+                if attr.name == "to":
+                    attr.i = CAST_TO.get(attr.i, attr.i)
     if blocker is not None:
         raise BenanzaError(f"{path}: fp16 capture needs a graph without {blocker.op_type} nodes "
                            f"(node '{blocker.name or blocker.output[0]}' makes its own float tensor); "
