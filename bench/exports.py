@@ -91,7 +91,8 @@ def export(name: str, exporter: str, out: Path) -> Path:
     else:
         kwargs["dynamic_axes"] = axes
     # the dynamo exporter reports progress on stdout: keep stdout for the table
-    with warnings.catch_warnings(), torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+    # no torch.no_grad(): under it nn.MultiheadAttention takes a fused fast path no exporter knows
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         torch.onnx.export(module, args, str(path), **kwargs)
     return path
