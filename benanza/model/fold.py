@@ -197,6 +197,25 @@ def _gather_nd(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]
     return [picked.reshape(indices.shape[:-1] + data.shape[b + depth:])]
 
 
+def _mod(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]:
+    a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+    return [(np.fmod if attrs.get("fmod", 0) else np.mod)(a, b).astype(np.result_type(a, b), copy=False)]
+
+
+def _scatter_nd(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]:
+    """ONNX ScatterND without reduction: ``updates`` written at the index tuples (Swin's window masks)."""
+    if attrs.get("reduction", "none") != "none":
+        raise ValueError(f"ScatterND reduction {attrs['reduction']!r} is not folded")
+    data = np.array(inputs[0], copy=True)
+    indices, updates = np.asarray(inputs[1], dtype=np.int64), np.asarray(inputs[2])
+    depth = indices.shape[-1]
+    flat_idx = indices.reshape(-1, depth)
+    flat_upd = updates.reshape((flat_idx.shape[0], *data.shape[depth:]))
+    for idx, upd in zip(flat_idx, flat_upd, strict=True):
+        data[tuple(idx)] = upd
+    return [data]
+
+
 FOLDERS: dict[str, FoldFn] = {
     "Constant": _constant,
     "ConstantOfShape": _constant_of_shape,
@@ -233,6 +252,9 @@ FOLDERS: dict[str, FoldFn] = {
     "Where": lambda inputs, attrs: [np.where(inputs[0], inputs[1], inputs[2])],
     # attention masks and position ids of today's exports: constant once the batch and sequence are set
     "CumSum": _cumsum,
+    "Mod": _mod,
+    "Pow": _binary(np.power),
+    "ScatterND": _scatter_nd,
     "GatherND": _gather_nd,
     "And": _binary(np.logical_and),
     "Or": _binary(np.logical_or),

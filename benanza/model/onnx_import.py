@@ -41,7 +41,7 @@ DTYPES: dict[int, str] = {
 }
 DTYPE_ATTRS: dict[str, str] = {"Cast": "to"}  # attributes holding an ONNX elem_type
 SMALL_CONSTANT = 4096  # constants up to this many elements keep their values during shape inference
-MAX_ROUNDS = 4  # infer -> fold rounds; shape chains on activations need a second round at most
+MAX_ROUNDS = 64  # infer -> fold rounds; a chain of data-dependent shapes (Swin: one per block) takes one each
 
 
 def _dtype_name(elem_type: int) -> str:
