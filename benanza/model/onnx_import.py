@@ -9,7 +9,13 @@ fusion candidates (``graph``).
 Old IR versions (the zoo's light models are IR 3) list every weight as a graph
 input that is *also* an initializer or the output of a ``ConstantOfShape`` node:
 such inputs are constants.  Only inputs that nothing produces or initializes are
-data inputs, and only their leading dimension is the batch.
+data inputs; their leading dimension (and any dim named like it) is the batch.
+
+Today's exporters (torch.onnx TorchScript and dynamo, Hugging Face models) leave the
+batch and sequence dims symbolic and compute reshape targets from them
+(Shape -> Gather -> Concat -> Reshape): ``--seq-len`` gives the other symbolic dims a
+value, then rounds of onnx shape inference (with data propagation) and constant
+folding resolve every chain; the exporter's own value_info is re-inferred.
 """
 
 from __future__ import annotations
@@ -322,7 +328,7 @@ def _set_dims(data_inputs: list[onnx.ValueInfoProto], batch: int, seq_len: int |
 
 def _schemaless_value_info(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], old: int | None,
                            new: int) -> list[onnx.ValueInfoProto]:
-    """After a batch change, declared shapes are kept only where ONNX cannot infer them.
+    """Declared shapes are kept only where ONNX cannot infer them (the rest is re-inferred).
 
     Those are outputs of ops without a schema (custom domains); their leading dim
     follows the batch when it was the old batch (or dynamic).
