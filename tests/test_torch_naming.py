@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -24,7 +25,8 @@ EXPORTS = Path(__file__).parent / "data" / "exports"
 BATCH, SEQ = 2, 16
 
 
-@pytest.mark.parametrize("stem", ["tinyresnet_ts17", "tinyresnet_dynamo18", "tinyvit_dynamo20", "tinygpt2_dynamo20"])
+@pytest.mark.parametrize("stem", ["tinyresnet_ts17", "tinyresnet_dynamo18", "tinyvit_dynamo20", "tinygpt2_dynamo20",
+                                  "tinybert_ts17"])
 def test_profiled_ranges_map_every_layer(tmp_path: Path, stem: str) -> None:
     source = EXPORTS / f"{stem}.onnx"
     mat = materialize(source, BATCH, tmp_path / "model.onnx", seq_len=SEQ)
@@ -48,6 +50,23 @@ def test_profiled_ranges_map_every_layer(tmp_path: Path, stem: str) -> None:
     assert mapped == {layer.index for layer in model.layers}
     if stem == "tinyresnet_ts17":  # the TorchScript exporter's module-path names, as the model spells them
         assert NODE_RANGE + "/layer1/layer1.0/conv1/Conv" in {r.name for r in ranges}
+
+
+@pytest.mark.parametrize("path", sorted(EXPORTS.glob("*.onnx")), ids=lambda p: p.stem)
+def test_conversion_computes_what_onnx_runtime_computes(tmp_path: Path, path: Path) -> None:
+    """Every export of the corpus converts (Gelu-20, ReduceMean-18, Split-18, Flatten at axis == rank,
+    opset-16 comparisons...) and the module's output matches ONNX Runtime's on the same materialized model."""
+    ort = pytest.importorskip("onnxruntime")
+    mat = materialize(path, BATCH, tmp_path / "model.onnx", seq_len=SEQ)
+    module, _ = convert_named(str(mat.path))
+    sess = ort.InferenceSession(str(mat.path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {i.name: (np.ones((BATCH, SEQ), np.int64) if "int" in i.type
+                      else rng.random((BATCH, 3, 32, 32), dtype=np.float32)) for i in sess.get_inputs()}
+    with torch.no_grad():
+        out = module(*[torch.from_numpy(v) for v in feeds.values()])
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    np.testing.assert_allclose(out.numpy(), sess.run(None, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_unconvertible_node_is_one_line(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ Imported only by the torch child process (it needs torch and onnx2torch).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import onnx
@@ -34,6 +35,7 @@ from onnx import defs
 from torch import nn
 
 PADDED_POOL = "BenanzaPaddedAveragePool"  # op type of the rewritten AveragePool nodes (no ONNX schema)
+FLATTEN = "BenanzaFlatten"  # Flatten with axis != 1: onnx2torch's drops a dim when axis == rank (BERT's mask)
 NODE_ID = "benanza_node_{}"  # the module name each ONNX node gets during conversion (an identifier)
 
 # Newer op versions whose semantics equal an older one's for the float/int types a model runs
@@ -135,6 +137,22 @@ def _split(node: Any, graph: Any) -> Any:
         inputs=(node.input_values[0],), outputs=node.output_values))
 
 
+class _Flatten(nn.Module):
+    """ONNX Flatten at any axis: [prod(dims before axis), prod(dims from axis)] (axis == rank gives [n, 1])."""
+
+    def __init__(self, axis: int) -> None:
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        axis = self.axis + x.dim() if self.axis < 0 else self.axis
+        return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def _flatten(node: Any, graph: Any) -> Any:
+    return _result(_Flatten(int(node.attributes.get("axis", 1))), node)
+
+
 def _gelu(node: Any, graph: Any) -> Any:
     return _result(_Gelu(str(node.attributes.get("approximate", "none"))), node)
 
@@ -191,7 +209,8 @@ def _zero_free_target(node: onnx.NodeProto, g: onnx.GraphProto) -> bool:
 
 
 def _rewrite(model: onnx.ModelProto) -> bool:
-    """Drop unused Dropout masks; make asymmetric-pad AveragePool nodes PADDED_POOL (True if any)."""
+    """Drop unused Dropout masks; make asymmetric-pad AveragePool nodes PADDED_POOL and Flatten nodes with
+    axis != 1 FLATTEN (True if any node changed op type)."""
     g = model.graph
     read = {name for n in g.node for name in n.input} | {v.name for v in g.output}
     moved = False
@@ -205,6 +224,9 @@ def _rewrite(model: onnx.ModelProto) -> bool:
             kept = [a for a in node.attribute if a.name != "allowzero"]
             del node.attribute[:]
             node.attribute.extend(kept)
+        elif node.op_type == "Flatten" and any(a.name == "axis" and a.i != 1 for a in node.attribute):
+            node.op_type = FLATTEN
+            moved = True
         elif node.op_type == "AveragePool":
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             pads = list(attrs.get("pads", []))
@@ -268,6 +290,7 @@ def convert_named(model_path: str) -> tuple[nn.Module, dict[str, str]]:
     if _rewrite(model):
         # an op without a schema is looked up under the model's default-domain opset
         _register(PADDED_POOL, opset, _padded_pool)
+        _register(FLATTEN, opset, _flatten)
     _check_convertible(model)
     names: dict[str, str] = {}
     for i, node in enumerate(model.graph.node):
