@@ -22,7 +22,7 @@ from benanza.guards import model_stem
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.plain_text import plain
-from benanza.profile.bundle import Bundle, read_bundle
+from benanza.profile.bundle import Bundle, bundle_seq_len, read_bundle
 from benanza.profile.mapping import map_bundle_report
 from benanza.report import print_report, write_csv, write_html, write_json, write_trace
 
@@ -52,7 +52,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
         if batch is not None and batch != bundle.meta.batch:
             raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
         batch = bundle.meta.batch
-    model = load_model(model_path, batch)
+    model = load_model(model_path, batch, bundle_seq_len(bundle) if bundle is not None else None)
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")

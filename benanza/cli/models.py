@@ -103,16 +103,19 @@ def _table(models: list[Model]) -> Table:
 @click.argument("model_or_dir", type=click.Path(path_type=Path))
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Batch size: the leading dim of the model's data inputs (default: the file's own, or 1).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None,
+              help="Value of every other symbolic input dim (a transformer's sequence length); "
+                   "a model with such dims needs it.")
 @click.option("--json", "as_json", is_flag=True, help="Print every layer as JSON on stdout instead of the table.")
 @friendly_errors
-def layers_cmd(model_or_dir: Path, batch: int | None, as_json: bool) -> None:
+def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, as_json: bool) -> None:
     """List the layers of one ONNX model or of every *.onnx in a directory.
 
     Bad files are reported one line each on stderr (exit code 1); the others are still listed.
     """
     from benanza.model.onnx_import import load_models  # onnx is imported only by commands that read models
 
-    models, errors = load_models(model_or_dir, batch)
+    models, errors = load_models(model_or_dir, batch, seq_len)
     for m in models:
         for problem in m.problems:
             err_console.print(labelled("warning:", "yellow", problem), highlight=False, soft_wrap=True)

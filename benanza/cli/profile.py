@@ -13,7 +13,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.plain_text import plain
-from benanza.profile.bundle import Framework, read_bundle
+from benanza.profile.bundle import Framework, bundle_seq_len, read_bundle
 from benanza.profile.capture import CAPTURE_PRECISIONS, PROFILED_RUNS, AlgoSearch, capture
 from benanza.profile.mapping import map_bundle_report, summary
 
@@ -27,6 +27,8 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
 @click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)), default="onnxruntime", show_default=True,
               help="Framework to run the model in (ONNX Runtime CUDA EP, or PyTorch through onnx2torch).")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size.")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None,
+              help="Value of the model's other symbolic input dims (a transformer's sequence length).")
 @click.option("--dtype", default=Precision.FP32.value, show_default=True,
               help="One precision: fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
@@ -40,8 +42,8 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
               show_default=True, help="ONNX Runtime cudnn_conv_algo_search (PyTorch: exhaustive = cudnn.benchmark).")
 @click.option("--map-only", is_flag=True, help="Do not run anything: map the existing bundle --out onto MODEL.")
 @friendly_errors
-def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Path, runs: int, profiled_runs: int,
-                    warmup: int, algo_search: str, map_only: bool) -> None:
+def profile_command(model: Path, framework: str, batch: int, seq_len: int | None, dtype: str, out: Path, runs: int,
+                    profiled_runs: int, warmup: int, algo_search: str, map_only: bool) -> None:
     """Run MODEL in a framework on the GPU and write a profile bundle (docs/PROFILES.md).
 
     The bundle holds the framework profile, the GPU kernel trace, the cuDNN/cuBLAS API
@@ -55,10 +57,10 @@ def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Pa
     dtype = precisions[0].value
     if not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
-                algo_search=algo_search, profiled_runs=profiled_runs)
+                algo_search=algo_search, profiled_runs=profiled_runs, seq_len=seq_len)
         console.print(plain(f"wrote profile bundle {out}"), highlight=False)
     bundle = read_bundle(out)
-    mapping = map_bundle_report(load_model(model, bundle.meta.batch), bundle)
+    mapping = map_bundle_report(load_model(model, bundle.meta.batch, bundle_seq_len(bundle)), bundle)
     table = Table("", "value", title=plain(f"{model.name} in {bundle.meta.framework} "
                                            f"{bundle.meta.framework_version}, batch {bundle.meta.batch}, "
                                            f"{bundle.meta.dtype}"))

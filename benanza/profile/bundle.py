@@ -253,6 +253,12 @@ def model_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def bundle_seq_len(bundle: Bundle) -> int | None:
+    """The sequence length a bundle's model ran at (``benanza profile --seq-len``), None for fixed shapes."""
+    value = bundle.meta.extra.get("seq_len")
+    return int(value) if value is not None else None
+
+
 def write_meta(bundle_dir: str | Path, *, framework: str, framework_version: str, model: str, batch: int, dtype: str,
                latencies_ms: Sequence[float], system: dict[str, Any] | None = None, timestamp: str | None = None,
                extra: dict[str, Any] | None = None, model_sha256: str = "") -> Path:

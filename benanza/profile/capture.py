@@ -45,7 +45,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.attrs import VALUE_INPUTS
 from benanza.model.layer import Layer
-from benanza.model.onnx_import import load_model
+from benanza.model.onnx_import import load_model_constants
 from benanza.profile.bundle import Framework, model_digest, write_meta
 
 MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
@@ -147,7 +147,11 @@ def _value_input(value: Any, dtype: str, name: str) -> TensorProto:
         array = array.astype(np.float32)
     else:
         array = array.astype(np.int64)
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(np.array(array, order="C"), name)
+
+
+def _varied(value: np.ndarray) -> bool:
+    return value.size > 1 and not bool(np.all(value == value.reshape(-1)[0]))
 
 
 def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) -> onnx.NodeProto:
@@ -157,7 +161,8 @@ def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) ->
     return node
 
 
-def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: int = SEED) -> Materialized:
+def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: int = SEED,
+                seq_len: int | None = None) -> Materialized:
     """Fold the model's constant subgraphs, set the batch and write it with real random weights.
 
     The light zoo models compute their weights at run time (``ConstantOfShape``):
@@ -169,7 +174,7 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
     """
     path = Path(model_path)
     label = str(path)
-    model = load_model(path, batch)
+    model, values = load_model_constants(path, batch, seq_len)
     proto = onnx.load(str(path))
     g = proto.graph
     by_output = {o: n for n in g.node for o in n.output if o}
@@ -207,6 +212,11 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
             elif name in original:
                 initializers[name] = original[name]
                 kept.append(name)
+            elif name in values and (np.dtype(values[name].dtype).kind != "f" or _varied(values[name])):
+                # computed index tensors, masks, position embeddings: their values decide what runs
+                # (a computed float of one repeated value is a light-zoo ConstantOfShape weight: random below)
+                initializers[name] = numpy_helper.from_array(np.array(values[name], order="C"), name)
+                kept.append(name)
             elif name in weights and np.dtype(weights[name].dtype).kind == "f":
                 t = weights[name]
                 value = _random_weight(t.shape, np.dtype(t.dtype), (layer.op, pos), attrs, rng)
@@ -216,11 +226,14 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
                 raise BenanzaError(f"{label}: input '{name}' of {layer.op} node '{layer.name}' is a computed "
                                    "non-float constant that cannot be materialized")
         nodes.append(node)
-    for v in data_inputs:
+    resolved = {t.name: t.shape for layer in model.layers for t in layer.inputs}
+    for v in data_inputs:  # every dim static, as the model processor resolved it (batch, sequence length)
         dims = v.type.tensor_type.shape.dim
-        if dims:
-            dims[0].Clear()
-            dims[0].dim_value = model.batch
+        shape = resolved.get(v.name)
+        for axis, d in enumerate(dims):
+            if shape is not None or axis == 0:
+                d.Clear()
+                d.dim_value = shape[axis] if shape is not None else model.batch
     shapes = {t.name: list(t.shape) for layer in model.layers for t in layer.outputs}
     graph = onnx.helper.make_graph(
         nodes, g.name or path.stem, inputs=list(data_inputs),
@@ -257,7 +270,9 @@ def strip_weights(path: Path) -> None:
 
 
 # Ops whose float attributes or outputs would not follow an fp16 cast of inputs and weights.
-FP16_BLOCKERS = frozenset({"Cast", "Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
+FP16_BLOCKERS = frozenset({"Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
+# A Cast to float32 (a transformer's attention mask) casts to float16 in the fp16 copy.
+CAST_TO = {TensorProto.FLOAT: TensorProto.FLOAT16}
 
 
 def to_fp16(model_path: str | Path, out_path: str | Path) -> Path:
@@ -269,6 +284,11 @@ def to_fp16(model_path: str | Path, out_path: str | Path) -> Path:
     path = Path(model_path)
     model = onnx.load(str(path))
     blocker = next((n for n in model.graph.node if n.op_type in FP16_BLOCKERS), None)
+    for node in model.graph.node:
+        if node.op_type == "Cast":
+            for attr in node.attribute:
+                if attr.name == "to":
+                    attr.i = CAST_TO.get(attr.i, attr.i)
     if blocker is not None:
         raise BenanzaError(f"{path}: fp16 capture needs a graph without {blocker.op_type} nodes "
                            f"(node '{blocker.name or blocker.output[0]}' makes its own float tensor); "
@@ -359,8 +379,10 @@ def check_gpu() -> dict[str, Any]:
 
 def capture(model_path: str | Path, framework: str, batch: int, precision: str, out_dir: str | Path,
             runs: int = 50, warmup: int = 10, algo_search: str = AlgoSearch.EXHAUSTIVE.value,
-            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS) -> Path:
-    """Profile one model in one framework and write the bundle ``out_dir``; returns its path."""
+            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS, seq_len: int | None = None) -> Path:
+    """Profile one model in one framework and write the bundle ``out_dir``; returns its path.
+
+    ``seq_len`` sets the model's symbolic non-batch input dims (meta.json's extra.seq_len)."""
     fw = Framework(framework)
     try:
         prec = Precision(precision)
@@ -380,7 +402,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
     bundle.mkdir(parents=True, exist_ok=True)
     src = Path(model_path)
     with tempfile.TemporaryDirectory(prefix="benanza-profile-") as work:
-        mat = materialize(src, batch, Path(work) / MODEL)
+        mat = materialize(src, batch, Path(work) / MODEL, seq_len=seq_len)
         runnable = mat.path
         if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
             runnable = to_fp16(mat.path, Path(work) / MODEL_FP16)
@@ -396,7 +418,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
             log.unlink()  # an empty log means the library was not called: say "absent", not "unreadable"
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "randomized_weights": len(mat.randomized), "latency_without": "API logs and profiler",
-             "clock": profiled.get("clock", {})}
+             "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {})}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=src.name, batch=batch, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
@@ -410,6 +432,10 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
 
 class NoGpu(Exception):
     """Raised in a child that finds no usable CUDA device."""
+
+
+class Refused(Exception):
+    """Raised in a child when the framework cannot run the model; the message is the whole one-line report."""
 
 
 def _random_feeds(specs: Sequence[tuple[str, Sequence[Any], str]], rng: np.random.Generator) -> dict[str, Any]:
@@ -525,8 +551,9 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _node_ranges(module: Any) -> None:
-    """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a named range."""
+def _node_ranges(module: Any, node_names: dict[str, str]) -> None:
+    """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a range named
+    after the ONNX node itself (``node_names``: module name -> node name), never onnx2torch's mangling."""
     import torch
 
     stack: list[Any] = []
@@ -541,7 +568,9 @@ def _node_ranges(module: Any) -> None:
             stack.pop().__exit__(None, None, None)
 
     for name, child in module.named_children():
-        child.register_forward_pre_hook(lambda m, i, n=name: pre(m, i, n))
+        if name not in node_names:
+            continue  # onnx2torch's initializer container: no node
+        child.register_forward_pre_hook(lambda m, i, n=node_names[name]: pre(m, i, n))
         child.register_forward_hook(post)
 
 
@@ -558,20 +587,27 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = AlgoSearch(args.algo_search) is AlgoSearch.EXHAUSTIVE
     torch.backends.cudnn.allow_tf32 = ALLOW_TF32[prec]
     torch.backends.cuda.matmul.allow_tf32 = ALLOW_TF32[prec]
-    from benanza.profile.onnx_torch import convert  # onnx2torch plus the zoo models' fixes
+    from benanza.profile.onnx_torch import ConversionError, convert_named  # onnx2torch plus fixes
 
-    module = convert(args.model).cuda().eval()
+    try:
+        module, node_names = convert_named(args.model)
+    except ConversionError as exc:
+        raise Refused(str(exc)) from None
+    module = module.cuda().eval()
     dtype = torch.float16 if prec is Precision.FP16 else torch.float32
     if prec is Precision.FP16:
         module = module.half()
     if profiled:
-        _node_ranges(module)
+        _node_ranges(module, node_names)
     proto = onnx.load(args.model, load_external_data=False)
     init = {t.name for t in proto.graph.initializer}
     rng = np.random.default_rng(SEED)
-    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim], "float32")
+    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim],
+              onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
              for v in proto.graph.input if v.name not in init]
-    inputs = [torch.from_numpy(a).to("cuda", dtype) for a in _random_feeds(specs, rng).values()]
+    # float inputs in the run's precision; token ids and masks keep their integer type
+    inputs = [torch.from_numpy(a).to("cuda", dtype) if a.dtype.kind == "f" else torch.from_numpy(a).to("cuda")
+              for a in _random_feeds(specs, rng).values()]
 
     def run() -> None:
         with torch.no_grad():
@@ -618,6 +654,8 @@ def child_main(argv: Sequence[str]) -> int:
         code = 0
     except NoGpu as exc:
         report, code = {"error": str(exc)}, NO_GPU_EXIT
+    except Refused as exc:
+        report, code = {"error": str(exc)}, 1
     except ImportError as exc:
         report, code = {"error": f"{exc} (the {args.framework} capture needs it installed)"}, 1
     except Exception as exc:  # report any framework failure as one line; details on stderr
