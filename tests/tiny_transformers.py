@@ -69,17 +69,23 @@ class _Builder:
         return m
 
 
+def _scaled_scores(g: _Builder, x: str, batch: int, seq: int, heads: int, head_dim: int) -> tuple[str, str]:
+    """Q, K, V projections of ``x`` and the exporters' scaled scores Q·Kᵀ / sqrt(d): (scores, V)."""
+    hidden = heads * head_dim
+    q = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
+    k = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
+    v = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
+    kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
+    return g.op("Div", [g.op("MatMul", [q, kt]), g.const(np.array(np.sqrt(head_dim), np.float32))]), v
+
+
 def bert_block(batch: int = 2, seq: int = 16, heads: int = 2, head_dim: int = 8, vocab: int = 50,
                seed: int = 0) -> onnx.ModelProto:
     """One BERT encoder layer over an embedding lookup (TorchScript exporter's forms)."""
     g, hidden = _Builder(seed), heads * head_dim
     x = g.op("Gather", [g.weight(vocab, hidden), "input_ids"], axis=0)
     x = g.layernorm(x, hidden)
-    q = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
-    k = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
-    v = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
-    kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
-    scores = g.op("Div", [g.op("MatMul", [q, kt]), g.const(np.array(np.sqrt(head_dim), np.float32))])
+    scores, v = _scaled_scores(g, x, batch, seq, heads, head_dim)
     probs = g.op("Softmax", [g.op("Add", [scores, "attention_mask"])], axis=-1)
     ctx = g.merge(g.op("MatMul", [probs, v]), batch, seq, heads, head_dim)
     x = g.layernorm(g.op("Add", [g.linear(ctx, hidden, hidden), x]), hidden)
@@ -98,11 +104,7 @@ def gpt2_block(batch: int = 2, seq: int = 16, heads: int = 2, head_dim: int = 8,
     g, hidden = _Builder(seed), heads * head_dim
     x0 = "hidden_states"
     x = g.layernorm(x0, hidden)
-    q = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
-    k = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
-    v = g.heads(g.linear(x, hidden, hidden), batch, seq, heads, head_dim)
-    kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
-    scores = g.op("Div", [g.op("MatMul", [q, kt]), g.const(np.array(np.sqrt(head_dim), np.float32))])
+    scores, v = _scaled_scores(g, x, batch, seq, heads, head_dim)
     causal = g.const(np.tril(np.ones((seq, seq), bool)).reshape(1, 1, seq, seq), "causal")
     masked = g.op("Where", [causal, scores, g.const(np.array(np.finfo(np.float32).min, np.float32))])
     probs = g.op("Softmax", [g.op("Add", [masked, "attention_mask"])], axis=-1)
