@@ -68,7 +68,8 @@ def test_symbolic_sequence_without_a_value_is_one_line(path: Path) -> None:
 def test_ops_without_a_library_call_are_listed_problems() -> None:
     model = load_model(EXPORTS / "tinybert_ts17.onnx", 1, 16)
     listed = {p.split("op '")[1].split("'")[0] for p in model.problems}
-    assert {"LayerNormalization", "Erf"} <= listed
+    assert {"And", "GatherElements"} <= listed  # LayerNormalization and Erf have benchmarks (graph norm, pointwise)
+    assert not {"LayerNormalization", "Erf", "MatMul", "Softmax"} & listed
     assert all(str(EXPORTS / "tinybert_ts17.onnx") in p and "\n" not in p for p in model.problems)
 
 

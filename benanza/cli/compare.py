@@ -15,6 +15,7 @@ from benanza.cli.options import database
 from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
+from benanza.plain_text import plain
 from benanza.profile.bundle import read_bundle
 from benanza.report import compare_report
 from benanza.report.fmt import cell
@@ -23,7 +24,7 @@ from benanza.report.fmt import cell
 @main.command("compare")
 @click.argument("sides", metavar="BUNDLE_OR_MODEL...", nargs=-1, required=True,
                 type=click.Path(exists=True, path_type=Path))
-@click.option("--model", "model_path", type=click.Path(exists=True, path_type=Path), default=Path("models/zoo"),
+@click.option("--model", "model_path", type=click.Path(path_type=Path), default=Path("models/zoo"),
               show_default=True, help="The model file, or a directory holding it (found by content hash).")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database, .db or .db.xz (default: the shipped H100 database).")
@@ -50,6 +51,11 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
             raise BenanzaError(f"{bad[0]}: not a profile bundle directory (give bundles, or one model and --system)")
         if len(systems) > 1:
             raise BenanzaError("--system: give at most one when comparing bundles")
+        if len(sides) < 2:
+            raise BenanzaError(f"compare: needs at least two analyses, got {len(sides)}")
+        if not model_path.exists():  # the default models/zoo is only there once fetched
+            raise BenanzaError(f"{model_path}: no such model file or directory (give --model, or fetch the zoo: "
+                               f"benanza models zoo {model_path})")
         analyses = []
         for path in sides:
             model = bundle_store.find_model(read_bundle(path), model_path)
@@ -60,10 +66,10 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
         comp = compare(analyses)
     compare_report.print_comparison(comp, console)
     if csv_path:
-        console.print(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}", highlight=False)
+        console.print(plain(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}"), highlight=False)
     if html_path:
         title = f"{analyses[0][1].model['name']}: {' vs '.join(comp.labels)}"
-        console.print(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}",
+        console.print(plain(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}"),
                       highlight=False)
 
 
