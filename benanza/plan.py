@@ -16,7 +16,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benanza.analyze.inputs import ExecutedCall
 from benanza.library import (
     APIS,
     NO_COPY_OPS,
@@ -31,6 +30,7 @@ from benanza.library import (
 )
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile.cudnn_log import parse_engine_config_name
+from benanza.records import ExecutedCall
 
 # ---------------------------------------------------------------- descriptions
 

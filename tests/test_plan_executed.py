@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from conftest import LIGHT
 
 from benanza import codegen
-from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import main
 from benanza.library import Api, Precision
 from benanza.model.layer import Model, bias_add
@@ -23,6 +22,7 @@ from benanza.plan import ALREADY_MEASURED, NAMED_CONFIG_APIS, UNNAMED, plan_exec
 from benanza.profile.bundle import read_bundle
 from benanza.profile.cudnn_log import engine_config_name
 from benanza.profile.mapping import executed_calls
+from benanza.records import ExecutedCall
 
 BUNDLES = perfdb_dir() / "bundles"
 

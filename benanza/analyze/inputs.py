@@ -11,9 +11,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from benanza.library import PRECISIONS, Api, Fusion, Precision
+from benanza.library import PRECISIONS, Api, Precision
 from benanza.model.layer import Model
-from benanza.records import Result
+from benanza.records import (  # noqa: F401  (the profile records, imported from here before they moved)
+    ExecutedCall,
+    KernelSpan,
+    LayerProfile,
+    OverheadKind,
+    Profile,
+    Result,
+    UnmappedWork,
+)
 
 
 class ApiFamily(StrEnum):
@@ -114,72 +122,6 @@ class Ceilings:
         if not self.bandwidth_gbs or self.bandwidth_gbs <= 0:
             return None
         return self.bandwidth_gbs * 1e6  # 1 GB/s = 1e9 B/s = 1e6 B/ms
-
-
-@dataclass(frozen=True)
-class ExecutedCall:
-    """The library call a framework made for one layer, as the cuDNN/cuBLAS logs show it.
-
-    ``algorithm`` is spelled like the benchmarks spell it (legacy enum name, cuBLAS algo
-    id, or the graph API's ``engine_config_name``). ``key`` is the layer key or, when the
-    framework ran a fused call, the fusion key under which the fused benchmark is stored.
-    """
-
-    api: str
-    algorithm: str
-    precision: str  # a Precision value: the math actually used (TF32 for fp32 data on Hopper)
-    fusion: str = Fusion.NONE.value
-    key: str | None = None  # None: the layer's own key
-
-
-@dataclass(frozen=True)
-class KernelSpan:
-    """One GPU kernel or copy of a measured run (times relative to the run's start)."""
-
-    name: str
-    start_us: float
-    dur_us: float
-
-
-@dataclass(frozen=True)
-class LayerProfile:
-    """What the profile knows about one model layer; None where it does not know."""
-
-    gpu_ms: float | None = None  # union of the layer's kernel intervals in one run
-    kernel_count: int | None = None
-    executed: ExecutedCall | None = None
-    fused_into: int | None = None  # ran inside this other layer's (fused) call
-    kernels: tuple[KernelSpan, ...] = ()
-    # Calls the framework made for this layer after ``executed`` (ONNX Runtime adds a
-    # conv's bias with a cudnnAddTensor of its own): as-executed counts them too.
-    extra: tuple[ExecutedCall, ...] = ()
-
-
-class OverheadKind(StrEnum):
-    """GPU work of a run that belongs to no model layer."""
-
-    KERNEL = "kernel"  # framework-only kernel (e.g. a cast or a fill)
-    COPY = "copy"  # memcpy / memset
-    EXTRA_LAYER = "extra layer"  # a layer the model does not need (inserted transpose, padding)
-
-
-@dataclass(frozen=True)
-class UnmappedWork:
-    name: str
-    ms: float
-    kind: OverheadKind = OverheadKind.KERNEL
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A measured framework run, already mapped onto the model's layer indices."""
-
-    layers: Mapping[int, LayerProfile] = field(default_factory=dict)
-    e2e_ms: float | None = None  # end-to-end latency, median over runs
-    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run
-    kernel_count: int | None = None
-    unmapped: tuple[UnmappedWork, ...] = ()
-    framework: str = ""
 
 
 @dataclass(frozen=True)

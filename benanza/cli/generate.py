@@ -11,12 +11,12 @@ import click
 from rich.table import Table
 
 from benanza import codegen
-from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
 from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Benchmark, Plan, plan, plan_executed
+from benanza.records import ExecutedCall
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {

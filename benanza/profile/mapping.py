@@ -38,7 +38,6 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from benanza.analyze.inputs import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 from benanza.errors import BenanzaError
 from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
@@ -48,6 +47,7 @@ from benanza.profile.capture import NODE_RANGE, RUN_RANGE
 from benanza.profile.cublas_log import GemmCall, lt_algorithm_name
 from benanza.profile.kineto import Annotation, CpuEvent, GpuEvent, KinetoTrace, busy_time
 from benanza.profile.ort_profile import NodeEvent, OrtProfile, OrtRun
+from benanza.records import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 
 Signature = tuple
 SUCCESS = "CUDNN_STATUS_SUCCESS"
