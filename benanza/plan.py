@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benanza.apis.engine_config import parse_engine_config_name
 from benanza.library import (
     APIS,
     NO_COPY_OPS,
@@ -29,7 +30,6 @@ from benanza.library import (
     Precision,
 )
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
-from benanza.profile.cudnn_log import parse_engine_config_name
 from benanza.records import ExecutedCall
 
 # ---------------------------------------------------------------- descriptions

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from conftest import LIGHT
 
 from benanza import codegen
+from benanza.apis.engine_config import engine_config_name
 from benanza.cli.main import main
 from benanza.library import Api, Precision
 from benanza.model.layer import Model, bias_add
@@ -20,7 +21,6 @@ from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
 from benanza.plan import ALREADY_MEASURED, NAMED_CONFIG_APIS, UNNAMED, plan_executed, with_named_configs
 from benanza.profile.bundle import read_bundle
-from benanza.profile.cudnn_log import engine_config_name
 from benanza.profile.mapping import executed_calls
 from benanza.records import ExecutedCall
 

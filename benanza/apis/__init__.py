@@ -1,0 +1,1 @@
+"""One definition per library API benanza benchmarks (see docs/GENERATOR.md)."""
