@@ -47,12 +47,11 @@ from benanza.model.attrs import VALUE_INPUTS
 from benanza.model.layer import Layer
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Framework, write_meta
+from benanza.profile.ranges import NODE_RANGE, RUN_RANGE
 
 MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
 MODEL_FP16 = "model_fp16.onnx"  # what ONNX Runtime runs for --dtype fp16
 OPTIMIZED = "optimized_model.onnx"  # ORT's optimized graph; the bundle keeps it without weights
-RUN_RANGE = "model_run"  # record_function name around each timed run (the mapping cuts runs on it)
-NODE_RANGE = "benanza.node:"  # PyTorch: record_function prefix around each converted ONNX node
 NO_GPU_EXIT = 3  # a child's exit status when it finds no usable GPU
 CHILD_TIMEOUT_S = 1800
 SEED = 0

@@ -43,10 +43,10 @@ from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile import cudnn_log
 from benanza.profile.bundle import Bundle, Framework, read_bundle
-from benanza.profile.capture import NODE_RANGE, RUN_RANGE
 from benanza.profile.cublas_log import GemmCall, lt_algorithm_name
 from benanza.profile.kineto import Annotation, CpuEvent, GpuEvent, KinetoTrace, busy_time
 from benanza.profile.ort_profile import NodeEvent, OrtProfile, OrtRun
+from benanza.profile.ranges import NODE_RANGE, RUN_RANGE
 from benanza.records import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 
 Signature = tuple
