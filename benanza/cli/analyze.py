@@ -8,20 +8,13 @@ import click
 
 from benanza import db as perfdb
 from benanza import runner, system
-from benanza.analyze import Constraints, analyze
-from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.run import generate_project, summary_table
+from benanza.cli.run import summary_table
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.model.onnx_import import load_model
 from benanza.paths import shipped_db
-from benanza.profile.bundle import Bundle, read_bundle
-from benanza.profile.mapping import map_bundle_report
+from benanza.pipeline import FAMILIES, analyze_model, generate_project
 from benanza.report import print_report, write_html, write_json, write_trace
-
-FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
 
 
 def _precisions(text: str) -> frozenset[Precision]:
@@ -29,45 +22,6 @@ def _precisions(text: str) -> frozenset[Precision]:
         return frozenset(Precision(p.strip()) for p in text.split(",") if p.strip())
     except ValueError as exc:
         raise BenanzaError(f"--dtype: {exc}; choose from {', '.join(p.value for p in Precision)}") from None
-
-
-def model_stem(name: str) -> str:
-    """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
-    return Path(name).name.removesuffix(".onnx").removeprefix("light_")
-
-
-def bundle_model(models: Path, bundle: Bundle) -> Path:
-    """Where the model a bundle was recorded with lies in the directory ``models`` (zoo names)."""
-    return models / f"{model_stem(bundle.meta.model)}.onnx"
-
-
-def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
-                  batch: int | None = None, precisions: frozenset[Precision] | None = None,
-                  apis: str = "both"):
-    """Load the model (at the bundle's batch), map the bundle, read the database, analyze."""
-    bundle = read_bundle(bundle_path) if bundle_path else None
-    if bundle is not None:
-        if model_stem(bundle.meta.model) != model_stem(model_path.name):
-            raise BenanzaError(f"{bundle_path}: profile bundle of model '{bundle.meta.model}', "
-                               f"not of {model_path.name}")
-        if batch is not None and batch != bundle.meta.batch:
-            raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
-        batch = bundle.meta.batch
-    model = load_model(model_path, batch)
-    mapping = map_bundle_report(model, bundle) if bundle is not None else None
-    if not db_path.exists():
-        raise BenanzaError(f"{db_path}: no such performance database")
-    db = perfdb.open_db(db_path)
-    sys_row = pick_system(db, system_name, str(db_path))
-    if bundle is not None:
-        check_same_system(bundle, sys_row)
-    constraints = Constraints(families=frozenset(FAMILIES[apis]))
-    if not precisions and bundle is not None:  # a run's bound may use the precision the run computed in
-        precisions = constraints.precisions | {Precision(bundle.meta.dtype)}
-    if precisions:
-        constraints = constraints.with_precisions(precisions)
-    inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
-    return analyze(inputs), mapping
 
 
 @main.command("analyze")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,8 @@ from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
-from benanza.model.layer import Model
-from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Benchmark, Plan, plan, plan_executed
-from benanza.records import ExecutedCall
+from benanza.pipeline import load, profile_calls, skip_predicate
+from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {
@@ -55,62 +53,6 @@ def parse_apis(text: str | None) -> list[Api] | None:
         choices = ", ".join(exe.removeprefix("bench_") for exe in EXECUTABLES.values())
         raise BenanzaError(f"--api: unknown {', '.join(bad) or 'empty list'}; choose from {choices}")
     return [API_NAMES[a] for a in dict.fromkeys(_csv(text))]
-
-
-def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
-    """Every model of ``path`` at every batch; one error line per file that failed."""
-    from benanza.model.onnx_import import load_models
-
-    models: list[Model] = []
-    errors: list[str] = []
-    for batch in batches:
-        loaded, errs = load_models(path, batch=batch)
-        models += loaded
-        errors += errs
-    return models, errors
-
-
-def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
-    """The database's "already measured" predicate for one system (None: skip nothing)."""
-    if db_path is None:
-        return None
-    try:
-        from benanza import db as perfdb
-    except ImportError as exc:
-        raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
-    if not db_path.is_file():
-        raise BenanzaError(f"{db_path}: no such database")
-    database = perfdb.open_db(db_path)
-    ids = [s["id"] for s in perfdb.systems(database)]
-    if system is None:
-        if not ids:
-            return None
-        if len(ids) > 1:
-            raise BenanzaError(f"{db_path}: holds {len(ids)} systems; pick one with --system ({', '.join(ids)})")
-        system = ids[0]
-    elif system not in ids:
-        raise BenanzaError(f"{db_path}: no system {system!r} (known: {', '.join(ids) or 'none'})")
-    return perfdb.measured(database, system)
-
-
-def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
-    """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
-    from benanza.cli.analyze import bundle_model, model_stem
-    from benanza.model.onnx_import import load_model
-    from benanza.profile.bundle import read_bundle
-    from benanza.profile.mapping import executed_calls
-
-    calls: list[tuple[Model, str, ExecutedCall]] = []
-    for path in bundles:
-        bundle = read_bundle(path)
-        stem = model_stem(bundle.meta.model)
-        onnx = bundle_model(model, bundle) if model.is_dir() else model
-        if model_stem(onnx.name) != stem or not onnx.is_file():
-            raise BenanzaError(f"{path}: profile bundle of model '{bundle.meta.model}', "
-                               f"and {model} {'has no ' + stem + '.onnx' if model.is_dir() else 'is another model'}")
-        loaded = load_model(onnx, bundle.meta.batch)
-        calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
-    return calls
 
 
 def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:

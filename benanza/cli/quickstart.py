@@ -9,23 +9,17 @@ import click
 
 from benanza import db as perfdb
 from benanza import runner, system
-from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.run import generate_project, summary_table
+from benanza.cli.run import summary_table
 from benanza.errors import BenanzaError
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import shipped_db
+from benanza.pipeline import analyze_model, generate_project, seed_database, shipped_bundle
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)
-
-
-def shipped_bundle(model: Path) -> Path | None:
-    """A profile bundle shipped for this model at batch 1 (perfdb/bundles/<stem>_b1_*), if any."""
-    found = sorted((perfdb_dir() / "bundles").glob(f"{model.stem}_b1_*"))
-    return found[0] if found else None
 
 
 def record_bundle(model: Path, bundles: Path) -> Path | None:
@@ -45,21 +39,6 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
             shutil.rmtree(bundle, ignore_errors=True)  # a failed capture leaves no half bundle behind
             err_console.print(f"{model.name}: no {framework.value} profile: {exc}", highlight=False, markup=False)
     return None
-
-
-def seed_database(db_path: Path, here: dict) -> bool:
-    """Start a new database as a copy of the shipped one when that was measured on this very
-    system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
-    so the GPU run measures only what it lacks instead of hours of benchmarks again."""
-    if db_path.exists():
-        return False
-    shipped = shipped_db()
-    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped))}:
-        return False
-    partial = db_path.with_suffix(".partial")
-    shutil.copyfile(shipped, partial)
-    partial.replace(db_path)
-    return True
 
 
 @main.command("quickstart")

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -17,6 +13,7 @@ from benanza import runner, system
 from benanza.cli.main import console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
+from benanza.pipeline import generate_project
 
 # Summary rows: label -> RunSummary field (jobs first, then the results' own statuses).
 SUMMARY_ROWS = (
@@ -43,26 +40,6 @@ def classify(inputs: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
         else:
             raise BenanzaError(f"{path}: neither a generated project directory nor an .onnx model")
     return projects, models
-
-
-def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
-                     skip: Callable[[Any], bool] | None = None) -> Path | None:
-    """Plan and generate one benchmark project for all ``models`` (the runner skips what is
-    measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
-    and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
-    from benanza import codegen
-    from benanza import plan as planner
-    from benanza.model.onnx_import import load_model
-
-    loaded = [load_model(m, batch) for m in models]
-    command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
-    if not p.jobs and skip is None:
-        raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
-    if not p.jobs:
-        return None
-    codegen.generate(p, out, command)
-    return out
 
 
 def summary_table(summary: runner.RunSummary, title: str) -> Table:
