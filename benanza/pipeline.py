@@ -66,26 +66,16 @@ def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
 
 
 def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
-    """The database's "already measured" predicate for one system (None: skip nothing)."""
+    """The database's "already measured" predicate for one system (None: skip nothing): the
+    system ``pick_system`` picks, or nothing to skip in a database that holds no system yet."""
     if db_path is None:
         return None
-    try:
-        from benanza import db as perfdb
-    except ImportError as exc:
-        raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
     if not db_path.is_file():
         raise BenanzaError(f"{db_path}: no such database")
     database = perfdb.open_db(db_path)
-    ids = [s["id"] for s in perfdb.systems(database)]
-    if system is None:
-        if not ids:
-            return None
-        if len(ids) > 1:
-            raise BenanzaError(f"{db_path}: holds {len(ids)} systems; pick one with --system ({', '.join(ids)})")
-        system = ids[0]
-    elif system not in ids:
-        raise BenanzaError(f"{db_path}: no system {system!r} (known: {', '.join(ids) or 'none'})")
-    return perfdb.measured(database, system)
+    if system is None and not perfdb.systems(database):
+        return None
+    return perfdb.measured(database, pick_system(database, system, str(db_path))["id"])
 
 
 def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:

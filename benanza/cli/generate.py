@@ -79,7 +79,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
               help="Comma-separated APIs to generate (e.g. conv_fwd,conv_bias_act); default all.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database: skip benchmarks it already holds for the system.")
-@click.option("--system", default=None, help="System id in --db (default: its only system).")
+@click.option("--system", default=None, help="System id (prefix) or GPU name in --db (default: its only system).")
 @click.option("--from-profile", "bundles", multiple=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Benchmark exactly the library calls logged in this profile bundle (the engine configs the "
