@@ -28,9 +28,10 @@ from typing import Any
 import jinja2
 
 from benanza import paths
+from benanza.apis.graph import NAMED_CONFIG_APIS
 from benanza.errors import BenanzaError
 from benanza.library import ALGORITHM_TOLERANCE, APIS, PRECISIONS, Precision
-from benanza.plan import NAMED_CONFIG_APIS, Job, Plan
+from benanza.plan import Job, Plan
 
 MANIFEST_SCHEMA = 1
 MANIFEST = "manifest.json"

@@ -22,25 +22,24 @@ import pytest
 from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
 
 from benanza import codegen
-from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
-from benanza.model.graph import build_graph, find_fusions
-from benanza.model.layer import Layer, Model, Tensor
-from benanza.model.onnx_import import load_model
-from benanza.plan import (
+from benanza.apis.base import Unsupported
+from benanza.apis.copy import COPY_ALGORITHM
+from benanza.apis.cudnn_ops import (
     ADD_TENSOR_ALGORITHM,
     BATCHNORM_ALGORITHM,
-    COPY_ALGORITHM,
     LRN_ALGORITHM,
     LRN_LIMITS,
     OP_TENSOR_OPS,
     POOLING_MODES,
     SOFTMAX_ALGORITHM,
-    Plan,
-    Unsupported,
     broadcast4,
     dims4,
-    plan,
 )
+from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
+from benanza.model.graph import build_graph, find_fusions
+from benanza.model.layer import Layer, Model, Tensor
+from benanza.model.onnx_import import load_model
+from benanza.plan import Plan, plan
 from benanza.records import Result
 
 ZOO_MODELS = sorted(LIGHT.glob("light_*.onnx"))

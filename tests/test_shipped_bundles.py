@@ -13,12 +13,13 @@ import pytest
 from conftest import LIGHT
 
 from benanza import db as perfdb
+from benanza.apis.graph import NAMED_CONFIG_APIS
 from benanza.library import Api
 from benanza.model.layer import bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir, shipped_db
 from benanza.pipeline import analyze_model, model_stem, shipped_bundle
-from benanza.plan import NAMED_CONFIG_APIS, plan_executed
+from benanza.plan import plan_executed
 from benanza.profile.bundle import read_bundle
 from benanza.profile.mapping import executed_calls, map_bundle_report
 

@@ -1,0 +1,33 @@
+"""Non-library layers: the roofline bound of a device-to-device copy."""
+
+from __future__ import annotations
+
+import math
+
+from benanza.apis.base import FLOAT_DTYPES, JobFields, Unsupported
+from benanza.library import NO_COPY_OPS, PRECISIONS, Math, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+COPY_ALGORITHM = "cudaMemcpyAsync"
+
+
+# Bytes per element of each precision's storage type (the copy bound's size).
+STORAGE_BYTES: dict[str, int] = {"float": 4, "__half": 2, "__nv_bfloat16": 2}
+
+
+def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes."""
+    if not isinstance(item, Layer):
+        raise Unsupported("a copy bound takes a single layer")
+    if item.op in NO_COPY_OPS:
+        raise Unsupported("moves no bytes")
+    outputs = [t for t in item.outputs if t.name]
+    for t in outputs:
+        if t.dtype not in FLOAT_DTYPES:
+            raise Unsupported(f"output dtype {t.dtype} is not a floating-point type (shape arithmetic, not data)")
+    size = STORAGE_BYTES[PRECISIONS[precision].cpp_type]
+    count = sum(math.prod(t.shape) for t in outputs)
+    if count == 0:
+        raise Unsupported("moves no bytes")
+    return JobFields({"bytes": count * size}, {"outputs": [list(t.shape) for t in outputs], "bytes": count * size},
+                     (COPY_ALGORITHM,), "", Math.NONE.value)
