@@ -3,9 +3,9 @@
 Candidates are every (layer or fusion candidate) x (API it maps to) x (precision)
 of the given models.  The planner dedupes them by key across models and batches,
 drops those that make no sense or are already measured (logging why), and turns
-the rest into jobs through ``JOB_BUILDERS``: one small function per API that turns
-a layer or fusion into the plain numbers its template needs.  Adding an API is
-one builder here plus one template (see docs/GENERATOR.md); generation
+the rest into jobs through each API's builder (``benanza.apis``: one small function per
+API that turns a layer or fusion into the plain numbers its template needs; adding an
+API is one module there plus one template, see docs/GENERATOR.md); generation
 (``benanza.codegen``) never filters on the side.
 """
 
@@ -14,22 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from benanza.apis import NAMED_CONFIG_APIS, REGISTRY
 from benanza.apis.base import JobBuilder, JobFields, Unsupported
 from benanza.apis.ceilings import CEILING_KEY, ceiling_jobs
-from benanza.apis.conv import conv_bias_act_job, conv_fwd_job
-from benanza.apis.copy import copy_job
-from benanza.apis.cudnn_ops import (
-    activation_job,
-    add_tensor_job,
-    batchnorm_job,
-    lrn_job,
-    op_tensor_job,
-    pooling_job,
-    softmax_job,
-)
-from benanza.apis.gemm import gemm_ex_job, lt_matmul_job, sgemv_job
-from benanza.apis.graph import NAMED_CONFIG_APIS, graph_conv_job, graph_matmul_job, with_named_configs
-from benanza.library import APIS, PRECISIONS, Api, Fusion, Precision
+from benanza.apis.graph import with_named_configs
+from benanza.library import PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.records import ExecutedCall
 
@@ -127,25 +116,8 @@ class Plan:
 
 # ---------------------------------------------------------------- tables
 
-# One executable per API: bench_<slug>.
-EXECUTABLES: dict[Api, str] = {
-    Api.CONV_FWD: "bench_conv_fwd",
-    Api.CONV_BIAS_ACT: "bench_conv_bias_act",
-    Api.GRAPH_CONV: "bench_graph_conv",
-    Api.GRAPH_MATMUL: "bench_graph_matmul",
-    Api.BATCHNORM_INF: "bench_batchnorm",
-    Api.ACTIVATION: "bench_activation",
-    Api.POOLING: "bench_pooling",
-    Api.SOFTMAX: "bench_softmax",
-    Api.LRN: "bench_lrn",
-    Api.ADD_TENSOR: "bench_add_tensor",
-    Api.OP_TENSOR: "bench_op_tensor",
-    Api.GEMM_EX: "bench_gemm_ex",
-    Api.LT_MATMUL: "bench_lt_matmul",
-    Api.SGEMV: "bench_sgemv",
-    Api.COPY: "bench_copy",
-    Api.CEILING: "bench_ceilings",
-}
+# One executable per API: bench_<slug> (ApiDef.executable).
+EXECUTABLES: dict[Api, str] = {api: d.executable for api, d in REGISTRY.items()}
 
 # Fusion pattern -> fused calls that can replace the chain.
 FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
@@ -158,24 +130,8 @@ FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
     Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
 }
 
-# API -> job builder.  An API without an entry is dropped with "no benchmark template".
-JOB_BUILDERS: dict[Api, JobBuilder] = {
-    Api.CONV_FWD: conv_fwd_job,
-    Api.CONV_BIAS_ACT: conv_bias_act_job,
-    Api.GRAPH_CONV: graph_conv_job,
-    Api.GRAPH_MATMUL: graph_matmul_job,
-    Api.GEMM_EX: gemm_ex_job,
-    Api.LT_MATMUL: lt_matmul_job,
-    Api.SGEMV: sgemv_job,
-    Api.BATCHNORM_INF: batchnorm_job,
-    Api.ACTIVATION: activation_job,
-    Api.POOLING: pooling_job,
-    Api.SOFTMAX: softmax_job,
-    Api.LRN: lrn_job,
-    Api.ADD_TENSOR: add_tensor_job,
-    Api.OP_TENSOR: op_tensor_job,
-    Api.COPY: copy_job,
-}
+# API -> job builder (ApiDef.builder).  An API without one is dropped with "no benchmark template".
+JOB_BUILDERS: dict[Api, JobBuilder] = {api: d.builder for api, d in REGISTRY.items() if d.builder is not None}
 
 
 # ---------------------------------------------------------------- planning
@@ -209,7 +165,7 @@ def _candidates(models: Iterable[Model]) -> Iterator[_Candidate]:
 
 def _precision_problem(api: Api, precision: Precision) -> str | None:
     """Why a precision makes no sense for an API (None when it does)."""
-    if precision is Precision.TF32 and not APIS[api].tensor_core:
+    if precision is Precision.TF32 and not REGISTRY[api].tensor_core:
         return "tf32 is fp32 for a non-Tensor-Core op"
     return None
 

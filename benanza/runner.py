@@ -28,8 +28,9 @@ from typing import Any
 from sqlite_utils import Database
 
 from benanza import db as perfdb
+from benanza.apis import has_weights
 from benanza.errors import BenanzaError
-from benanza.library import L2, Status, has_weights
+from benanza.library import L2, Status
 from benanza.records import Result
 from benanza.system import merge_system
 
@@ -136,7 +137,7 @@ def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -
 
 def jobs_to_run(jobs: Mapping[str, list[Job]], l2: str) -> dict[str, list[Job]]:
     """The jobs an ``--l2`` setting measures. Cold-weights measures only the jobs of APIs with
-    weights (``library.ApiSpec.weights``): for the others, weights cold and warm are one state,
+    weights (``apis.ApiDef.weights``): for the others, weights cold and warm are one state,
     so their warm rows stand for them (the analyzer's cold-weights check takes those)."""
     if l2 != L2.COLD_WEIGHTS.value:
         return dict(jobs)

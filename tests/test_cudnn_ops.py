@@ -288,7 +288,8 @@ def test_elementwise(ops_plan: Plan) -> None:
 
 
 def test_non_float_and_fusions_are_refused() -> None:
-    from benanza.plan import activation_job, copy_job
+    from benanza.apis.copy import copy_job
+    from benanza.apis.cudnn_ops import activation_job
 
     shape_calc = Layer("shape", "Concat", [t("a", (2,), dtype="int64"), t("b", (2,), dtype="int64")],
                        [t("c", (4,), dtype="int64")], {"axis": 0})

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from conftest import LIGHT
 
 from benanza import codegen
+from benanza.apis import NAMED_CONFIG_APIS
 from benanza.apis.engine_config import engine_config_name
-from benanza.apis.graph import NAMED_CONFIG_APIS, with_named_configs
+from benanza.apis.graph import with_named_configs
 from benanza.cli.main import main
 from benanza.library import Api, Precision
 from benanza.model.layer import Model, bias_add

@@ -13,7 +13,7 @@ import pytest
 from conftest import LIGHT
 
 from benanza import db as perfdb
-from benanza.apis.graph import NAMED_CONFIG_APIS
+from benanza.apis import NAMED_CONFIG_APIS
 from benanza.library import Api
 from benanza.model.layer import bias_add
 from benanza.model.onnx_import import load_model

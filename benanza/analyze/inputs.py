@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from benanza.apis import REGISTRY, api_family
+from benanza.apis.base import ApiFamily
 from benanza.library import PRECISIONS, Api, Precision
 from benanza.model.layer import Model
 from benanza.records import (  # noqa: F401  (the profile records, imported from here before they moved)
@@ -23,33 +24,8 @@ from benanza.records import (  # noqa: F401  (the profile records, imported from
     UnmappedWork,
 )
 
-
-class ApiFamily(StrEnum):
-    """Which kind of library entry point a benchmark used (the ``--api`` constraint)."""
-
-    LEGACY = "legacy"  # cuDNN legacy calls and cuBLAS / cuBLASLt
-    GRAPH = "graph"  # the cuDNN graph (backend) API through cudnn-frontend
-    NONE = "none"  # non-library layers: bounded by bytes moved at measured bandwidth
-
-
-API_FAMILY: dict[Api, ApiFamily] = {
-    Api.CONV_FWD: ApiFamily.LEGACY,
-    Api.CONV_BIAS_ACT: ApiFamily.LEGACY,
-    Api.GRAPH_CONV: ApiFamily.GRAPH,
-    Api.GRAPH_MATMUL: ApiFamily.GRAPH,
-    Api.BATCHNORM_INF: ApiFamily.LEGACY,
-    Api.ACTIVATION: ApiFamily.LEGACY,
-    Api.POOLING: ApiFamily.LEGACY,
-    Api.SOFTMAX: ApiFamily.LEGACY,
-    Api.LRN: ApiFamily.LEGACY,
-    Api.ADD_TENSOR: ApiFamily.LEGACY,
-    Api.OP_TENSOR: ApiFamily.LEGACY,
-    Api.GEMM_EX: ApiFamily.LEGACY,
-    Api.LT_MATMUL: ApiFamily.LEGACY,
-    Api.SGEMV: ApiFamily.LEGACY,
-    Api.COPY: ApiFamily.NONE,
-    Api.CEILING: ApiFamily.NONE,
-}
+# Which kind of library entry point each API is (ApiDef.family).
+API_FAMILY: dict[Api, ApiFamily] = {api: d.family for api, d in REGISTRY.items()}
 
 # Bytes per element of each precision's storage type (fp32 and tf32 share fp32 storage).
 PRECISION_BYTES: dict[Precision, int] = {
@@ -61,14 +37,6 @@ PRECISION_BYTES: dict[Precision, int] = {
 
 TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if spec.tensor_core)
 NON_TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if not spec.tensor_core)
-
-
-def api_family(api: str) -> ApiFamily | None:
-    """Family of an ``Api`` value as stored in a Result; None for a name the table does not know."""
-    try:
-        return API_FAMILY[Api(api)]
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benanza.apis.base import JobFields
-from benanza.library import Math, Precision
+from benanza.apis.base import ApiDef, ApiFamily, JobFields
+from benanza.library import Api, Math, Precision
 
 CEILING_KEY = "ceiling"  # layer_key of the ceiling results
 CEILING_COPY_BYTES = 1 << 30  # one cudaMemcpyAsync device to device
@@ -18,3 +18,10 @@ def ceiling_jobs() -> list[tuple[Precision, JobFields]]:
         name, n = f"gemm_{p.value}", CEILING_GEMM_SIZE
         jobs.append((p, JobFields({"memcpy": False, "size": n, "algorithm": name}, {"m": n, "n": n, "k": n}, (name,))))
     return jobs
+
+
+# Planned on its own (plan's ``ceilings``), not from a layer: no builder.
+DEFINITIONS = (
+    ApiDef(Api.CEILING, "bench_ceilings", "ceilings.cu.j2", ApiFamily.NONE, "cublas", None, tensor_core=True,
+           host_only=True),
+)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benanza.apis.base import ACTIVATION_COEF, FLOAT_DTYPES, JobFields, Unsupported, _layout
-from benanza.library import Activation, ConvFwdAlgo, Fusion, Precision
+from benanza.apis.base import ACTIVATION_COEF, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported, _layout
+from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 # Fusions whose chain adds a second tensor (the residual) before the activation.
@@ -70,3 +70,11 @@ def conv_bias_act_job(item: Layer | FusionCandidate, model: Model, precision: Pr
         shapes["z"] = shapes["y"]
     row = {"dims": dims, "act": act.value, "coef": coef, "alpha2": 1.0 if residual else 0.0}
     return JobFields(row, shapes, CONV_FWD_ALGORITHMS, _layout(precision))
+
+
+DEFINITIONS = (
+    ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
+           tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
+    ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
+           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
+)

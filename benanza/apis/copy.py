@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from benanza.apis.base import FLOAT_DTYPES, JobFields, Unsupported
-from benanza.library import NO_COPY_OPS, PRECISIONS, Math, Precision
+from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 COPY_ALGORITHM = "cudaMemcpyAsync"
@@ -31,3 +31,8 @@ def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) 
         raise Unsupported("moves no bytes")
     return JobFields({"bytes": count * size}, {"outputs": [list(t.shape) for t in outputs], "bytes": count * size},
                      (COPY_ALGORITHM,), "", Math.NONE.value)
+
+
+DEFINITIONS = (
+    ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job, host_only=True),
+)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-from benanza.apis.base import _INT32_MAX, ACTIVATION_COEF, FLOAT_DTYPES, JobFields, Unsupported
+from benanza import apis
+from benanza.apis.base import _INT32_MAX, ACTIVATION_COEF, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.library import ONNX_ACTIVATIONS, PRECISIONS, Activation, Api, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -16,19 +17,6 @@ BATCHNORM_ALGORITHM = "CUDNN_BATCHNORM_SPATIAL"
 SOFTMAX_ALGORITHM = "CUDNN_SOFTMAX_ACCURATE"
 LRN_ALGORITHM = "CUDNN_LRN_CROSS_CHANNEL_DIM1"
 ADD_TENSOR_ALGORITHM = "default"
-
-# Whether the legacy call is given the precision's preferred layout (NHWC for fp16/bf16);
-# False: always NCHW.  LRN stays NCHW: whether cudnnLRNCrossChannelForward takes NHWC is
-# not documented, and NCHW is the layout every framework gives it.
-NHWC_CAPABLE: dict[Api, bool] = {
-    Api.BATCHNORM_INF: True,
-    Api.ACTIVATION: True,
-    Api.POOLING: True,
-    Api.SOFTMAX: True,
-    Api.LRN: False,
-    Api.ADD_TENSOR: True,
-    Api.OP_TENSOR: True,
-}
 
 # ONNX pooling op -> cudnnPoolingMode_t (AveragePool picks by count_include_pad).
 POOLING_MODES: dict[tuple[str, int], str] = {
@@ -50,7 +38,7 @@ LRN_LIMITS = {"min_n": 1, "max_n": 16, "min_k": 1e-5, "min_beta": 0.01}
 
 def _format(api: Api, precision: Precision) -> tuple[str, str]:
     """(cudnnTensorFormat_t spelling, layout label) for one legacy op in one precision."""
-    fmt = PRECISIONS[precision].cudnn_layout if NHWC_CAPABLE[api] else "CUDNN_TENSOR_NCHW"
+    fmt = PRECISIONS[precision].cudnn_layout if apis.REGISTRY[api].nhwc else "CUDNN_TENSOR_NCHW"
     return fmt, fmt.removeprefix("CUDNN_TENSOR_")
 
 
@@ -247,3 +235,22 @@ def op_tensor_job(item: Layer | FusionCandidate, model: Model, precision: Precis
     row = {"a": a, "b": b, "op": op, "format": fmt, "layout": layout}
     shapes = {"inputs": [list(t.shape) for t in layer.inputs], "a": a, "b": b, "op": op}
     return JobFields(row, shapes, (op,), layout, Math.NONE.value)
+
+
+# LRN stays NCHW (nhwc=False): whether cudnnLRNCrossChannelForward takes NHWC is not
+# documented, and NCHW is the layout every framework gives it.
+DEFINITIONS = (
+    ApiDef(Api.BATCHNORM_INF, "bench_batchnorm", "cudnn_batchnorm.cu.j2", ApiFamily.LEGACY, "cudnn", batchnorm_job,
+           nhwc=True, cudnn_log_call=True),
+    ApiDef(Api.ACTIVATION, "bench_activation", "cudnn_activation.cu.j2", ApiFamily.LEGACY, "cudnn", activation_job,
+           host_only=True, nhwc=True, cudnn_log_call=True),
+    ApiDef(Api.POOLING, "bench_pooling", "cudnn_pooling.cu.j2", ApiFamily.LEGACY, "cudnn", pooling_job,
+           nhwc=True, cudnn_log_call=True),
+    ApiDef(Api.SOFTMAX, "bench_softmax", "cudnn_softmax.cu.j2", ApiFamily.LEGACY, "cudnn", softmax_job,
+           nhwc=True, cudnn_log_call=True),
+    ApiDef(Api.LRN, "bench_lrn", "cudnn_lrn.cu.j2", ApiFamily.LEGACY, "cudnn", lrn_job, cudnn_log_call=True),
+    ApiDef(Api.ADD_TENSOR, "bench_add_tensor", "cudnn_add_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", add_tensor_job,
+           nhwc=True, cudnn_log_call=True),
+    ApiDef(Api.OP_TENSOR, "bench_op_tensor", "cudnn_op_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", op_tensor_job,
+           nhwc=True, cudnn_log_call=True),
+)

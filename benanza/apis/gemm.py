@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from benanza.apis.base import _INT32_MAX, FLOAT_DTYPES, JobFields, Unsupported
+from benanza.apis.base import _INT32_MAX, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.library import Activation, Api, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -226,3 +226,13 @@ def sgemv_job(item: Layer | FusionCandidate, model: Model, precision: Precision)
     row = {**_gemm_row(shape), "gemv_op": gemv["trans"],
            "gemv": [gemv["rows"], gemv["cols"], gemv["lda"], int(gemv["x_is_a"])]}
     return JobFields(row, {**shape.describe(), "gemv": gemv}, ("CUBLAS_GEMM_DEFAULT",))
+
+
+DEFINITIONS = (
+    ApiDef(Api.GEMM_EX, "bench_gemm_ex", "cublas_gemm_ex.cu.j2", ApiFamily.LEGACY, "cublas", gemm_ex_job,
+           tensor_core=True, host_only=True, weights=True),
+    ApiDef(Api.LT_MATMUL, "bench_lt_matmul", "cublaslt_matmul.cu.j2", ApiFamily.LEGACY, "cublas", lt_matmul_job,
+           tensor_core=True, host_only=True, weights=True),
+    ApiDef(Api.SGEMV, "bench_sgemv", "cublas_sgemv.cu.j2", ApiFamily.LEGACY, "cublas", sgemv_job,
+           host_only=True, weights=True),
+)

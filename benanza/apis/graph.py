@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-from benanza.apis.base import JobFields, Unsupported, _layout
+from benanza.apis.base import ApiDef, ApiFamily, JobFields, Unsupported, _layout
 from benanza.apis.conv import _conv_dims, conv_bias_act_job
 from benanza.apis.engine_config import parse_engine_config_name
 from benanza.apis.gemm import _gemm_chain, _weights
@@ -66,12 +66,6 @@ def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Pre
                      ("*",))
 
 
-# APIs whose job can name the engine configs it measures, so that a framework's own
-# choice (read from its cuDNN log) is measured even where it is not among the first
-# --max-engines configs of the heuristics, or in none of their lists.
-NAMED_CONFIG_APIS = frozenset({Api.GRAPH_CONV, Api.GRAPH_MATMUL})
-
-
 def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
     """``fields`` measuring exactly the engine configs ``names`` (canonical, as logs and benchmarks spell them)."""
     names = sorted(set(names))
@@ -80,3 +74,11 @@ def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
         engine_id, knobs = parse_engine_config_name(name)
         engines.append({"id": engine_id, "knobs": [[k, v] for k, v in sorted(knobs.items())]})
     return replace(fields, row={**fields.row, "engines": engines}, algorithms=tuple(names))
+
+
+DEFINITIONS = (
+    ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
+           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="CONVOLUTION_FORWARD"),
+    ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
+           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="MATMUL"),
+)

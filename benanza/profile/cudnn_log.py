@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from benanza.apis import REGISTRY
 from benanza.apis.engine_config import engine_config_name
 from benanza.errors import BenanzaError
 from benanza.library import Api
@@ -38,14 +39,10 @@ _SNIFF_LINES = 200  # non-blank lines read before deciding a file is not a cuDNN
 # CUDNN_HEUR_MODE_* values in cudnn_graph.h (cuDNN 9.19)
 HEUR_MODES: dict[int, str] = {0: "INSTANT", 1: "B", 2: "FALLBACK", 3: "A"}
 
-# Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api.
-LEGACY_APIS: dict[str, Api] = {
-    api.value: api
-    for api in (Api.CONV_FWD, Api.CONV_BIAS_ACT, Api.ACTIVATION, Api.POOLING, Api.SOFTMAX,
-                Api.BATCHNORM_INF, Api.ADD_TENSOR, Api.OP_TENSOR, Api.LRN)
-}
-# Graph-API op graph -> Api, keyed by the kind of its first (main) operation.
-GRAPH_OP_APIS: dict[str, Api] = {"CONVOLUTION_FORWARD": Api.GRAPH_CONV, "MATMUL": Api.GRAPH_MATMUL}
+# Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.cudnn_log_call).
+LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.cudnn_log_call}
+# Graph-API op graph -> Api, keyed by the kind of its first (main) operation (ApiDef.graph_op).
+GRAPH_OP_APIS: dict[str, Api] = {d.graph_op: api for api, d in REGISTRY.items() if d.graph_op}
 
 
 def cudnn_version_string(version: int) -> str:
