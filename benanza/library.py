@@ -21,6 +21,16 @@ class Precision(StrEnum):
     BF16 = "bf16"  # bf16 storage, fp32 accumulate, Tensor Core math
 
 
+# Bytes per element of every element type (ONNX / numpy spelling): the one table the IR's
+# costs, the copy bound and the roofline's precision scaling read.
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1,
+    "bool": 1, "float8e4m3fn": 1, "float8e5m2": 1,
+}
+
+
 class Math(StrEnum):
     FMA = "fma"
     TF32 = "tf32_tensor_op"
@@ -42,19 +52,22 @@ class PrecisionSpec:
     math: Math
     tolerance: float  # max |out - ref| / max |ref| accepted by the output check
     tensor_core: bool
+    storage: str  # element type of the storage (a DTYPE_BYTES key): fp32 and tf32 share float32
 
 
 PRECISIONS: dict[Precision, PrecisionSpec] = {
     Precision.FP32: PrecisionSpec("float", "CUDNN_DATA_FLOAT", "CUDNN_DATA_FLOAT", "CUDNN_FMA_MATH",
-                                  "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F", Math.FMA, 1e-4, False),
+                                  "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F", Math.FMA, 1e-4, False,
+                                  storage="float32"),
     Precision.TF32: PrecisionSpec("float", "CUDNN_DATA_FLOAT", "CUDNN_DATA_FLOAT", "CUDNN_DEFAULT_MATH",
                                   "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F_FAST_TF32",
-                                  Math.TF32, 1e-2, True),
+                                  Math.TF32, 1e-2, True, storage="float32"),
     Precision.FP16: PrecisionSpec("__half", "CUDNN_DATA_HALF", "CUDNN_DATA_FLOAT", "CUDNN_TENSOR_OP_MATH",
-                                  "CUDNN_TENSOR_NHWC", "CUDA_R_16F", "CUBLAS_COMPUTE_32F", Math.TENSOR_OP, 1e-2, True),
+                                  "CUDNN_TENSOR_NHWC", "CUDA_R_16F", "CUBLAS_COMPUTE_32F", Math.TENSOR_OP, 1e-2, True,
+                                  storage="float16"),
     Precision.BF16: PrecisionSpec("__nv_bfloat16", "CUDNN_DATA_BFLOAT16", "CUDNN_DATA_FLOAT",
                                   "CUDNN_TENSOR_OP_MATH", "CUDNN_TENSOR_NHWC", "CUDA_R_16BF", "CUBLAS_COMPUTE_32F",
-                                  Math.TENSOR_OP, 5e-2, True),
+                                  Math.TENSOR_OP, 5e-2, True, storage="bfloat16"),
 }
 
 

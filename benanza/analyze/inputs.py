@@ -12,7 +12,7 @@ from typing import Any
 
 from benanza.apis import REGISTRY, api_family
 from benanza.apis.base import ApiFamily
-from benanza.library import PRECISIONS, Api, Precision
+from benanza.library import DTYPE_BYTES, PRECISIONS, Api, Precision
 from benanza.model.layer import Model
 from benanza.records import (  # noqa: F401  (the profile records, imported from here before they moved)
     ExecutedCall,
@@ -28,12 +28,7 @@ from benanza.records import (  # noqa: F401  (the profile records, imported from
 API_FAMILY: dict[Api, ApiFamily] = {api: d.family for api, d in REGISTRY.items()}
 
 # Bytes per element of each precision's storage type (fp32 and tf32 share fp32 storage).
-PRECISION_BYTES: dict[Precision, int] = {
-    Precision.FP32: 4,
-    Precision.TF32: 4,
-    Precision.FP16: 2,
-    Precision.BF16: 2,
-}
+PRECISION_BYTES: dict[Precision, int] = {p: DTYPE_BYTES[spec.storage] for p, spec in PRECISIONS.items()}
 
 TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if spec.tensor_core)
 NON_TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if not spec.tensor_core)

@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
-from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Math, Precision
+from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 COPY_ALGORITHM = "cudaMemcpyAsync"
 
-
-# Bytes per element of each precision's storage type (the copy bound's size).
-STORAGE_BYTES: dict[str, int] = {"float": 4, "__half": 2, "__nv_bfloat16": 2}
 
 
 def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
@@ -25,7 +22,7 @@ def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) 
     for t in outputs:
         if t.dtype not in FLOAT_DTYPES:
             raise Unsupported(f"output dtype {t.dtype} is not a floating-point type (shape arithmetic, not data)")
-    size = STORAGE_BYTES[PRECISIONS[precision].cpp_type]
+    size = DTYPE_BYTES[PRECISIONS[precision].storage]
     count = sum(math.prod(t.shape) for t in outputs)
     if count == 0:
         raise Unsupported("moves no bytes")
