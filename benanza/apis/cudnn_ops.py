@@ -10,7 +10,7 @@ from benanza.apis.base import _INT32_MAX, ACTIVATION_COEF, FLOAT_DTYPES, ApiDef,
 from benanza.library import ONNX_ACTIVATIONS, PRECISIONS, Activation, Api, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
-# The one algorithm each of these APIs has, spelled as profile.mapping.LEGACY_ALGORITHM
+# The one algorithm each of these APIs has, spelled as profile.executed.LEGACY_ALGORITHM
 # reads it from a cuDNN log (the mode of the call); pooling, activation and op-tensor
 # jobs spell their mode per job.  cudnnAddTensor has no mode: "default".
 BATCHNORM_ALGORITHM = "CUDNN_BATCHNORM_SPATIAL"
