@@ -16,7 +16,9 @@ import contextlib
 import csv
 import hashlib
 import json
+import os
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -26,6 +28,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from benanza import SCHEMA_VERSION
+from benanza.atomic import atomic_file
 from benanza.errors import BenanzaError
 from benanza.library import Status
 from benanza.records import Result
@@ -94,6 +97,31 @@ CREATE TABLE IF NOT EXISTS completed_jobs (
 );
 """
 
+# For browsing (datasette, sqlite3): indexes on the columns people facet on, and views that
+# join the opaque layer key to its model, batch, op and shapes. Created on open, so a database
+# written by an older benanza gets them too.
+_DIMS = "(SELECT group_concat(d.value, 'x') FROM json_each(t.value) d)"
+READABLE_SHAPE = (f"(SELECT group_concat({_DIMS}, ', ') FROM json_each(l.shapes, '$.inputs') t) || ' -> ' || "
+                  f"(SELECT group_concat({_DIMS}, ', ') FROM json_each(l.shapes, '$.outputs') t)")
+BROWSING = f"""
+CREATE INDEX IF NOT EXISTS benchmarks_by_api ON benchmarks (api);
+CREATE INDEX IF NOT EXISTS benchmarks_by_dtype ON benchmarks (dtype);
+CREATE INDEX IF NOT EXISTS benchmarks_by_status ON benchmarks (status);
+CREATE INDEX IF NOT EXISTS benchmarks_by_key ON benchmarks (layer_key);
+CREATE INDEX IF NOT EXISTS model_layers_by_key ON model_layers (layer_key);
+CREATE INDEX IF NOT EXISTS layers_by_op ON layers (op);
+CREATE VIEW IF NOT EXISTS benchmark_details AS
+SELECT s.gpu, l.op, {READABLE_SHAPE} AS shape, b.api, b.algorithm, b.dtype, b.fusion, b.l2, b.status,
+       b.median_ms, b.min_ms, b.max_ms, b.workspace_bytes, b.message, b.layer_key, b.system_id
+FROM benchmarks b LEFT JOIN layers l ON l.key = b.layer_key LEFT JOIN systems s ON s.id = b.system_id;
+CREATE VIEW IF NOT EXISTS model_benchmarks AS
+SELECT ml.model, ml.batch, ml.idx AS layer, ml.node_name AS node, l.op, {READABLE_SHAPE} AS shape, b.api,
+       b.algorithm, b.dtype, b.fusion, b.l2, b.status, b.median_ms, s.gpu, b.layer_key, b.system_id
+FROM model_layers ml JOIN layers l ON l.key = ml.layer_key JOIN benchmarks b ON b.layer_key = ml.layer_key
+LEFT JOIN systems s ON s.id = b.system_id;
+"""
+VIEWS = ("benchmark_details", "model_benchmarks")
+
 # Every table with its primary key, in the order a merge copies them (parents first).
 TABLES: dict[str, tuple[str, ...]] = {
     "systems": ("id",),
@@ -112,41 +140,140 @@ BENCHMARK_COLUMNS = (
 )  # fmt: skip
 
 
-def open_db(path: str | Path) -> Database:
-    """Open (creating if needed) a performance database, ready for concurrent writers.
+def open_db(path: str | Path, readonly: bool = False) -> Database:
+    """Open a performance database, ready for concurrent writers; or, ``readonly``, for reading only.
 
-    ``":memory:"`` gives a private in-memory database (tests, scratch work).
+    ``":memory:"`` gives a private in-memory database (tests, scratch work). A missing (or
+    empty) file is created atomically (``_create``); an existing file that is not a
+    benanza database of this schema is refused without being written to (``_check_benanza``).
+    Read-only opens use SQLite's ``mode=ro``: they never create, convert or lock out a writer.
     """
     name = str(path)
-    if name != ":memory:":
-        parent = Path(name).parent
-        if not parent.is_dir():
-            raise BenanzaError(f"{name}: directory {parent} does not exist")
-    try:
-        conn = sqlite3.connect(name, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        if name != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-        conn.isolation_level = ""  # sqlite-utils wants legacy transaction control
-        db = Database(conn)
-        if "meta" in db.table_names() and schema_version(db) != SCHEMA_VERSION:
-            raise BenanzaError(f"{name}: database schema version {schema_version(db)}, "
-                               f"this benanza reads {SCHEMA_VERSION}")
+    if name == ":memory:":
+        conn = sqlite3.connect(name, isolation_level=None)
+        conn.executescript(_SCHEMA_SCRIPT)
+        conn.isolation_level = ""
+        return _wrap(conn, name)
+    file = Path(name)
+    if not file.parent.is_dir():
+        raise BenanzaError(f"{name}: directory {file.parent} does not exist")
+    if readonly:
+        if not file.is_file():
+            raise BenanzaError(f"{name}: no such database file")
+        conn = _connect(name, readonly=True)
+        missing = _check_benanza(conn, name)
+        if missing:
+            raise BenanzaError(f"{name}: not a complete benanza database (no table {', '.join(missing)})")
+        return _wrap(conn, name)
+    if not file.exists() or (file.is_file() and file.stat().st_size == 0):
+        _create(file)
+    missing = _check_benanza(_connect(name, readonly=True), name, close=True)
+    db = _wrap(_connect(name, readonly=False), name)
+    have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
+    if missing or not set(VIEWS) <= have:  # written before a table or the browsing views were added
         with transaction(db):
-            for statement in SCHEMA.split(";"):
+            for statement in (SCHEMA + BROWSING).split(";\n"):
                 if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                         (str(SCHEMA_VERSION),))
-    except sqlite3.DatabaseError as exc:
-        raise BenanzaError(f"{name}: not a usable SQLite database ({exc})") from exc
+                    db.execute(statement)
     return db
+
+
+_SCHEMA_SCRIPT = (SCHEMA + BROWSING
+                  + f"\nINSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');")
+
+
+def _connect(name: str, readonly: bool) -> sqlite3.Connection:
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"{Path(name).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+        else:
+            conn = sqlite3.connect(f"{Path(name).resolve().as_uri()}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if not readonly:
+            conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as exc:
+        raise BenanzaError(f"{name}: cannot open the database ({_sqlite_problem(exc)})") from None
+    return conn
+
+
+def _wrap(conn: sqlite3.Connection, name: str) -> Database:
+    conn.isolation_level = ""  # sqlite-utils wants legacy transaction control
+    db = Database(conn)
+    db.benanza_path = name  # type: ignore[attr-defined]  # for one-line errors (``transaction``)
+    return db
+
+
+def _sqlite_problem(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if "locked" in text or "busy" in text:
+        return f"{text}: another process held it for more than {BUSY_TIMEOUT_S:g} s"
+    return text
+
+
+def _check_benanza(conn: sqlite3.Connection, name: str, close: bool = False) -> list[str]:
+    """Refuse (reading only) a file that is not a benanza database of this schema version;
+    returns the tables it lacks."""
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            raise BenanzaError(f"{name}: not a benanza performance database (no meta table); left unchanged")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        missing = [t for t in TABLES if t not in tables]
+    except sqlite3.Error as exc:
+        raise BenanzaError(f"{name}: not a usable SQLite database ({_sqlite_problem(exc)})") from None
+    finally:
+        if close:
+            conn.close()
+    version = _version(row[0] if row else None, name)
+    if version != SCHEMA_VERSION:
+        raise BenanzaError(f"{name}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
+    return missing
+
+
+def _version(value: Any, name: str) -> int:
+    if value is None:
+        raise BenanzaError(f"{name}: not a benanza performance database (no schema_version); left unchanged")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BenanzaError(f"{name}: schema_version {str(value)[:40]!r} is not a number") from None
+
+
+def _create(path: Path) -> None:
+    """A new database, complete before anyone can see it: built under a temporary name, then linked
+    into place (``os.link`` never replaces: when two processes create at once, one wins, both use it)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".creating", dir=path.parent)
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(f"BEGIN; {_SCHEMA_SCRIPT} COMMIT;")
+        finally:
+            conn.close()
+        if path.exists() and path.stat().st_size == 0:
+            os.replace(tmp, path)  # an empty file (e.g. from touch) is no database yet
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: use that one
+    except sqlite3.Error as exc:
+        raise BenanzaError(f"{path}: cannot create the database ({_sqlite_problem(exc)}); nothing was written") \
+            from None
+    except OSError as exc:
+        raise BenanzaError(f"{path}: cannot create the database ({exc.strerror}); nothing was written") from None
+    finally:
+        for leftover in (tmp, f"{tmp}-wal", f"{tmp}-shm", f"{tmp}-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 def schema_version(db: Database) -> int:
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
+    return _version(row[0], getattr(db, "benanza_path", "database")) if row else 0
 
 
 @contextlib.contextmanager
@@ -161,14 +288,21 @@ def transaction(db: Database) -> Iterator[Database]:
     if conn.in_transaction:
         yield db
         return
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        yield db
-    except BaseException:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:  # full disk, I/O error, damaged file, lock held too long
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise BenanzaError(f"{getattr(db, 'benanza_path', 'database')}: write failed, nothing of it was stored "
+                           f"({_sqlite_problem(exc)})") from None
 
 
 def now() -> str:
@@ -389,8 +523,9 @@ def store_manifest_models(db: Database, models: Iterable[Mapping[str, Any]]) -> 
         for model in models:
             name, batch = str(model["name"]), int(model["batch"])
             before = db.conn.total_changes
+            path = model.get("path")  # the file name only: a measuring machine's directories mean nothing elsewhere
             db.execute("INSERT OR IGNORE INTO models (name, batch, path) VALUES (?, ?, ?)",
-                       (name, batch, model.get("path")))
+                       (name, batch, Path(str(path)).name if path else None))
             added += db.conn.total_changes - before
             db.conn.executemany(
                 "INSERT OR IGNORE INTO model_layers (model, batch, idx, node_name, layer_key) VALUES (?, ?, ?, ?, ?)",
@@ -418,9 +553,9 @@ def _check_source(path: Path) -> None:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise BenanzaError(f"{path}: not a benanza performance database ({exc})") from exc
-    if row is None or int(row[0]) != SCHEMA_VERSION:
-        raise BenanzaError(f"{path}: database schema version {row[0] if row else 'missing'}, "
-                           f"this benanza reads {SCHEMA_VERSION}")
+    version = _version(row[0] if row else None, str(path))
+    if version != SCHEMA_VERSION:
+        raise BenanzaError(f"{path}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
 
 
 def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
@@ -436,7 +571,7 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
         if not path.is_file():
             raise BenanzaError(f"{path}: no such database file")
         _check_source(path)
-        db.execute("ATTACH DATABASE ? AS src", (str(path),))
+        db.execute("ATTACH DATABASE ? AS src", (f"{path.resolve().as_uri()}?mode=ro",))
         try:
             with transaction(db):
                 for table in TABLES:
@@ -453,21 +588,20 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
 
 def export_csv(db: Database, out: str | Path) -> int:
     """Write every benchmark, with its GPU and layer op, as one CSV table; returns rows written."""
-    sql = """SELECT s.gpu, l.op, b.* FROM benchmarks b
-             LEFT JOIN systems s ON s.id = b.system_id LEFT JOIN layers l ON l.key = b.layer_key
+    sql = f"""SELECT s.gpu, l.op, {READABLE_SHAPE} AS shape,
+                    (SELECT group_concat(DISTINCT ml.model || '@' || ml.batch) FROM model_layers ml
+                     WHERE ml.layer_key = b.layer_key) AS models, b.*
+             FROM benchmarks b LEFT JOIN systems s ON s.id = b.system_id LEFT JOIN layers l ON l.key = b.layer_key
              ORDER BY b.system_id, b.layer_key, b.api, b.algorithm, b.dtype, b.fusion, b.l2"""
     cursor = db.execute(sql)
     header = [d[0] for d in cursor.description]
     count = 0
-    try:
-        with open(out, "w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            for row in cursor:
-                writer.writerow(row)
-                count += 1
-    except OSError as exc:
-        raise BenanzaError(f"{out}: cannot write CSV ({exc.strerror})") from exc
+    with atomic_file(out, newline="") as handle:  # a failed export leaves no partial CSV
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in cursor:
+            writer.writerow(row)
+            count += 1
     return count
 
 

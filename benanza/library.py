@@ -78,6 +78,8 @@ class Api(StrEnum):
     CONV_BIAS_ACT = "cudnnConvolutionBiasActivationForward"
     GRAPH_CONV = "cudnn_frontend::graph::conv_fprop"  # graph (backend) API, every engine config
     GRAPH_MATMUL = "cudnn_frontend::graph::matmul"
+    GRAPH_NORM = "cudnn_frontend::graph::norm_fwd"  # LayerNormalization / RMSNormalization, inference phase
+    GRAPH_SDPA = "cudnn_frontend::graph::sdpa"  # fused scaled-dot-product attention (the attention core)
     BATCHNORM_INF = "cudnnBatchNormalizationForwardInference"
     ACTIVATION = "cudnnActivationForward"
     POOLING = "cudnnPoolingForward"
@@ -123,6 +125,28 @@ OP_APIS: dict[str, tuple[Api, ...]] = {
     "Squeeze": (Api.COPY,),
     "Identity": (Api.COPY,),
     "Pad": (Api.COPY,),
+    # --- transformer layers (issue 16).  Normalizations: the cuDNN graph API's norm forward.
+    "LayerNormalization": (Api.GRAPH_NORM,),
+    "RMSNormalization": (Api.GRAPH_NORM,),  # ONNX opset 23
+    # Embeddings and slices read and write their output's bytes: the copy roofline.
+    "Gather": (Api.COPY,),
+    "Slice": (Api.COPY,),
+    "Split": (Api.COPY,),
+    "Expand": (Api.COPY,),
+    "Cast": (Api.COPY,),
+    # Pointwise ops outside cuDNN's legacy calls (the GELU / SiLU / RMSNorm chains' members):
+    # the copy roofline is their floor (one read-and-write pass, Transpose's bound).
+    "Erf": (Api.COPY,),
+    "Div": (Api.COPY,),
+    "Sub": (Api.COPY,),
+    "Pow": (Api.COPY,),
+    "Sqrt": (Api.COPY,),
+    "Reciprocal": (Api.COPY,),
+    "Neg": (Api.COPY,),
+    "Exp": (Api.COPY,),
+    "Where": (Api.COPY,),
+    "Gelu": (Api.COPY,),
+    "ReduceMean": (Api.COPY,),
 }
 
 # Ops that only alias or reshape memory: their roofline bound moves no bytes.
@@ -183,6 +207,12 @@ class Fusion(StrEnum):
     CONV_BN_ACT = "conv+bn+act"
     GEMM_BIAS = "gemm+bias"
     GEMM_BIAS_ACT = "gemm+bias+act"
+    # MatMul(Q, K^T) -> scale -> [mask] -> Softmax -> MatMul(., V): cuDNN's fused SDPA
+    ATTENTION = "attention"
+    # Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div (x / rms) [-> Mul(weight)]: one norm forward
+    RMSNORM = "rmsnorm"
+    # elementwise layers over one tensor (GELU, SiLU, ...): one pass at the copy roofline
+    POINTWISE = "pointwise-chain"
 
 
 class Status(StrEnum):

@@ -26,6 +26,30 @@ def perfdb_dir() -> Path:
     return _data_dir("perfdb")
 
 
+def _unpack(packed: Path, target: Path) -> Path:
+    """Unpack ``packed`` (xz) into ``target`` unless a copy at least as new is there already."""
+    import lzma
+    import shutil
+
+    if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
+        import sys
+
+        print(f"unpacking {packed} into {target} (once, a few seconds)", file=sys.stderr, flush=True)
+        partial = target.with_suffix(".db.partial")
+        with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        partial.replace(target)
+    return target
+
+
+def cache_dir() -> Path:
+    import os
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
 def shipped_db(name: str = "h100") -> Path:
     """The shipped performance database ``perfdb/<name>.db.xz``, unpacked once into a cache.
 
@@ -33,19 +57,25 @@ def shipped_db(name: str = "h100") -> Path:
     the cache copy is refreshed whenever the shipped file is newer, so an updated
     checkout never reads stale data.
     """
-    import lzma
-    import os
-    import shutil
-
     packed = perfdb_dir() / f"{name}.db.xz"
     if not packed.is_file():
         raise FileNotFoundError(f"{packed}: no shipped performance database named '{name}'")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza"
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / f"{name}.db"
-    if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
-        partial = target.with_suffix(".db.partial")
-        with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        partial.replace(target)
-    return target
+    return _unpack(packed, cache_dir() / f"{name}.db")
+
+
+def readable_db(path: Path) -> Path:
+    """A database path a reading command can open: ``*.db.xz`` (the shipped form) is unpacked into
+    the cache (the shipped file itself maps to the same cache copy as :func:`shipped_db`)."""
+    if path.suffix != ".xz":
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such performance database")
+        return path
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such performance database")
+    shipped = perfdb_dir() / path.name
+    if shipped.is_file() and shipped.resolve() == path.resolve():
+        return shipped_db(path.name.removesuffix(".db.xz"))
+    import hashlib
+
+    tag = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    return _unpack(path, cache_dir() / f"{path.name.removesuffix('.xz').removesuffix('.db')}-{tag}.db")

@@ -11,23 +11,26 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benanza import codegen
+from benanza import codegen, guards
 from benanza import db as perfdb
 from benanza import plan as planner
 from benanza.analyze import Constraints, analyze
 from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import check_same_system, inputs_from_db
+from benanza.analyze.sources import check_same_system, inputs_from_db, run_precisions
+from benanza.bundles import find_model
 from benanza.errors import BenanzaError
+from benanza.guards import check_bundle_model, model_stem
 from benanza.library import Precision
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model, load_models
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir, readable_db, shipped_db
 from benanza.plan import Benchmark
-from benanza.profile.bundle import Bundle, read_bundle
+from benanza.profile.bundle import Bundle, bundle_seq_len, read_bundle
 from benanza.profile.mapping import executed_calls, map_bundle_report
 from benanza.records import ExecutedCall
 
@@ -36,11 +39,6 @@ if TYPE_CHECKING:
 
 
 FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
-
-
-def model_stem(name: str) -> str:
-    """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
-    return Path(name).name.removesuffix(".onnx").removeprefix("light_")
 
 
 def bundle_model(models: Path, bundle: Bundle) -> Path:
@@ -72,7 +70,10 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
         return None
     if not db_path.is_file():
         raise BenanzaError(f"{db_path}: no such database")
-    database = perfdb.open_db(db_path)
+    try:
+        database = perfdb.open_db(readable_db(db_path), readonly=True)
+    except FileNotFoundError as exc:
+        raise BenanzaError(str(exc)) from None
     if system is None and not perfdb.systems(database):
         return None
     return perfdb.measured(database, pick_system(database, system, str(db_path))["id"])
@@ -83,24 +84,21 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
     calls: list[tuple[Model, str, ExecutedCall]] = []
     for path in bundles:
         bundle = read_bundle(path)
-        stem = model_stem(bundle.meta.model)
-        onnx = bundle_model(model, bundle) if model.is_dir() else model
-        if model_stem(onnx.name) != stem or not onnx.is_file():
-            raise BenanzaError(f"{path}: profile bundle of model '{bundle.meta.model}', "
-                               f"and {model} {'has no ' + stem + '.onnx' if model.is_dir() else 'is another model'}")
+        onnx = find_model(bundle, model)
+        check_bundle_model(bundle, onnx)
         loaded = load_model(onnx, bundle.meta.batch)
         calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
     return calls
 
 
 def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
-                     skip: Callable[[Any], bool] | None = None) -> Path | None:
+                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
     and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
     loaded = [load_model(m, batch) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    p = planner.plan(loaded, dtypes, ceilings=True, skip=skip)
+    p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
     if not p.jobs and skip is None:
         raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
     if not p.jobs:
@@ -116,7 +114,7 @@ def seed_database(db_path: Path, here: dict) -> bool:
     if db_path.exists():
         return False
     shipped = shipped_db()
-    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped))}:
+    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped, readonly=True))}:
         return False
     partial = db_path.with_suffix(".partial")
     shutil.copyfile(shipped, partial)
@@ -139,29 +137,40 @@ def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
 
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
-                  batch: int | None = None, precisions: frozenset[Precision] | None = None,
-                  apis: str = "both"):
-    """Load the model (at the bundle's batch), map the bundle, read the database, analyze."""
+                  batch: int | None = None, precisions: Iterable[Precision] | None = None,
+                  apis: str = "both", db_label: str | None = None):
+    """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
+
+    Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
+    framework run was allowed: ORT use_tf32=0 or PyTorch strict fp32 {fp32}; TF32 on {fp32, tf32};
+    fp16 {fp16}. The summary's ``LBL_seq (ms)`` / ``LBL_par (ms)`` are the headline bound.
+
+    Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
+    than half of the layers, and a database without rows for this batch and precision.
+    """
     bundle = read_bundle(bundle_path) if bundle_path else None
     if bundle is not None:
-        if model_stem(bundle.meta.model) != model_stem(model_path.name):
-            raise BenanzaError(f"{bundle_path}: profile bundle of model '{bundle.meta.model}', "
-                               f"not of {model_path.name}")
+        guards.check_bundle_model(bundle, model_path)
         if batch is not None and batch != bundle.meta.batch:
             raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
         batch = bundle.meta.batch
-    model = load_model(model_path, batch)
+    model = load_model(model_path, batch, bundle_seq_len(bundle) if bundle is not None else None)
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")
-    db = perfdb.open_db(db_path)
+    db = perfdb.open_db(db_path, readonly=True)
     sys_row = pick_system(db, system_name, str(db_path))
-    if bundle is not None:
-        check_same_system(bundle, sys_row)
+    if bundle is not None and mapping is not None:
+        check_same_system(bundle, sys_row)  # another GPU or library first: the mapping is then moot
+        guards.check_mapping(bundle, model, model_path, len(mapping.unmapped_layers))
     constraints = Constraints(families=frozenset(FAMILIES[apis]))
-    if not precisions and bundle is not None:  # a run's bound may use the precision the run computed in
-        precisions = constraints.precisions | {Precision(bundle.meta.dtype)}
+    if not precisions and bundle is not None:  # the precisions the run's recorded settings allowed
+        precisions, _ = run_precisions(bundle.meta.framework, bundle.meta.dtype, bundle.meta.extra)
     if precisions:
-        constraints = constraints.with_precisions(precisions)
+        constraints = constraints.with_precisions(frozenset(precisions))
+    guards.check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions)
     inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
-    return analyze(inputs), mapping
+    report = analyze(inputs)
+    shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
+              + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in model.layers]
+    return replace(report, model={**report.model, "layer shapes": shapes}), mapping

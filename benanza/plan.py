@@ -128,6 +128,9 @@ FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
     Fusion.CONV_BN_ACT: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),
     Fusion.GEMM_BIAS: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
+    Fusion.ATTENTION: (Api.GRAPH_SDPA,),
+    Fusion.RMSNORM: (Api.GRAPH_NORM,),
+    Fusion.POINTWISE: (Api.COPY,),  # one fused pass: the chain's output at the copy roofline
 }
 
 # API -> job builder (ApiDef.builder).  An API without one is dropped with "no benchmark template".

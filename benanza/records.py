@@ -11,6 +11,7 @@ on the job that was running.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
@@ -18,6 +19,8 @@ from typing import Any
 
 from benanza import SCHEMA_VERSION
 from benanza.library import L2, Fusion, Status
+
+_OK = Status.OK.value  # Result.ok runs for every row the analyzer reads: no enum lookup each time
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.status == Status.OK.value
+        return self.status == _OK
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -134,7 +137,50 @@ class Profile:
 
     layers: Mapping[int, LayerProfile] = field(default_factory=dict)
     e2e_ms: float | None = None  # end-to-end latency, median over runs
-    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run
+    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run (kernels only)
+    copy_ms: float | None = None  # union of the run's memcpy/memset intervals (not in gpu_busy_ms)
     kernel_count: int | None = None
     unmapped: tuple[UnmappedWork, ...] = ()
     framework: str = ""
+
+
+# ---------------------------------------------------------------- checking a harness line
+
+MAX_INT = 2**63 - 1  # what SQLite's INTEGER holds
+_TEXT_FIELDS = ("layer_key", "api", "algorithm", "dtype", "math", "fusion", "status", "l2", "layout", "message",
+                "timing")
+_REQUIRED = ("layer_key", "api", "algorithm", "dtype", "math", "fusion", "status")
+_TIME_FIELDS = ("median_ms", "min_ms", "max_ms", "stddev_ms", "host_ms", "max_rel_error", "tolerance")
+_COUNT_FIELDS = ("repetitions", "workspace_bytes", "heuristic_rank", "find_rank", "job", "schema")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def checked_result(data: dict[str, Any]) -> Result:
+    """A ``Result`` from a harness line, or ValueError saying what is wrong with the line.
+
+    Every field has its type; times and errors are finite and >= 0; counts are integers in
+    [0, 2^63); an ok result has a median. A line that fails is garbage: none of its values is kept.
+    """
+    for name in _REQUIRED:
+        if name not in data:
+            raise ValueError(f"no '{name}'")
+    for name in _TEXT_FIELDS:
+        if name in data and not isinstance(data[name], str):
+            raise ValueError(f"'{name}' is {type(data[name]).__name__}, not text")
+    for name in _TIME_FIELDS:
+        value = data.get(name)
+        if value is not None and not (_number(value) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"'{name}' = {str(value)[:40]} is not a finite non-negative number")
+    for name in _COUNT_FIELDS:
+        value = data.get(name)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
+                                      and 0 <= value <= MAX_INT):
+            raise ValueError(f"'{name}' = {str(value)[:40]} is not an integer in [0, 2^63)")
+    if "notes" in data and not isinstance(data["notes"], dict):
+        raise ValueError(f"'notes' is {type(data['notes']).__name__}, not an object")
+    if data["status"] == Status.OK.value and data.get("median_ms") is None:
+        raise ValueError("status ok without a median_ms")
+    return Result.from_dict(data)

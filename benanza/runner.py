@@ -15,7 +15,10 @@ with the jobs it did not reach.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import math
 import os
 import selectors
 import shlex
@@ -23,8 +26,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +39,7 @@ from benanza import db as perfdb
 from benanza.apis import has_weights
 from benanza.errors import BenanzaError
 from benanza.library import L2, Status
-from benanza.records import Result
+from benanza.records import Result, checked_result
 from benanza.system import merge_system
 
 MANIFEST = "manifest.json"
@@ -173,6 +177,10 @@ class JobOutcome:
     status: str  # a JOB_STATUSES value, or "skipped" (already in the database)
     message: str = ""
     results: list[Result] = field(default_factory=list)
+    # where the job's time went, in ms (bench/campaign.py): the harness's "phases_ms" of its end line
+    # (absent from older executables), "process_start" (its process's start to the system line, on the
+    # first job of a process) and "db_write" (recording the outcome)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -235,13 +243,68 @@ class _Timeout(Exception):
     pass
 
 
+# ---------------------------------------------------------------- no stray processes
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """preexec_fn for a child: Linux kills it (SIGKILL) when the runner dies, even by SIGKILL."""
+
+    def arm() -> None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return  # not Linux: the group kill on exit and on SIGTERM still applies
+        if os.getppid() != parent:  # the runner died before prctl: nobody will read this child
+            os._exit(1)
+
+    return arm
+
+
+_LIVE_GROUPS: set[int] = set()
+
+
+def _kill_live_groups() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        _LIVE_GROUPS.discard(pgid)
+
+
+@contextlib.contextmanager
+def _groups_killed_on_exit() -> Iterator[None]:
+    """While the runner runs: SIGTERM (and SIGHUP) exit through the ``finally`` that kills each
+    benchmark's process group, as SIGINT (KeyboardInterrupt) already does; ``atexit`` covers the rest."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    old = {sig: signal.signal(sig, terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        _kill_live_groups()
+
+
+atexit.register(_kill_live_groups)
+
+
 class _Child:
     """A benchmark executable in its own process group, read line by line with a deadline."""
 
     def __init__(self, argv: list[str], cwd: Path) -> None:
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, start_new_session=True)
+                                     stderr=self.stderr, start_new_session=True,
+                                     preexec_fn=_die_with_parent(os.getpid()))
+        _LIVE_GROUPS.add(self.proc.pid)
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
         os.set_blocking(self.fd, False)
@@ -273,12 +336,11 @@ class _Child:
                     self.eof = True
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Kill the whole group, even when its leader has exited: a forked child may hold stdout."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        _LIVE_GROUPS.discard(self.proc.pid)
 
     def close(self) -> None:
         self.kill()
@@ -309,10 +371,19 @@ class _Open:
     results: list[Result] = field(default_factory=list)
     status: str = Status.OK.value
     message: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # JobOutcome.phases
 
     def problem(self, status: Status, message: str) -> None:
         if self.status == Status.OK.value:
             self.status, self.message = status.value, message
+
+
+def _phases(end: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric "phases_ms" of a harness's end line (older harnesses print none: empty)."""
+    given = end.get("phases_ms")
+    if not isinstance(given, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in given.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _complain(current: _Open | None, stray: list[str], why: str) -> None:
@@ -334,6 +405,19 @@ def _parse(line: str) -> tuple[str, dict[str, Any]]:
     return str(data["event"]), data
 
 
+def system_line_problem(data: Mapping[str, Any]) -> str:
+    """Why a "system" line cannot be stored ("" when it can): every value a scalar SQLite holds."""
+    for key, value in data.items():
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, int) and -(2**63) <= value < 2**63:
+            continue
+        if isinstance(value, float) and math.isfinite(value):
+            continue
+        return f"'{key}' = {str(value)[:40]} is not text or a finite number"
+    return ""
+
+
 # ---------------------------------------------------------------- the runner
 
 
@@ -346,10 +430,10 @@ class Runner:
 
     def __init__(self, db: Database, build_dir: Path, timeout_s: float, force: bool, l2: str,
                  system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
-                 max_reps: int | None, max_engines: int | None = None) -> None:
+                 max_reps: int | None, max_engines: int | None = None, harness_args: Sequence[str] = ()) -> None:
         self.db, self.build_dir, self.timeout_s, self.force, self.l2 = db, build_dir, timeout_s, force, l2
         self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
-        self.max_engines = max_engines
+        self.max_engines, self.harness_args = max_engines, tuple(harness_args)
         self.fixed_system = system_id is not None
         self.summary = RunSummary(system_id=system_id)
 
@@ -360,9 +444,12 @@ class Runner:
 
     def _finish(self, open_job: _Open, status: str | None = None, message: str = "") -> None:
         assert self.system_id is not None
-        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results)
+        outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results,
+                             dict(open_job.phases))
+        t0 = time.perf_counter()
         perfdb.record_job(self.db, self.system_id, open_job.job.key, open_job.job.executable, outcome.status,
                           outcome.message, outcome.results, force=self.force)
+        outcome.phases["db_write"] = (time.perf_counter() - t0) * 1e3
         self._emit(outcome)
 
     def _skip_completed(self, todo: list[Job], finished: set[int]) -> list[Job]:
@@ -406,6 +493,7 @@ class Runner:
             argv += ["--max-reps", str(self.max_reps)]
         if self.max_engines:
             argv += ["--max-engines", str(self.max_engines)]
+        argv += self.harness_args
         try:
             child = _Child(argv, self.build_dir)
         except OSError as exc:
@@ -414,6 +502,7 @@ class Runner:
         stray: list[str] = []  # garbage printed outside any job: charged to the next job
         errors: list[str] = []  # "error" events outside any job (e.g. no usable CUDA device)
         started = False
+        spawned, process_start_ms = time.perf_counter(), None
         deadline = time.monotonic() + self.timeout_s
         try:
             while True:
@@ -454,6 +543,10 @@ class Runner:
                         errors.append(message)
                     continue
                 if event == "system":
+                    why = system_line_problem(data)
+                    if why:
+                        raise _ExecutableFailed(f"{path.name}: bad system line ({why})")
+                    process_start_ms = (time.perf_counter() - spawned) * 1e3
                     if self._on_system(data, todo):
                         return False  # some of its jobs are already measured: start again without them
                     continue
@@ -461,10 +554,13 @@ class Runner:
                     raise _ExecutableFailed(f"{path.name}: printed {line[:80]!r} before its system line")
                 if event == "start":
                     index = data.get("job")
-                    if current is not None or index not in by_index or index in finished:
+                    if current is not None or not isinstance(index, int) or index not in by_index \
+                            or index in finished:
                         _complain(current, stray, f"unexpected start of job {index}")
                         continue
                     current, started = _Open(by_index[index]), True
+                    if process_start_ms is not None:  # charged to the process's first job
+                        current.phases["process_start"], process_start_ms = process_start_ms, None
                     for why in stray:
                         current.problem(Status.GARBAGE, why)
                     stray.clear()
@@ -481,6 +577,7 @@ class Runner:
                         _complain(current, stray, f"unexpected end of job {data.get('job')}")
                         continue
                     finished.add(current.job.index)
+                    current.phases.update(_phases(data))
                     self._finish(current)
                     current = None
                     deadline = time.monotonic() + self.timeout_s
@@ -495,8 +592,8 @@ class Runner:
         if data.get("job", current.job.index) != current.job.index:
             return f"result of job {data.get('job')} inside job {current.job.index}"
         try:
-            result = Result.from_dict(data)
-        except TypeError as exc:
+            result = checked_result(data)
+        except (TypeError, ValueError) as exc:
             return f"bad result line ({exc})"
         key = current.job.key
         if result.status not in _RESULT_STATUSES:
@@ -510,7 +607,8 @@ class Runner:
 def run(project_dir: str | Path, db: Database, system_id: str | None = None, timeout_s: float = 120.0,
         force: bool = False, l2: str = L2.WARM.value, progress: Progress | None = None,
         build_dir: str | Path | None = None, system: Mapping[str, Any] | None = None,
-        max_reps: int | None = None, max_engines: int | None = None) -> RunSummary:
+        max_reps: int | None = None, max_engines: int | None = None, harness_args: Sequence[str] = ()
+        ) -> RunSummary:
     """Run every pending job of a built project into ``db``; returns what happened.
 
     ``system_id`` None: the system is what each executable's "system" line says,
@@ -518,6 +616,7 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     ``systems``. Jobs already in ``completed_jobs`` for that system are skipped unless
     ``force`` (which re-runs them and replaces their rows). ``l2`` cold-weights runs only the
     jobs of APIs with weights (``jobs_to_run``; ``RunSummary.weightless`` counts the others).
+    ``harness_args`` go to every executable as given (e.g. ``--race 1.5 --job-budget-s 10``).
     """
     project = Path(project_dir)
     manifest = load_manifest(project)
@@ -534,12 +633,13 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
         perfdb.store_manifest_layers(db, manifest["layers"])
     if manifest.get("models"):
         perfdb.store_manifest_models(db, manifest["models"])
-    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines)
+    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines, harness_args)
     runner.summary.jobs = sum(len(j) for j in every.values())
     runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())
-    for name, todo in jobs.items():
-        try:
-            runner.run_executable(name, todo)
-        except _ExecutableFailed as exc:
-            runner.summary.errors.append(str(exc))
+    with _groups_killed_on_exit():
+        for name, todo in jobs.items():
+            try:
+                runner.run_executable(name, todo)
+            except _ExecutableFailed as exc:
+                runner.summary.errors.append(str(exc))
     return runner.summary

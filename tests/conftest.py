@@ -1,18 +1,31 @@
 """Shared test helpers: the light zoo models, the CUDA toolchain, and building and listing a
-generated benchmark project with CMake + Ninja."""
+generated benchmark project with CMake + Ninja.
+
+The compile tests of several modules share ONE generated project, built once per test run
+(``shared_build``): each module registers the plan of the jobs it wants compiled with
+``@compiled_in_the_shared_build``; the session fixture merges the plans of the collected
+modules and builds them together, so every template is compiled against the real headers
+once instead of once per module (CI time, docs/RESULTS.md §CI).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import onnx
 import pytest
+
+from benanza import codegen
+from benanza.plan import Plan
 
 # The nine light ONNX zoo models that ship inside the onnx package (light_*.onnx).
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -55,3 +68,59 @@ def cmake_build() -> Callable[[Path], Path]:
         return target
 
     return build
+
+
+# ---------------------------------------------------------------- one build for the whole run
+
+# The generated sources' first comment line: a backslash at its end must not splice the next line into it.
+COMMAND_LINE = "benanza generate (the test run's shared build) --out bench\n// evil \\"
+# name -> the plan a test module wants compiled (filled at import, i.e. when pytest collects the module)
+SHARED_PLANS: dict[str, Callable[[], Plan]] = {}
+
+
+def compiled_in_the_shared_build(name: str) -> Callable[[Callable[[], Plan]], Callable[[], Plan]]:
+    """Registers a module's plan for ``shared_build`` (and memoizes it: the module's own fixtures
+    and the shared build use the same Plan object)."""
+
+    def register(make: Callable[[], Plan]) -> Callable[[], Plan]:
+        once = functools.cache(make)
+        SHARED_PLANS[name] = once
+        return once
+
+    return register
+
+
+def merged_plan(plans: list[Plan]) -> Plan:
+    """The jobs of several plans in one project: each executable's jobs renumbered in plan order."""
+    counters: Counter[str] = Counter()
+    jobs = []
+    for p in plans:
+        for job in p.jobs:
+            jobs.append(replace(job, index=counters[job.executable]))
+            counters[job.executable] += 1
+    models = list({id(m): m for p in plans for m in p.models}.values())
+    return Plan(jobs, [d for p in plans for d in p.dropped], models)
+
+
+@dataclass(frozen=True)
+class SharedBuild:
+    out: Path  # the generated project
+    build: Path  # its CMake build directory
+    manifest: codegen.Manifest
+    executables: dict[str, set[str]]  # registered plan name -> its executables
+
+    def jobs_of(self, exe: str) -> list[dict[str, Any]]:
+        return [j for j in self.manifest.jobs if j["executable"] == exe]
+
+
+@pytest.fixture(scope="session")
+def shared_build(cmake_build: Callable[[Path], Path], tmp_path_factory: pytest.TempPathFactory) -> SharedBuild:
+    """One project holding the jobs of every registered plan, generated and built once per run."""
+    if NVCC is None:
+        pytest.skip("needs nvcc")
+    names = sorted(SHARED_PLANS)
+    plans = [SHARED_PLANS[n]() for n in names]
+    out = tmp_path_factory.mktemp("shared")
+    manifest = codegen.generate(merged_plan(plans), out, COMMAND_LINE)
+    return SharedBuild(out, cmake_build(out), manifest,
+                       {n: {j.executable for j in p.jobs} for n, p in zip(names, plans, strict=True)})

@@ -41,6 +41,7 @@ from benanza.analyze import (
 )
 from benanza.analyze.choose import executed_row
 from benanza.analyze.dag import contract, earliest_start, lanes
+from benanza.analyze.execution import GroupKind
 from benanza.analyze.roofline import bound_ms
 from benanza.analyze.sources import inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
@@ -48,6 +49,10 @@ from benanza.model.layer import Layer, bias_add
 from benanza.records import Result
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
+ROOF_POOL = 8192 / 2e9  # 4096 read + 4096 written
+ROOF_RELU = 8192 / 2e9
+ROOF_MYSTERY = 80 / 2e9  # an unknown op: charged its bytes, never 0
+ROOF_BIAS1 = (4096 + 64 + 4096) / 2e9  # conv1's bias add (no benchmark): output and bias read, output written
 FP32 = frozenset({Precision.FP32})
 
 
@@ -78,30 +83,65 @@ def test_best_policy_picks_fastest_ok_warm_allowed(report):
 
 
 def test_lbl_seq_and_par_for_branchy_model(report):
-    # best: conv1 .08 + relu1 .01 + conv2 .05 + pool .02 + concat (roofline) + flatten 0 + gemm .02
+    # layer-wise best: conv1 .08 + relu1 .01 + conv2 .05 + pool .02 + concat (roofline) + flatten 0 + gemm .02
     seq = 0.08 + 0.01 + 0.05 + 0.02 + ROOF_CONCAT + 0.0 + 0.02
     par = 0.08 + 0.01 + 0.05 + ROOF_CONCAT + 0.0 + 0.02  # pool runs beside conv2
+    assert report.summary["LBL_seq layer-wise (ms)"] == approx(seq)
+    assert report.summary["LBL_par layer-wise (ms)"] == approx(par)
+    assert report.summary["LBL_par layer-wise (ms)"] < report.summary["LBL_seq layer-wise (ms)"]
+
+
+def test_the_headline_bound_charges_an_equivalent_execution(report):
+    # conv1+bias+relu1 as the fused tf32 call (.07 < .08 + its bias add + relu1's bytes); conv2 .05 (no bias);
+    # pool and relu at their bytes (memory-bound), concat and mystery at their bytes (no benchmark:
+    # listed, never 0), flatten aliases, gemm .02
+    seq = 0.07 + 0.05 + ROOF_POOL + ROOF_CONCAT + 0.0 + 0.02 + ROOF_MYSTERY
+    par = seq - ROOF_POOL  # pool beside conv2
     assert report.summary["LBL_seq (ms)"] == approx(seq)
     assert report.summary["LBL_par (ms)"] == approx(par)
-    assert report.summary["LBL_par (ms)"] < report.summary["LBL_seq (ms)"]
-    assert report.summary["parallelism gap (ms)"] == approx(0.02)
+    kinds = {r["#"]: r["kind"] for r in report.tables["execution"].rows}
+    assert kinds == {0: "fused call", 2: "library call", 3: "memory roofline", 4: GroupKind.UNMEASURED,
+                     5: "alias", 6: "library call", 7: GroupKind.UNMEASURED}
+    assert report.summary["layers charged a roofline in whole or part (no benchmark)"] == 2  # concat, mystery
+    charged = [r for r in report.tables["missing"].rows if r["kind"] == "layer (charged its roofline)"]
+    assert [r["#"] for r in charged] == [4, 7]
+    # the gaps start from the same execution without fused calls: conv1 .08 + its bias add, relu1 at its bytes
+    base = 0.08 + ROOF_BIAS1 + ROOF_RELU + 0.05 + ROOF_POOL + ROOF_CONCAT + 0.02 + ROOF_MYSTERY
+    assert report.summary["gap baseline LBL_seq, no fused calls (ms)"] == approx(base)
+    assert report.summary["fusion gap (ms)"] == approx(base - seq)
+    assert report.summary["parallelism gap (ms)"] == approx(ROOF_POOL)
+
+
+def test_a_conv_bias_is_charged_and_bn_after_a_conv_folds():
+    """conv1's bias is never free: with a benchmark of its bias add, unfused conv1 costs conv + add."""
+    inputs = branchy_inputs(constraints=Constraints(precisions=FP32))
+    m = measurements(inputs.model)
+    add = bias_add(inputs.model.layers[0])
+    m[add.key] = [R(add.key, Api.ADD_TENSOR, "default", "fp32", 0.004), R(add.key, Api.ADD_TENSOR, "default",
+                                                                           "fp16", 0.001)]
+    rep = analyze(branchy_inputs(constraints=Constraints(precisions=FP32), measurements=m))
+    # fp32: conv1 .20 + bias .004 + relu1 bytes > fused .15: the fused call is charged and saves that much
+    assert rep.summary["gap baseline LBL_seq, no fused calls (ms)"] - rep.summary["LBL_seq (ms)"] == approx(
+        0.20 + 0.004 + ROOF_RELU - 0.15)
+    cba = {r["pattern"]: r for r in rep.tables["fusion"].rows}[Fusion.CONV_BIAS_ACT.value]
+    assert cba["unfused (ms)"] == approx(0.20 + 0.01 + 0.004)  # the fp32 add, not the fp16 one
 
 
 def test_lbl_par_equals_seq_for_a_chain():
     model = chain_model()
     rep = analyze(Inputs(model, measurements(model), SYSTEM, CEILINGS))
-    assert rep.summary["LBL_seq (ms)"] == approx(0.08 + 0.01 + 0.05)
-    assert rep.summary["LBL_par (ms)"] == approx(rep.summary["LBL_seq (ms)"])
+    assert rep.summary["LBL_seq layer-wise (ms)"] == approx(0.08 + 0.01 + 0.05)
+    assert rep.summary["LBL_par layer-wise (ms)"] == approx(rep.summary["LBL_seq layer-wise (ms)"])
     assert rep.summary["parallelism gap (ms)"] == approx(0.0)
 
 
 def test_benanza_ratios(report):
     s = report.summary
-    assert s["BR_seq vs end-to-end"] == approx(s["LBL_seq (ms)"] / 0.9)
-    assert s["BR_par vs end-to-end"] == approx(s["LBL_par (ms)"] / 0.9)
-    assert s["BR_seq vs GPU busy"] == approx(s["LBL_seq (ms)"] / 0.35)
-    assert s["BR_par vs GPU busy"] == approx(s["LBL_par (ms)"] / 0.35)
-    assert s["BR_seq vs GPU busy"] <= 1.0
+    assert s["BR_seq layer-wise vs end-to-end"] == approx(s["LBL_seq layer-wise (ms)"] / 0.9)
+    assert s["BR_par layer-wise vs end-to-end"] == approx(s["LBL_par layer-wise (ms)"] / 0.9)
+    assert s["BR_seq layer-wise vs GPU busy"] == approx(s["LBL_seq layer-wise (ms)"] / 0.35)
+    assert s["BR_par layer-wise vs GPU busy"] == approx(s["LBL_par layer-wise (ms)"] / 0.35)
+    assert s["BR_seq layer-wise vs GPU busy"] <= 1.0
 
 
 def test_policy_table_lists_each_policy(report):
@@ -411,14 +451,14 @@ def test_api_gap_per_layer_and_precision(report):
 def test_fusion_gap_sign_per_candidate_and_pattern(report):
     rows = {r["pattern"]: r for r in report.tables["fusion"].rows}
     cba = rows[Fusion.CONV_BIAS_ACT.value]
-    assert cba["unfused (ms)"] == approx(0.08 + 0.01) and cba["fused (ms)"] == approx(0.07)
-    assert cba["gap (ms)"] == approx(0.02) and cba["gap (ms)"] > 0
-    assert rows[Fusion.CONV_BIAS.value]["gap (ms)"] == approx(0.05 - 0.2)  # negative: the fused call is slower
-    # the summary counts only fusions worth applying
-    assert report.summary["fusion gap (ms)"] == approx(0.02)
+    # unfused: conv1 .08 + relu1 .01 + conv1's bias add (no benchmark: its bytes), fused .07
+    assert cba["unfused (ms)"] == approx(0.08 + 0.01 + ROOF_BIAS1) and cba["fused (ms)"] == approx(0.07)
+    assert cba["gap (ms)"] == approx(0.02 + ROOF_BIAS1) and cba["gap (ms)"] > 0
+    # conv2 has no bias input, but the conv+bias call adds one: unfused is conv2 + a bias add of its shape
+    assert rows[Fusion.CONV_BIAS.value]["gap (ms)"] == approx(0.05 + ROOF_BIAS1 - 0.2)  # negative: slower
     fp32 = analyze(branchy_inputs(constraints=Constraints(precisions=FP32)))
     cba32 = {r["pattern"]: r for r in fp32.tables["fusion"].rows}[Fusion.CONV_BIAS_ACT.value]
-    assert cba32["gap (ms)"] == approx(0.20 + 0.01 - 0.15)
+    assert cba32["gap (ms)"] == approx(0.20 + 0.01 + ROOF_BIAS1 - 0.15)
 
 
 def test_fusion_without_fused_data_is_missing():
@@ -431,8 +471,11 @@ def test_fusion_without_fused_data_is_missing():
 
 
 def test_tensor_core_gap(report):
-    # non-TC (fp32) vs fp32+tf32: conv1 .20-.08, conv2 .06-.05, gemm .025-.02; others equal
-    assert report.summary["Tensor Core gap (ms)"] == approx(0.12 + 0.01 + 0.005)
+    # the run allowed TF32 already: no Tensor Core gap (never measured against fp32 then)
+    assert report.summary["Tensor Core gap (ms)"] == approx(0.0)
+    # an fp32-only run: fp32 vs fp32+tf32, conv1 .20-.08, conv2 .06-.05, gemm .025-.02; the rest equal
+    fp32 = analyze(branchy_inputs(constraints=Constraints(precisions=FP32)))
+    assert fp32.summary["Tensor Core gap (ms)"] == approx(0.12 + 0.01 + 0.005)
     none_allowed = analyze(branchy_inputs(constraints=Constraints(precisions=FP32), tensor_core=frozenset()))
     assert none_allowed.summary["Tensor Core gap (ms)"] == approx(0.0)
 
@@ -445,12 +488,12 @@ def test_framework_overhead(report):
 
 
 def test_joint_estimate(report):
-    # TC allowed, conv1+relu1 fused (.07), conv2 .05 beside pool .02, concat, flatten, gemm .02
-    joint = 0.07 + 0.05 + ROOF_CONCAT + 0.02
+    # TC allowed, conv1+relu1 fused (.07), conv2 .05 beside pool, concat, flatten, gemm .02, mystery
+    joint = 0.07 + 0.05 + ROOF_CONCAT + 0.02 + ROOF_MYSTERY
     assert report.summary["joint estimate LBL_par (ms)"] == approx(joint)
     assert report.summary["joint fusions applied"] == 1  # the slower conv+bias fusion is not applied
     assert report.summary["predicted speedup vs end-to-end (x)"] == approx(0.9 / joint)
-    assert report.summary["joint estimate LBL_par (ms)"] <= report.summary["LBL_par (ms)"]
+    assert report.summary["joint estimate LBL_par (ms)"] <= report.summary["LBL_par layer-wise (ms)"]
 
 
 def test_waterfall_ends_at_joint_and_balances(report):
@@ -492,7 +535,7 @@ def test_missing_ceilings_leave_roofline_out_without_crash():
 
 def test_without_profile():
     rep = analyze(branchy_inputs(profile=None))
-    assert [r["policy"] for r in rep.tables["policies"].rows] == ["best", "heuristic"]
+    assert [r["policy"] for r in rep.tables["policies"].rows] == ["best execution", "best, layer-wise", "heuristic"]
     assert rep.summary["BR_seq vs end-to-end"] is None
     assert rep.summary["framework overhead (ms)"] is None
     assert not [r for r in rep.tables["missing"].rows if r["policy"] == "as-executed"]
@@ -512,8 +555,8 @@ def test_report_carries_schema_system_and_units(report):
 def test_timeline_levels_and_parallel_lanes(report):
     bound = [s for s in report.timeline if s.process == "lower bound (best, parallel)"]
     layer_spans = {s.args["#"][0]: s for s in bound if s.level == "layer"}
-    # conv2 and pool start together after relu1 and sit in different lanes
-    assert layer_spans[2].start_us == approx(layer_spans[3].start_us) == approx((0.08 + 0.01) * 1e3)
+    # conv2 and pool start together after the fused conv1+relu1 call and sit in different lanes
+    assert layer_spans[2].start_us == approx(layer_spans[3].start_us) == approx(0.07 * 1e3)
     assert layer_spans[2].lane != layer_spans[3].lane
     model_span = next(s for s in bound if s.level == "model")
     assert model_span.dur_us == approx(report.summary["LBL_par (ms)"] * 1e3)
@@ -539,3 +582,22 @@ def test_unknown_profile_layer_does_not_break():
     layers[99] = LayerProfile(0.5, 1, ExecutedCall(Api.CONV_FWD.value, GEMM, "fp32"))
     rep = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35)))
     assert rep.summary["layers"] == 8
+
+
+def test_run_precisions_come_from_the_recorded_settings():
+    from benanza.analyze.sources import run_precisions
+
+    fp32, tf32 = frozenset({Precision.FP32}), frozenset({Precision.FP32, Precision.TF32})
+    assert run_precisions("onnxruntime", "fp32", {"use_tf32": 0})[0] == fp32
+    assert run_precisions("onnxruntime", "tf32", {"use_tf32": 1})[0] == tf32
+    assert run_precisions("pytorch", "fp32", {"allow_tf32": False})[0] == fp32
+    assert run_precisions("pytorch", "fp32", {"allow_tf32": True})[0] == tf32
+    assert run_precisions("pytorch", "fp16", {"allow_tf32": False})[0] == frozenset({Precision.FP16})
+    assert run_precisions("pytorch", "fp32", {})[0] == tf32  # nothing recorded: the looser bound
+
+
+def test_fp16_run_bound_uses_fp16_rows_and_half_the_bytes():
+    rep = analyze(branchy_inputs(constraints=Constraints(precisions=frozenset({Precision.FP16}))))
+    rows = {r["#"]: r for r in rep.tables["execution"].rows}
+    assert "eng3 / fp16 + bias" in rows[0]["call"] and rows[0]["charged (ms)"] == approx(0.0075 + ROOF_BIAS1 / 2)
+    assert rows[4]["charged (ms)"] == approx(ROOF_CONCAT / 2)  # fp16 storage: half the bytes

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import networkx as nx
 import pytest
-from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
+from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
 from benanza import codegen
 from benanza.apis.base import JobFields
@@ -47,11 +47,17 @@ def handmade() -> Model:
     return Model(NASTY, "hand/made.onnx", 2, layers, nx.DiGraph())
 
 
-@pytest.fixture(scope="module")
-def zoo_plan() -> Plan:
+@compiled_in_the_shared_build("codegen")
+def codegen_plan() -> Plan:
+    """Every API (default) for two zoo models and the hand-made convs, fp32 and fp16."""
     models = [load_model(LIGHT / "light_squeezenet.onnx", batch=1), load_model(LIGHT / "light_resnet50.onnx", batch=1),
               handmade()]
     return plan(models, ["fp32", "fp16"])
+
+
+@pytest.fixture(scope="module")
+def zoo_plan() -> Plan:
+    return codegen_plan()
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +141,10 @@ def test_c_helpers() -> None:
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_project_builds_against_real_cudnn_and_cublas(project: tuple[Path, codegen.Manifest],
-                                                      cmake_build: Callable[[Path], Path]) -> None:
-    out, manifest = project
-    build = cmake_build(out)
-    for exe, spec in manifest.executables.items():
+def test_project_builds_against_real_cudnn_and_cublas(shared_build: SharedBuild) -> None:
+    build, manifest = shared_build.build, shared_build.manifest
+    for exe in sorted(shared_build.executables["codegen"]):
+        spec = manifest.executables[exe]
         binary = build / exe
         assert binary.is_file()
         lines, jobs = listed_jobs(build, exe, manifest.jobs)

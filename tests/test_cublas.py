@@ -9,6 +9,7 @@ against the real cuBLAS 13.1 headers; the GPU test runs them.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
+from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
 from benanza import codegen
 from benanza.apis.base import Unsupported
@@ -214,10 +215,15 @@ def test_mapping_matches_what_onnx_runtime_called_on_the_h100() -> None:
 # ---------------------------------------------------------------- planner
 
 
+@functools.cache
+def zoo_at_batch_1() -> list[Model]:
+    return [load_model(path, batch=1) for path in ZOO_MODELS]
+
+
 @pytest.fixture(scope="module")
 def zoo_models() -> list[Model]:
     assert len(ZOO_MODELS) == 9
-    return [load_model(path, batch=1) for path in ZOO_MODELS]
+    return zoo_at_batch_1()
 
 
 def test_zoo_plan_covers_every_gemm(zoo_models: list[Model]) -> None:
@@ -364,8 +370,9 @@ def test_gemm_ex_algorithms_exist_in_the_cublas_header() -> None:
 # ---------------------------------------------------------------- build and run
 
 
-@pytest.fixture(scope="module")
-def cublas_plan(zoo_models: list[Model]) -> Plan:
+@compiled_in_the_shared_build("cublas")
+def cublas_project_plan() -> Plan:
+    """Every cuBLAS API and the ceilings for the zoo and hostile hand-made GEMMs, in every precision."""
     hostile = [gemm(NASTY, (2, 64), (32, 64), (32,), (2, 32), trans_b=1),
                matmul("nodeBatched", (3, 8, 64), (3, 64, 16), (3, 8, 16), index=1),
                matmul("nodeShared", (8, 64), (4, 64, 16), (4, 8, 16), index=2),
@@ -373,7 +380,12 @@ def cublas_plan(zoo_models: list[Model]) -> Plan:
                matmul("nodeWeightsB", (8, 64), (64, 16), (8, 16), index=4, constant="b"),
                matmul("nodeWeightsA", (16, 64), (64, 8), (16, 8), index=5, constant="a")]
     hand = Model(NASTY, "hand/made.onnx", 2, hostile, nx.DiGraph())
-    return plan([*zoo_models, hand], ALL_PRECISIONS, apis=CUBLAS_APIS, ceilings=True)
+    return plan([*zoo_at_batch_1(), hand], ALL_PRECISIONS, apis=CUBLAS_APIS, ceilings=True)
+
+
+@pytest.fixture(scope="module")
+def cublas_plan() -> Plan:
+    return cublas_project_plan()
 
 
 @pytest.fixture(scope="module")
@@ -396,11 +408,11 @@ def test_generated_sources_hold_no_model_text(cublas_project: tuple[Path, codege
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_cublas_benchmarks_build_and_list(cublas_project: tuple[Path, codegen.Manifest],
-                                          cmake_build: Callable[[Path], Path]) -> None:
-    out, manifest = cublas_project
-    build = cmake_build(out)
-    for exe, spec in manifest.executables.items():
+def test_cublas_benchmarks_build_and_list(shared_build: SharedBuild) -> None:
+    build, manifest = shared_build.build, shared_build.manifest
+    assert shared_build.executables["cublas"] == {"bench_gemm_ex", "bench_lt_matmul", "bench_sgemv", "bench_ceilings"}
+    for exe in sorted(shared_build.executables["cublas"]):
+        spec = manifest.executables[exe]
         lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert len(lines) == spec["num_jobs"] == len(jobs)
         assert [d["layer_key"] for d in lines] == [j["layer_key"] for j in jobs]

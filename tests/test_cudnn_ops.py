@@ -10,6 +10,7 @@ the GPU test runs them.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
+from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
 from benanza import codegen
 from benanza.apis.base import Unsupported
@@ -116,9 +117,14 @@ def hand_model() -> Model:
     return Model(NASTY, "hand/ops.onnx", 1, HAND, build_graph(HAND), find_fusions(HAND, {HAND[-1].outputs[0].name}))
 
 
+@functools.cache
+def zoo_at_batch_1() -> list[Model]:
+    return [load_model(path, batch=1) for path in ZOO_MODELS]
+
+
 @pytest.fixture(scope="module")
 def zoo_models() -> list[Model]:
-    return [load_model(path, batch=1) for path in ZOO_MODELS]
+    return zoo_at_batch_1()
 
 
 @pytest.fixture(scope="module")
@@ -355,11 +361,15 @@ def test_spellings_exist_in_the_cudnn_header() -> None:
 # ---------------------------------------------------------------- generated project
 
 
-@pytest.fixture(scope="module")
-def project(zoo_models: list[Model], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, codegen.Manifest,
-                                                                                          Plan]:
+@compiled_in_the_shared_build("ops")
+def ops_project_plan() -> Plan:
     """Every op API for all nine zoo models (and the hand-made layers) at batch 1, fp32 and fp16."""
-    p = plan([*zoo_models, hand_model()], ["fp32", "fp16"], apis=OPS_APIS)
+    return plan([*zoo_at_batch_1(), hand_model()], ["fp32", "fp16"], apis=OPS_APIS)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, codegen.Manifest, Plan]:
+    p = ops_project_plan()
     out = tmp_path_factory.mktemp("ops")
     return out, codegen.generate(p, out, "benanza generate zoo --api ops"), p
 
@@ -381,11 +391,11 @@ def test_generated_sources_hold_no_model_text(project: tuple[Path, codegen.Manif
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_op_benchmarks_build_and_list(project: tuple[Path, codegen.Manifest, Plan],
-                                      cmake_build: Callable[[Path], Path]) -> None:
-    out, manifest, _ = project
-    build = cmake_build(out)
-    for exe, spec in manifest.executables.items():
+def test_op_benchmarks_build_and_list(shared_build: SharedBuild) -> None:
+    build, manifest = shared_build.build, shared_build.manifest
+    assert shared_build.executables["ops"] == EXECUTABLES
+    for exe in sorted(shared_build.executables["ops"]):
+        spec = manifest.executables[exe]
         lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert [d["job"] for d in lines] == list(range(spec["num_jobs"]))
         assert [(d["layer_key"], d["dtype"]) for d in lines] == [(j["layer_key"], j["dtype"]) for j in jobs]

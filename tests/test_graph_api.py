@@ -9,6 +9,7 @@ real cuDNN, cuBLAS and cudnn-frontend headers; the GPU test runs them.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -23,7 +24,7 @@ from pathlib import Path
 import networkx as nx
 import onnx
 import pytest
-from conftest import LIGHT, NVCC, builds_and_runs_on_a_gpu, listed_jobs
+from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
 from benanza import codegen, paths
 from benanza.apis.base import Unsupported
@@ -174,9 +175,14 @@ def zoo(name: str, batch: int = 1) -> Model:
     return load_model(LIGHT / f"light_{name}.onnx", batch=batch)
 
 
+@functools.cache
+def zoo_at_batch_1() -> list[Model]:
+    return [load_model(p, batch=1) for p in sorted(LIGHT.glob("light_*.onnx"))]
+
+
 @pytest.fixture(scope="module")
 def zoo_models() -> list[Model]:
-    return [load_model(p, batch=1) for p in sorted(LIGHT.glob("light_*.onnx"))]
+    return zoo_at_batch_1()
 
 
 def test_plain_conv_job_keeps_pads_apart() -> None:
@@ -296,16 +302,23 @@ def handmade() -> Model:
 NAMED = ("eng0", "eng28_kTILE_SIZE=4_kUSE_TEX=0", "eng9999")
 
 
-@pytest.fixture(scope="module")
-def graph_project(zoo_models: list[Model], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, codegen.Manifest]:
+@compiled_in_the_shared_build("graph")
+def graph_project_plan() -> Plan:
+    """Both graph APIs for the zoo, the hand-made convs and chains in three precisions, plus named engine configs."""
+    zoo_models = zoo_at_batch_1()
     models = [*zoo_models, handmade(), chain("Clip", {"min": 0.0, "max": 6.0})[0], chain("Sigmoid", {})[0]]
     p = plan(models, [Precision.FP32, Precision.TF32, Precision.FP16], apis=[Api.GRAPH_CONV, Api.GRAPH_MATMUL])
     conv = next(layer for layer in zoo_models[0].layers if layer.op == "Conv")
     named = plan_executed([(zoo_models[0], conv.key, ExecutedCall(Api.GRAPH_CONV.value, n, "fp32")) for n in NAMED])
     count = Counter(j.executable for j in p.jobs)  # appended after the enumerated jobs of the same executables
     jobs = [*p.jobs, *(replace(j, index=count[j.executable] + j.index) for j in named.jobs)]
+    return Plan(jobs, p.dropped, models)
+
+
+@pytest.fixture(scope="module")
+def graph_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, codegen.Manifest]:
     out = tmp_path_factory.mktemp("graph")
-    return out, codegen.generate(Plan(jobs, p.dropped, models), out, "benanza generate zoo --api graph")
+    return out, codegen.generate(graph_project_plan(), out, "benanza generate zoo --api graph")
 
 
 def test_generated_sources_hold_no_model_text(graph_project: tuple[Path, codegen.Manifest]) -> None:
@@ -325,11 +338,12 @@ def test_generated_sources_hold_no_model_text(graph_project: tuple[Path, codegen
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_graph_benchmarks_build_and_list(graph_project: tuple[Path, codegen.Manifest],
-                                         cmake_build: Callable[[Path], Path]) -> None:
-    out, manifest = graph_project
-    build = cmake_build(out)
-    for exe, spec in manifest.executables.items():
+def test_graph_benchmarks_build_and_list(shared_build: SharedBuild) -> None:
+    build, manifest = shared_build.build, shared_build.manifest
+    assert shared_build.executables["graph"] == {"bench_graph_conv", "bench_graph_matmul"}
+    assert [j for j in manifest.jobs if j["algorithms"] != ["*"]]  # the named engine configs are built too
+    for exe in sorted(shared_build.executables["graph"]):
+        spec = manifest.executables[exe]
         lines, jobs = listed_jobs(build, exe, manifest.jobs)
         assert [d["job"] for d in lines] == list(range(spec["num_jobs"]))
         assert [(d["layer_key"], d["dtype"], d["fusion"]) for d in lines] == \

@@ -4,6 +4,7 @@ copies of a cold-weights weight ring and the calls per timed launch (docs/GENERA
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from benanza import paths
+from benanza import paths, runner
 from benanza.library import L2
 
 SITE = Path(onnx.__file__).parent.parent / "nvidia"
@@ -20,8 +21,11 @@ CXX = shutil.which("g++") or shutil.which("c++")
 MIB = 1 << 20
 H100_L2 = 50 * MIB
 
-# Reads its harness options from argv, then "k WANT COPIES" (calls per launch) and "n L2 BYTES"
-# (ring copies) lines from stdin; prints the parsed --l2 and one number per line.
+# Reads its harness options from argv, then "k WANT COPIES" (calls per launch), "n L2 BYTES"
+# (ring copies), "p PHASE MS" (adds to a job's phase clock), "e WALL 0" (prints the job's end
+# line), "r ESTIMATE BEST" / "f ESTIMATE BEST" (why an unprotected / a protected call is timed
+# coarsely, "-" for not) and "j JOB_MS 0" (the same for a call in a job that ran JOB_MS) lines
+# from stdin; prints the parsed --l2 and one number, end line or reason per line.
 POLICY_MAIN = r"""
 #include <cstdio>
 #include "benanza/bench.h"
@@ -31,8 +35,23 @@ int main(int argc, char** argv) {
   std::printf("%s\n", bz::l2_name(o.l2));
   char what;
   double a, b;
-  while (std::scanf(" %c %lf %lf", &what, &a, &b) == 3)
-    std::printf("%d\n", what == 'k' ? bz::calls_per_launch(o, a, int(b)) : bz::weight_copies(size_t(a), size_t(b)));
+  bz::PhaseClock clock;
+  while (std::scanf(" %c %lf %lf", &what, &a, &b) == 3) {
+    if (what == 'r' || what == 'f' || what == 'j') {
+      const char* why = what == 'j' ? bz::coarse_reason(o, false, 1.0, 1e30, a)
+                                    : bz::coarse_reason(o, what == 'f', a, b, 0.0);
+      std::printf("%s\n", why ? why : "-");
+    } else if (what == 'p') {
+      clock.add(bz::Phase(int(a)), b);
+    } else if (what == 'e') {
+      bz::Json end;
+      end.add("event", "end").add("job", 0);
+      clock.to_json(end, a);
+      bz::emit(end);
+    } else {
+      std::printf("%d\n", what == 'k' ? bz::calls_per_launch(o, a, int(b)) : bz::weight_copies(size_t(a), size_t(b)));
+    }
+  }
   return 0;
 }
 """
@@ -88,3 +107,31 @@ def test_calls_per_launch_per_mode(policy_tool: Path) -> None:
     assert k("cold") == [1, 1, 1, 1, 1]  # one call after each flush
     # a multiple of the copies and at least as many, past --max-calls if need be
     assert k("cold-weights") == [128, 1008, 8192, 118, 16]
+
+
+def test_a_jobs_end_line_gives_the_runner_its_phases(policy_tool: Path) -> None:
+    """The phase times the harness prints on a job's end line (bench/campaign.py) are what the runner
+    reads: setup is the wall time no host phase claims; the GPU time of the timed launches is apart."""
+    handles, warmup, timed, timed_gpu, check = range(5)
+    lines = [f"p {handles} 40", f"p {warmup} 2.5", f"p {timed} 100", f"p {timed_gpu} 90", f"p {check} 1.5",
+             f"p {timed} 20", "e 200 0"]
+    done = subprocess.run([str(policy_tool)], input="\n".join(lines) + "\n", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    end = json.loads(done.stdout.splitlines()[1])
+    assert end["event"] == "end" and end["job"] == 0
+    assert runner._phases(end) == {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5,
+                                   "setup": 36.0, "wall": 200.0}
+    assert runner._phases({"event": "end", "job": 0}) == {}  # an older harness: no phases
+
+
+def test_racing_refines_only_what_can_still_win(policy_tool: Path) -> None:
+    """--race R: an algorithm whose first estimate is R x the job's best so far or more gets a coarse
+    median; the heuristic's choice never; off by default (exhaustive). --job-budget-s bounds a job."""
+    lines = ["r 1.49 1.0", "r 1.5 1.0", "r 30 1.0", "f 30 1.0", "r 5 inf", "j 9000 0", "j 11000 0"]
+    reasons = [line.split(None, 1)[0] for line in
+               subprocess.run([str(policy_tool), "--race", "1.5", "--job-budget-s", "10"], capture_output=True,
+                              text=True, input="\n".join(lines) + "\n").stdout.splitlines()[1:]]
+    assert reasons == ["-", "raced", "raced", "-", "-", "-", "job"]  # "job budget" splits at its space
+    assert ask(policy_tool, [], lines)[1:] == ["-"] * len(lines)  # neither option: every call in full
+    for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"]):
+        assert subprocess.run([str(policy_tool), *bad], capture_output=True).returncode == 2, bad

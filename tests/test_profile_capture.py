@@ -90,10 +90,12 @@ def test_to_fp16_casts_inputs_outputs_and_weights(tmp_path):
 def test_to_fp16_refuses_a_graph_that_makes_its_own_floats(tmp_path):
     x = onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-    node = onnx.helper.make_node("Cast", ["x"], ["y"], name="to_float", to=TensorProto.FLOAT)
-    path = tmp_path / "cast.onnx"
-    onnx.save(onnx.helper.make_model(onnx.helper.make_graph([node], "g", [x], [y])), str(path))
-    with pytest.raises(BenanzaError, match=r"cast\.onnx: fp16 capture needs a graph without Cast nodes"):
+    nodes = [onnx.helper.make_node("Constant", [], ["c"], name="ones",
+                                   value=onnx.helper.make_tensor("v", TensorProto.FLOAT, [1, 4], [1.0] * 4)),
+             onnx.helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    path = tmp_path / "const.onnx"
+    onnx.save(onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [x], [y])), str(path))
+    with pytest.raises(BenanzaError, match=r"const\.onnx: fp16 capture needs a graph without Constant nodes"):
         to_fp16(path, tmp_path / "out.onnx")
 
 

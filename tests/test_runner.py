@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import LIGHT
 from rich.console import Console
 
 from benanza import db as perfdb
@@ -148,6 +149,20 @@ def test_rerun_skips_completed_and_force_reruns(fake_build: Path, plan_env: Path
     forced = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, force=True)
     assert (forced.skipped, forced.ran) == (0, 4) and forced.results == first.results
     assert db["benchmarks"].count == rows and db["completed_jobs"].count == 4
+
+
+def test_each_outcome_says_where_its_time_went(fake_build: Path, plan_env: Path) -> None:
+    """bench/campaign.py's phases: each process's start is charged to its first job, every job's
+    database write to itself (the fake harness prints no phases of its own: an older harness)."""
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok", "segv", "ok"], "bench_other": ["ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    outcomes: list[runner.JobOutcome] = []
+    runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, progress=lambda o, _s: outcomes.append(o))
+    started = [(o.job.executable, o.job.index) for o in outcomes if "process_start" in o.phases]
+    assert started == [("bench_fake", 0), ("bench_fake", 3), ("bench_other", 0)]  # restarted after the crash
+    assert all(o.phases["db_write"] >= 0 for o in outcomes)
+    assert all(o.phases["process_start"] > 0 for o in outcomes if "process_start" in o.phases)
+    assert all(set(o.phases) <= {"process_start", "db_write"} for o in outcomes)
 
 
 def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> None:
@@ -374,6 +389,13 @@ def test_cli_run_without_gpu_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "perf.db").exists() and not (project / "build").exists()
 
 
+def test_cli_run_refuses_an_unknown_api(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", str(LIGHT / "light_zfnet512.onnx"), "--db", str(tmp_path / "perf.db"),
+                                       "--api", "conv_fwd,warp_drive"])
+    assert result.exit_code == 1 and "--api: unknown warp_drive" in result.output
+    assert not (tmp_path / "perf.db").exists()
+
+
 def test_cli_run_builds_runs_and_summarizes(plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Stand in for a GPU machine's fingerprint only; build, executables and database are real.
     monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": True, "sm_clock_khz": 1755000})
@@ -402,17 +424,21 @@ ZOO = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_i
 @pytest.mark.skipif(not shutil.which("nvcc") and not Path("/usr/local/cuda/bin/nvcc").is_file(), reason="needs nvcc")
 @pytest.mark.skipif(not (ZOO / "light_zfnet512.onnx").is_file(), reason="needs the onnx package's light zoo models")
 def test_cli_run_generates_builds_and_runs_a_real_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """End to end through the real generator and harness; without a GPU the harness itself refuses."""
+    """End to end through the real generator and harness; without a GPU the harness itself refuses.
+    One API (--api conv_fwd) keeps the build to one executable: every template is compiled by the
+    shared build of the compile tests (conftest.shared_build)."""
     if system.fingerprint()["usable"]:
         pytest.skip("this machine has a GPU: the real run would measure for minutes")
     monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": True})
     db_path, project = tmp_path / "perf.db", tmp_path / "zfnet"
     result = CliRunner().invoke(main, ["run", str(ZOO / "light_zfnet512.onnx"), "--db", str(db_path),
-                                       "--project-dir", str(project), "--timeout", "30", "-j", "2"])
+                                       "--project-dir", str(project), "--timeout", "30", "-j", "2",
+                                       "--api", "conv_fwd"])
     assert result.exit_code == 1, result.output
     output = " ".join(result.output.split())
     assert "before starting a job" in output and "no usable CUDA device" in output
     manifest = runner.load_manifest(project)
+    assert set(manifest["executables"]) == {"bench_conv_fwd"}
     assert manifest["jobs"] and all(os.access(project / "build" / exe, os.X_OK) for exe in manifest["executables"])
     db = perfdb.open_db(db_path)
     assert db["completed_jobs"].count == 0 and db["benchmarks"].count == 0  # nothing measured, nothing claimed

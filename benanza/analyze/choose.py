@@ -84,7 +84,8 @@ def usable(rows: Iterable[Result], l2: L2 = L2.WARM) -> list[Result]:
     """Rows that count as latencies: status ok, with a median, measured with ``l2``. Warm by
     default: the lower bound and every gap; cold and cold-weights only for the as-executed
     cold-L2 and cold-weights checks."""
-    return [r for r in rows if r.ok and r.l2 == l2.value and r.median_ms is not None]
+    want = l2.value  # read once: an enum's .value costs a descriptor call per row (analyze's hot loop)
+    return [r for r in rows if r.ok and r.l2 == want and r.median_ms is not None]
 
 
 def fastest(rows: Iterable[Result]) -> Result | None:

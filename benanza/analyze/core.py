@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from benanza import SCHEMA_VERSION
 from benanza.analyze import gaps
-from benanza.analyze.choose import Choice, Miss, Policy, call_l2, choose, executed_ms, fusion_key, usable
+from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose, executed_ms, fusion_key, usable
 from benanza.analyze.dag import critical_path, layer_graph
+from benanza.analyze.execution import Bounds, Execution, GroupKind, effective_ceilings
 from benanza.analyze.inputs import Inputs, LayerProfile
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes
 from benanza.analyze.tables import Report, Table
@@ -28,6 +30,8 @@ ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensit
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
+EXECUTION_POLICY = "best execution"  # the headline bound: docs/METRICS.md, "Execution bound"
+EXECUTION_COLUMNS = ("#", "layers", "ops", "kind", "charged (ms)", "call", "folded")
 BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
 
 
@@ -46,14 +50,22 @@ def analyze(inputs: Inputs) -> Report:
     """Every metric of docs/METRICS.md for one model on one system, as tables."""
     model, prof = inputs.model, inputs.profile
     graph = layer_graph(model.graph, (layer.index for layer in model.layers))
+    ceil, ceiling_notes = effective_ceilings(model, inputs)
+    inputs = replace(inputs, ceilings=ceil)
     choices = {policy: {layer.index: choose(layer, inputs, policy) for layer in model.layers} for policy in Policy}
     best = choices[Policy.BEST]
     e2e = prof.e2e_ms if prof else None
     busy = prof.gpu_busy_ms if prof else None
-    notes: list[str] = []
+    notes: list[str] = list(ceiling_notes)
+    bounds = Bounds.of(model, inputs, graph)
+    exe = bounds.headline
 
     lbl: dict[Policy, tuple[float, float, int]] = {}
-    policy_rows = []
+    charged = sum(len(g.layers) for g in exe.groups)
+    policy_rows = [{"policy": EXECUTION_POLICY, "layers with data": f"{charged}/{len(model.layers)}",
+                    "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
+                    "BR_seq vs end-to-end": ratio(exe.seq_ms, e2e), "BR_par vs end-to-end": ratio(exe.par_ms, e2e),
+                    "BR_seq vs GPU busy": ratio(exe.seq_ms, busy), "BR_par vs GPU busy": ratio(exe.par_ms, busy)}]
     for policy, chosen in choices.items():
         if policy is Policy.AS_EXECUTED and prof is None:
             notes.append("no profile: the as-executed policy, measured times and overhead are not evaluated")
@@ -61,28 +73,35 @@ def analyze(inputs: Inputs) -> Report:
         w = gaps.weights(chosen)
         seq, (par, _) = sum(w.values()), critical_path(graph, w)
         lbl[policy] = (seq, par, len(w))
-        policy_rows.append({"policy": policy.value, "layers with data": f"{len(w)}/{len(model.layers)}",
+        policy_rows.append({"policy": f"{policy.value}, layer-wise" if policy is Policy.BEST else policy.value,
+                            "layers with data": f"{len(w)}/{len(model.layers)}",
                             "LBL_seq (ms)": seq, "LBL_par (ms)": par,
                             "BR_seq vs end-to-end": ratio(seq, e2e), "BR_par vs end-to-end": ratio(par, e2e),
                             "BR_seq vs GPU busy": ratio(seq, busy), "BR_par vs GPU busy": ratio(par, busy)})
     seq, par, covered = lbl[Policy.BEST]
     if covered < len(model.layers):
         notes.append(f"{len(model.layers) - covered} of {len(model.layers)} layers have no data under the best "
-                     "policy (see the missing table); LBL counts only the others, so it is still a lower bound "
-                     "but a looser one")
+                     "policy (see the missing table); the layer-wise LBL counts only the others")
+    if exe.unmeasured:
+        names = ", ".join(model.layers[i].name for i, _ in exe.unmeasured[:5])
+        notes.append(f"{len(exe.unmeasured)} layer(s) lack a benchmark of what they run: the bound charges that "
+                     f"part its roofline at the measured peaks, never 0 (see the missing table): {names}"
+                     f"{' ...' if len(exe.unmeasured) > 5 else ''}")
+    if exe.uncharged:
+        notes.append(f"{len(exe.uncharged)} layer(s) could not be charged at all (no measured peak): "
+                     "LBL leaves them out and is looser; see the missing table")
 
     algo = gaps.algorithm_selection(model, inputs, choices[Policy.AS_EXECUTED])
     api_layers, api_totals = gaps.api_comparison(model, inputs)
     outcomes = gaps.fusion_outcomes(model, inputs, best, inputs.constraints)
     fusion_cands, fusion_patterns = gaps.fusion_tables(model, outcomes)
-    tc_table, tc_gap, _ = gaps.tensor_core(model, inputs)
+    tc_table, _, _ = gaps.tensor_core(model, inputs)
     overhead, overhead_ms = gaps.framework_overhead(inputs)
-    joint = gaps.joint_estimate(model, inputs, graph)
-    notes.extend(joint.skipped)
 
     algo_gap = sum(algo.column("gap (ms)")) if algo.rows else None
-    _, fusions_taken, _ = gaps.select_fusions(outcomes, graph)
-    fusion_gap = sum(o.gap or 0.0 for o in fusions_taken) if any(o.gap is not None for o in outcomes) else None
+    base = bounds.baseline.seq_ms
+    fusion_gap, tc_gap, par_gap = bounds.fusion_gap, bounds.tensor_core_gap, bounds.parallelism_gap
+    joint_ms = bounds.joint.par_ms
     measured = e2e if e2e is not None else busy
     mapped_layers = _mapped(model, inputs, choices[Policy.AS_EXECUTED])
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(mapped_layers)
@@ -97,10 +116,17 @@ def analyze(inputs: Inputs) -> Report:
                      f"{' ...' if len(lacking) > 3 else ''} (benanza generate MODEL --api add_tensor --db PATH)")
     summary: dict[str, Any] = {
         "layers": len(model.layers), "layers with data (best)": covered,
-        "LBL_seq (ms)": seq, "LBL_par (ms)": par,
+        "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
+        "precisions of the bound": ",".join(sorted(p.value for p in inputs.constraints.precisions)),
+        "layers charged a roofline in whole or part (no benchmark)": len(exe.unmeasured),
+        "layers not charged (no measured peak)": len(exe.uncharged),
         "measured end-to-end (ms)": e2e, "GPU busy (ms)": busy,
-        "BR_seq vs end-to-end": ratio(seq, e2e), "BR_par vs end-to-end": ratio(par, e2e),
-        "BR_seq vs GPU busy": ratio(seq, busy), "BR_par vs GPU busy": ratio(par, busy),
+        "GPU memcpy/memset (ms)": prof.copy_ms if prof else None,
+        "BR_seq vs end-to-end": ratio(exe.seq_ms, e2e), "BR_par vs end-to-end": ratio(exe.par_ms, e2e),
+        "BR_seq vs GPU busy": ratio(exe.seq_ms, busy), "BR_par vs GPU busy": ratio(exe.par_ms, busy),
+        "LBL_seq layer-wise (ms)": seq, "LBL_par layer-wise (ms)": par,
+        "BR_seq layer-wise vs end-to-end": ratio(seq, e2e), "BR_par layer-wise vs end-to-end": ratio(par, e2e),
+        "BR_seq layer-wise vs GPU busy": ratio(seq, busy), "BR_par layer-wise vs GPU busy": ratio(par, busy),
         "mapped layers (measured and as-executed)": mapped,
         "measured GPU time, mapped layers (ms)": mapped_measured,
         "library kernels, mapped layers (ms)": mapped_library,
@@ -118,33 +144,37 @@ def analyze(inputs: Inputs) -> Report:
         "separate bias adds, as-executed (ms)": extra_ms,
         "algorithm-selection gap (ms)": algo_gap,
         "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
+        "gap baseline LBL_seq, no fused calls (ms)": base,
         "fusion gap (ms)": fusion_gap,
         "Tensor Core gap (ms)": tc_gap,
-        "parallelism gap (ms)": seq - par,
+        "parallelism gap (ms)": par_gap,
         "framework overhead (ms)": overhead_ms,
-        "joint estimate LBL_par (ms)": joint.lbl_par_ms,
-        "joint fusions applied": len(joint.applied),
-        "predicted speedup vs end-to-end (x)": ratio(e2e, joint.lbl_par_ms),
-        "predicted speedup vs GPU busy (x)": ratio(busy, joint.lbl_par_ms),
+        "joint estimate LBL_par (ms)": joint_ms,
+        "joint gap (ms)": base - joint_ms,
+        "joint fusions applied": sum(1 for g in bounds.joint.groups if g.kind == GroupKind.FUSED),
+        "predicted speedup vs end-to-end (x)": ratio(e2e, joint_ms),
+        "predicted speedup vs GPU busy (x)": ratio(busy, joint_ms),
     }
-    waterfall = _waterfall(measured, joint.lbl_par_ms, [
+    waterfall = _waterfall(measured, joint_ms, [
         ("framework overhead", overhead_ms), ("algorithm selection", algo_gap), ("Tensor Cores", tc_gap),
-        ("fusion", fusion_gap), ("parallelism", seq - par)])
+        ("fusion", fusion_gap), ("parallelism", par_gap)])
 
     roof, bench = _roofline(model, inputs, best, notes)
     tables = {
         "policies": Table("Lower-bound latency per policy", POLICY_COLUMNS, tuple(policy_rows)),
         "gaps": waterfall,
         "layers": _layer_table(model, inputs, choices),
-        "missing": _missing_table(model, inputs, choices, outcomes),
+        "missing": _missing_table(model, inputs, choices, outcomes, exe),
         "algorithm": algo,
         "api": api_layers, "api totals": api_totals,
         "fusion": fusion_cands, "fusion patterns": fusion_patterns,
         "tensor core": tc_table,
         "overhead": overhead,
-        "joint": Table("Joint estimate: fusions applied", ("pattern", "layers", "fused call", "gap (ms)"),
-                       tuple({"pattern": o.candidate.pattern, "layers": ", ".join(map(str, o.candidate.layers)),
-                              "fused call": o.fused.describe(), "gap (ms)": o.gap} for o in joint.applied)),
+        "execution": _execution_table(model, exe),
+        "joint": Table("Joint estimate: fused calls of its execution", ("layers", "ops", "fused call", "ms"),
+                       tuple({"layers": ", ".join(map(str, g.layers)),
+                              "ops": "+".join(model.layers[i].op for i in g.layers), "fused call": g.call,
+                              "ms": g.ms} for g in bounds.joint.groups if g.kind == GroupKind.FUSED)),
         "roofline": roof, "benchmarks": bench,
     }
     return Report(
@@ -154,8 +184,11 @@ def analyze(inputs: Inputs) -> Report:
         system=dict(inputs.system),
         constraints=inputs.constraints.describe(),
         ceilings={"bandwidth (GB/s)": inputs.ceilings.bandwidth_gbs,
+                  "L2-resident bandwidth (GB/s)": inputs.ceilings.cache_bandwidth_gbs,
+                  "L2 (bytes)": inputs.ceilings.cache_bytes,
                   "peak (FLOP/s)": {Precision(p).value: v for p, v in inputs.ceilings.flops.items()}},
-        summary=summary, tables=tables, timeline=timeline(model, prof, graph, best, joint), notes=tuple(notes))
+        summary=summary, tables=tables,
+        timeline=timeline(model, prof, _spans_of(exe), _spans_of(bounds.joint)), notes=tuple(notes))
 
 
 def _mapped(model: Model, inputs: Inputs, executed: dict[int, Choice | Miss]
@@ -241,9 +274,34 @@ def _layer_table(model: Model, inputs: Inputs, choices: AllChoices) -> Table:
                  note="gap: measured GPU time (or as-executed benchmark) minus best")
 
 
+def _execution_table(model: Model, exe: Execution) -> Table:
+    """The groups the headline bound charges, one row per library call, kernel or alias."""
+    names = {layer.index: layer for layer in model.layers}
+    rows = tuple({"#": g.layers[0], "layers": ", ".join(names[i].name for i in g.layers),
+                  "ops": "+".join(names[i].op for i in g.layers), "kind": g.kind, "charged (ms)": g.ms,
+                  "call": g.call, "folded": ", ".join(names[i].name for i in g.folded)} for g in exe.groups)
+    return Table("Best execution: what the headline bound charges", EXECUTION_COLUMNS, rows,
+                 note="folded: constant layers folded into the conv/GEMM weights at zero cost")
+
+
+def _spans_of(exe: Execution) -> tuple:
+    """(graph, head -> latency, head -> members) of an execution, for the trace's schedules."""
+    source = {GroupKind.FUSED: Source.FUSED, GroupKind.CALL: Source.BENCHMARK, GroupKind.MEASURED: Source.BENCHMARK}
+    calls = {g.layers[0]: Choice(g.ms, source.get(g.kind, Source.ROOFLINE)) for g in exe.groups}
+    return exe.graph, calls, {g.layers[0]: g.layers for g in exe.groups}
+
+
 def _missing_table(model: Model, inputs: Inputs, choices: AllChoices,
-                   outcomes: list[gaps.FusionOutcome]) -> Table:
+                   outcomes: list[gaps.FusionOutcome], exe: Execution) -> Table:
     rows = []
+    for i, why in exe.unmeasured:
+        layer = model.layers[i]
+        rows.append({"policy": EXECUTION_POLICY, "kind": "layer (charged its roofline)", "#": i, "layer": layer.name,
+                     "op": layer.op, "key": layer.key, "reason": why})
+    for i, why in exe.uncharged:
+        layer = model.layers[i]
+        rows.append({"policy": EXECUTION_POLICY, "kind": "layer (not charged)", "#": i, "layer": layer.name,
+                     "op": layer.op, "key": layer.key, "reason": why})
     for policy, chosen in choices.items():
         if policy is Policy.AS_EXECUTED and inputs.profile is None:
             continue
@@ -282,7 +340,7 @@ def _roofline(model: Model, inputs: Inputs, best: gaps.Choices, notes: list[str]
             p = c.precision
             bound = bound_ms(layer, p, ceil)
             moved = layer_bytes(layer, p)
-            memory_ms = moved / ceil.bandwidth_bytes_per_ms if ceil.bandwidth_bytes_per_ms else None
+            memory_ms = ceil.memory_ms(moved)
             rows.append({"#": layer.index, "layer": layer.name, "op": layer.op, "precision": p.value if p else None,
                          "FLOPs": layer.flops, "bytes": moved, "intensity (FLOP/B)": intensity(layer, p),
                          "achieved (FLOP/s)": achieved_flops(layer, c.latency_ms), "bound (ms)": bound,

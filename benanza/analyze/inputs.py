@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from benanza.apis import REGISTRY, api_family
@@ -51,7 +52,12 @@ class Constraints:
             return False
         if family is ApiFamily.NONE:
             return True  # a measured copy has no precision or API choice
-        return family in self.families and result.dtype in {p.value for p in self.precisions}
+        return family in self.families and result.dtype in self._dtypes
+
+    @cached_property
+    def _dtypes(self) -> frozenset[str]:
+        """The precisions' values, built once (``allows`` runs for every row of every layer)."""
+        return frozenset(p.value for p in self.precisions)
 
     def with_precisions(self, precisions: frozenset[Precision]) -> Constraints:
         return Constraints(precisions=precisions, families=self.families)
@@ -75,6 +81,10 @@ class Ceilings:
 
     bandwidth_gbs: float | None = None  # GB/s, bytes read + written per second / 1e9
     flops: Mapping[Precision, float] = field(default_factory=dict)  # FLOP/s per precision
+    # Data that fits in L2 moves faster than HBM allows (a warm benchmark, or a framework layer
+    # reading what the previous one just wrote): the bandwidth measured on such data, and L2's size.
+    cache_bandwidth_gbs: float | None = None
+    cache_bytes: int | None = None
 
     def peak_flops(self, precision: Precision) -> float | None:
         value = self.flops.get(precision)
@@ -85,6 +95,15 @@ class Ceilings:
         if not self.bandwidth_gbs or self.bandwidth_gbs <= 0:
             return None
         return self.bandwidth_gbs * 1e6  # 1 GB/s = 1e9 B/s = 1e6 B/ms
+
+    def memory_ms(self, moved: float) -> float | None:
+        """Time to move ``moved`` bytes at the peak of the memory level that holds them (None: no peak)."""
+        per_ms = self.bandwidth_bytes_per_ms
+        if per_ms is None:
+            return None
+        if self.cache_bytes and self.cache_bandwidth_gbs and moved <= self.cache_bytes:
+            per_ms = max(per_ms, self.cache_bandwidth_gbs * 1e6)
+        return moved / per_ms
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,9 @@ def layer_bytes(layer: Layer, precision: Precision | None) -> float:
 
 def bound_ms(layer: Layer, precision: Precision | None, ceilings: Ceilings) -> float | None:
     """max(FLOPs / peak FLOP/s, bytes / peak bandwidth) in ms; None when a needed peak is absent."""
-    per_ms = ceilings.bandwidth_bytes_per_ms
-    if per_ms is None:
+    memory_ms = ceilings.memory_ms(layer_bytes(layer, precision))
+    if memory_ms is None:
         return None
-    memory_ms = layer_bytes(layer, precision) / per_ms
     if layer.flops <= 0:
         return memory_ms
     peak = ceilings.peak_flops(precision) if precision is not None else None

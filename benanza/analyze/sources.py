@@ -50,7 +50,11 @@ def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:
     rows = perfdb.results_for(db, system["id"], [CEILING_KEY]).get(CEILING_KEY, [])
     ok = {r.algorithm: r for r in rows if r.status == Status.OK and r.api == CEILING_KEY}
     copy = ok.get(COPY_CEILING)
-    bandwidth = (copy.notes.get("gbs") if copy else None) or system.get("bandwidth_gbs")
+    # One peak bandwidth, the best measured: the ceilings benchmark's cudaMemcpy (2430 GB/s on the
+    # H100) is slower than the system's own bandwidth kernel (3014 GB/s), and a roofline below what a
+    # kernel reaches would put benchmarks above 100 % and memory-bound layers' bounds above their runs.
+    measured = [float(v) for v in ((copy.notes.get("gbs") if copy else None), system.get("bandwidth_gbs")) if v]
+    bandwidth = max(measured, default=None)
     flops = {p: float(ok[a].notes["tflops"]) * 1e12 for a, p in GEMM_CEILINGS.items()
              if a in ok and ok[a].notes.get("tflops")}
     return Ceilings(bandwidth_gbs=float(bandwidth) if bandwidth else None, flops=flops)
@@ -66,3 +70,27 @@ def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profil
     measurements = perfdb.results_for(db, system["id"], keys)
     return Inputs(model=model, measurements=measurements, system=dict(system), ceilings=ceilings(db, system),
                   profile=profile, **options)
+
+
+# A run's framework setting that allows TF32 math on fp32 data: (framework, meta.json "extra" field).
+TF32_SETTINGS: dict[str, str] = {"onnxruntime": "use_tf32", "pytorch": "allow_tf32"}
+
+
+def run_precisions(framework: str, dtype: str, extra: Mapping[str, Any]) -> tuple[frozenset[Precision], str]:
+    """The precisions a recorded run could compute in, from its settings: (precisions, why).
+
+    fp16/bf16 runs compute in that precision; an fp32/tf32 run may use TF32 only where its
+    framework's TF32 switch was on (ORT ``use_tf32``, PyTorch ``allow_tf32``). Without a
+    recorded switch the run's dtype decides (tf32: TF32 allowed; fp32: both, the looser bound).
+    """
+    p = Precision(dtype)
+    if p in (Precision.FP16, Precision.BF16):
+        return frozenset({p}), f"{p.value} run"
+    setting = TF32_SETTINGS.get(framework)
+    if setting is not None and extra.get(setting) is not None:
+        on = bool(extra[setting])
+        return (frozenset({Precision.FP32, Precision.TF32}) if on else frozenset({Precision.FP32}),
+                f"{framework} {setting}={extra[setting]}")
+    if p is Precision.TF32:
+        return frozenset({Precision.FP32, Precision.TF32}), "tf32 run"
+    return frozenset({Precision.FP32, Precision.TF32}), "fp32 run without a recorded TF32 setting: TF32 allowed"

@@ -13,7 +13,6 @@ import networkx as nx
 
 from benanza.analyze.choose import Choice, Miss
 from benanza.analyze.dag import earliest_start, lanes
-from benanza.analyze.gaps import Joint
 from benanza.analyze.inputs import Profile
 from benanza.analyze.tables import Span
 from benanza.model.layer import Model
@@ -77,9 +76,12 @@ def schedule_spans(process: str, model: Model, graph: nx.DiGraph, calls: Mapping
     return spans
 
 
-def timeline(model: Model, profile: Profile | None, graph: nx.DiGraph, best: Mapping[int, Choice | Miss],
-             joint: Joint) -> tuple[Span, ...]:
+Schedule = tuple[nx.DiGraph, Mapping[int, Choice | Miss], Mapping[int, tuple[int, ...]]]  # graph, calls, groups
+
+
+def timeline(model: Model, profile: Profile | None, bound: Schedule, joint: Schedule) -> tuple[Span, ...]:
+    """The measured run beside the headline bound's and the joint estimate's schedules."""
     spans = measured_spans(model, profile)
-    spans += schedule_spans(BOUND, model, graph, best)
-    spans += schedule_spans(JOINT, model, joint.graph, joint.calls, joint.groups)
+    spans += schedule_spans(BOUND, model, *bound)
+    spans += schedule_spans(JOINT, model, *joint)
     return tuple(spans)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterator
+from functools import cache
 
 from benanza.apis.base import ApiDef, ApiFamily
 from benanza.library import Api
@@ -37,6 +38,7 @@ REGISTRY: dict[Api, ApiDef] = _registry()
 NAMED_CONFIG_APIS = frozenset(api for api, d in REGISTRY.items() if d.named_configs)
 
 
+@cache  # per row of every layer: the Api lookup once per name
 def api_family(api: str) -> ApiFamily | None:
     """Family of an ``Api`` value as stored in a Result; None for a name the registry does not know."""
     try:

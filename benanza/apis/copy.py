@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
-from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Math, Precision
+from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 COPY_ALGORITHM = "cudaMemcpyAsync"
@@ -13,8 +13,13 @@ COPY_ALGORITHM = "cudaMemcpyAsync"
 
 
 def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
-    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes."""
-    if not isinstance(item, Layer):
+    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes.
+
+    A pointwise chain (Fusion.POINTWISE) is bounded as one pass: its last layer's output.
+    """
+    if isinstance(item, FusionCandidate) and item.pattern == Fusion.POINTWISE.value:
+        item = model.layers[item.layers[-1]]
+    elif not isinstance(item, Layer):
         raise Unsupported("a copy bound takes a single layer")
     if item.op in NO_COPY_OPS:
         raise Unsupported("moves no bytes")

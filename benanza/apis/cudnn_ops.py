@@ -15,6 +15,8 @@ from benanza.model.layer import FusionCandidate, Layer, Model
 # jobs spell their mode per job.  cudnnAddTensor has no mode: "default".
 BATCHNORM_ALGORITHM = "CUDNN_BATCHNORM_SPATIAL"
 SOFTMAX_ALGORITHM = "CUDNN_SOFTMAX_ACCURATE"
+# single-axis (opset 13) -> cudnnSoftmaxMode_t; INSTANCE over [rows, cols, 1, 1] is the coerced 2-D form
+SOFTMAX_MODES: dict[bool, str] = {False: "CUDNN_SOFTMAX_MODE_INSTANCE", True: "CUDNN_SOFTMAX_MODE_CHANNEL"}
 LRN_ALGORITHM = "CUDNN_LRN_CROSS_CHANNEL_DIM1"
 ADD_TENSOR_ALGORITHM = "default"
 
@@ -166,22 +168,28 @@ def pooling_job(item: Layer | FusionCandidate, model: Model, precision: Precisio
 
 
 def softmax_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
-    """cudnnSoftmaxForward, ACCURATE, INSTANCE mode over the input coerced to 2-D at ``axis``.
+    """cudnnSoftmaxForward, ACCURATE, over ONNX Softmax's axis in either opset's meaning.
 
-    That is ONNX Softmax before opset 13 (the zoo's opset 9): rows = prod(shape[:axis]),
-    softmax over prod(shape[axis:]).  From opset 13 it is over one axis; the two agree
-    when every axis after ``axis`` is 1, as in all the zoo models.
+    Before opset 13 the input is coerced to 2-D at ``axis``: rows = prod(shape[:axis]),
+    softmax over prod(shape[axis:]), INSTANCE mode on [rows, cols, 1, 1].  From opset 13
+    (attribute ``single_axis``, set by the model processor where the two differ) it is over
+    ``shape[axis]`` alone: CHANNEL mode on NCHW [prod(before), shape[axis], prod(after), 1],
+    the model's own row-major layout.  A last-axis softmax ([N*..., D]) is the first form.
     """
     layer = _one_layer(item, Api.SOFTMAX, {"Softmax"})
     x = layer.inputs[0].shape
     axis = int(layer.attrs.get("axis", 1))
-    if not 0 <= axis <= len(x):
+    if not 0 <= axis <= len(x) or (layer.attrs.get("single_axis") and axis >= len(x)):
         raise Unsupported(f"Softmax axis {axis} out of range for rank {len(x)}")
-    rows, cols = math.prod(x[:axis]), math.prod(x[axis:])
-    fmt, layout = _format(Api.SOFTMAX, precision)
-    row = {"dims": [rows, cols, 1, 1], "format": fmt, "layout": layout}
-    return JobFields(row, {"x": list(x), "axis": axis, "rows": rows, "cols": cols}, (SOFTMAX_ALGORITHM,), layout,
-                     Math.NONE.value)
+    if layer.attrs.get("single_axis"):
+        dims = [math.prod(x[:axis]), x[axis], math.prod(x[axis + 1:]), 1]
+        fmt, layout, mode = "CUDNN_TENSOR_NCHW", "NCHW", SOFTMAX_MODES[True]
+    else:
+        dims = [math.prod(x[:axis]), math.prod(x[axis:]), 1, 1]
+        (fmt, layout), mode = _format(Api.SOFTMAX, precision), SOFTMAX_MODES[False]
+    row = {"dims": [int(d) for d in dims], "format": fmt, "layout": layout, "mode": mode}
+    shapes = {"x": list(x), "axis": axis, "rows": dims[0] * dims[2], "cols": dims[1], "mode": mode}
+    return JobFields(row, shapes, (SOFTMAX_ALGORITHM,), layout, Math.NONE.value)
 
 
 def lrn_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:

@@ -7,11 +7,15 @@ from pathlib import Path
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from benanza import db as perfdb
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import database
+from benanza.cli.progress import working
+from benanza.plain_text import plain
 
-EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)
+EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)  # .db, or .db.xz for the reading commands
 
 
 @main.group("db")
@@ -25,11 +29,11 @@ def db_group() -> None:
 @friendly_errors
 def info_cmd(path: Path, as_json: bool) -> None:
     """Row counts per table, benchmarks and jobs per status, benchmarks per system."""
-    data = perfdb.info(perfdb.open_db(path))
+    data = perfdb.info(perfdb.open_db(database(path), readonly=True))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    console.print(f"[bold]{path}[/] (schema {data['schema_version']})")
+    console.print(Text.assemble(plain(path, "bold"), f" (schema {data['schema_version']})"))
     counts = Table("table", "rows", title="tables")
     for table, rows in data["tables"].items():
         counts.add_row(table, str(rows))
@@ -41,7 +45,7 @@ def info_cmd(path: Path, as_json: bool) -> None:
         console.print(table)
     per_system = Table("system", "gpu", "cuDNN", "cuBLAS", "benchmarks", "ok", title="systems")
     for row in data["systems"]:
-        per_system.add_row(row["system_id"], row["gpu"] or "?", row["cudnn_version"] or "?",
+        per_system.add_row(row["system_id"], plain(row["gpu"] or "?"), row["cudnn_version"] or "?",
                            row["cublas_version"] or "?", str(row["benchmarks"]), str(row["ok"] or 0))
     console.print(per_system)
 
@@ -56,13 +60,15 @@ SYSTEM_COLUMNS = ("id", "gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz"
 @friendly_errors
 def systems_cmd(path: Path, as_json: bool) -> None:
     """The systems (GPU, clocks, driver, CUDA, cuDNN, cuBLAS) the database holds measurements of."""
-    rows = perfdb.systems(perfdb.open_db(path))
+    rows = perfdb.systems(perfdb.open_db(database(path), readonly=True))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table(*SYSTEM_COLUMNS, title=f"systems in {path}")
+    table = Table(title=plain(f"systems in {path}"))
+    for column in SYSTEM_COLUMNS:  # fold, never elide: a cut-off id or version is a wrong one
+        table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if row[c] is None else str(row[c]) for c in SYSTEM_COLUMNS))
+        table.add_row(*(plain("" if row[c] is None else row[c]) for c in SYSTEM_COLUMNS))
     console.print(table)
 
 
@@ -73,8 +79,9 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path) -> None:
     """Export every benchmark as CSV."""
-    rows = perfdb.export_csv(perfdb.open_db(path), csv_out)
-    console.print(f"wrote {rows} benchmarks to {csv_out}")
+    with working(f"exporting {path}"):
+        rows = perfdb.export_csv(perfdb.open_db(database(path), readonly=True), csv_out)
+    console.print(plain(f"wrote {rows} benchmarks to {csv_out}"))
 
 
 @db_group.command("merge")
@@ -84,6 +91,6 @@ def export_cmd(path: Path, csv_out: Path) -> None:
 def merge_cmd(out: Path, inputs: tuple[Path, ...]) -> None:
     """Keyed union of INPUTS into OUT (created if needed); rows OUT already has are kept."""
     added = perfdb.merge(out, inputs)
-    console.print(f"merged {len(inputs)} database(s) into {out}: "
-                  + ", ".join(f"{n} {table}" for table, n in added.items() if n) if any(added.values())
-                  else f"merged {len(inputs)} database(s) into {out}: nothing new")
+    console.print(plain(f"merged {len(inputs)} database(s) into {out}: "
+                        + ", ".join(f"{n} {table}" for table, n in added.items() if n) if any(added.values())
+                        else f"merged {len(inputs)} database(s) into {out}: nothing new"))

@@ -11,9 +11,12 @@ from rich.table import Table
 
 from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.pipeline import load, profile_calls, skip_predicate
+from benanza.plain_text import labelled, plain
 from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
@@ -37,14 +40,6 @@ def parse_batches(text: str) -> list[int]:
     return list(dict.fromkeys(batches))
 
 
-def parse_precisions(text: str) -> list[Precision]:
-    valid = [p.value for p in Precision]
-    bad = [p for p in _csv(text) if p not in valid]
-    if bad or not _csv(text):
-        raise BenanzaError(f"--dtype: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(valid)}")
-    return [Precision(p) for p in dict.fromkeys(_csv(text))]
-
-
 def parse_apis(text: str | None) -> list[Api] | None:
     if text is None:
         return None
@@ -57,7 +52,7 @@ def parse_apis(text: str | None) -> list[Api] | None:
 
 def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
     """Tables for the terminal: jobs per executable, and dropped candidates by reason."""
-    jobs = Table("executable", "api", "jobs", "benchmarks", title=f"benchmarks in {out}")
+    jobs = Table("executable", "api", "jobs", "benchmarks", title=plain(f"benchmarks in {out}"))
     for exe, spec in manifest.executables.items():
         count = sum(1 for b in manifest.benchmarks if b["executable"] == exe)
         jobs.add_row(exe, spec["api"], str(spec["num_jobs"]), str(count))
@@ -74,7 +69,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
 @click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
 @click.option("--dtype", default="fp32", show_default=True,
-              help=f"Comma-separated precisions: {', '.join(p.value for p in Precision)}.")
+              help=f"Comma-separated precisions (any case): {', '.join(p.value for p in Precision)}.")
 @click.option("--api", "apis", default=None,
               help="Comma-separated APIs to generate (e.g. conv_fwd,conv_bias_act); default all.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -91,17 +86,18 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
     batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
     skip = skip_predicate(db_path, system)
-    if bundles:
-        p = plan_executed(profile_calls(model, bundles), skip=skip)
-    else:
-        models, errors = load(model, batches)
-        for line in errors:
-            console.print(f"[yellow]skipped:[/] {line}", highlight=False)
-        p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
+    with working(f"planning the benchmarks of {model}"):
+        if bundles:
+            p = plan_executed(profile_calls(model, bundles), skip=skip)
+        else:
+            models, errors = load(model, batches)
+            for line in errors:
+                console.print(labelled("skipped:", "yellow", line), highlight=False)
+            p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
     held = sum(1 for d in p.dropped if d.reason in (ALREADY_MEASURED, UNNAMED))
     if not p.jobs and held:  # a finished campaign run again: success, nothing to do
-        console.print(f"{model}: nothing to generate: the database already holds all {held} job(s) "
-                      "asked for (--force on benanza run measures again)", highlight=False)
+        console.print(plain(f"{model}: nothing to generate: the database already holds all {held} job(s) "
+                            "asked for (--force on benanza run measures again)"), highlight=False)
         return
     if not p.jobs:
         raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
@@ -112,6 +108,7 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     manifest = codegen.generate(p, out_dir, command)
     for table in summary(p, manifest, out_dir):
         console.print(table)
-    console.print(f"{len(manifest.written)} files written; build with: "
-                  f"cmake -S {shlex.quote(str(out_dir))} -B {shlex.quote(str(out_dir / 'build'))} -G Ninja && "
-                  f"cmake --build {shlex.quote(str(out_dir / 'build'))}", highlight=False, soft_wrap=True)
+    db_next = str(db_path) if db_path and db_path.suffix != ".xz" else "perf.db"
+    console.print(plain(f"{len(manifest.written)} files written; next, build and measure on a GPU: "
+                        f"benanza run {shlex.quote(str(out_dir))} --db {shlex.quote(db_next)}"),
+                  highlight=False, soft_wrap=True)

@@ -12,9 +12,19 @@ from rich.console import Console
 
 from benanza import __version__
 from benanza.errors import BenanzaError
+from benanza.plain_text import labelled
 
-console = Console()
-err_console = Console(stderr=True)
+PIPE_WIDTH = 400  # a pipe or a file gets long lines (tables at their natural width), never 80 columns
+
+
+def _console(stderr: bool = False) -> Console:
+    """A terminal keeps its own width; piped output is wide enough that tables do not fold."""
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=max(probe.width, PIPE_WIDTH))
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +42,7 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except BenanzaError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(labelled("error:", "bold red", exc), highlight=False, soft_wrap=True)
             sys.exit(1)
 
     return wrapper

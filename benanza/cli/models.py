@@ -13,11 +13,13 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from benanza.atomic import write_stdout
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.errors import BenanzaError
 from benanza.library import Api
 from benanza.model.graph import has_parallel_branches
 from benanza.model.layer import Layer, Model, Tensor
+from benanza.plain_text import labelled, plain
 
 # The light zoo models shipped inside the onnx package -> the names they get in a model directory.
 ZOO: dict[str, str] = {
@@ -84,7 +86,7 @@ def _table(models: list[Model]) -> Table:
     for m in models:
         macs = sum(layer.macs for layer in m.layers)
         lib = [layer for layer in m.layers if is_library(layer)]
-        table.add_row(m.name, str(m.batch), str(len(m.layers)), str(len(m.unique_keys)), f"{macs / 1e9:.3f}",
+        table.add_row(plain(m.name), str(m.batch), str(len(m.layers)), str(len(m.unique_keys)), f"{macs / 1e9:.3f}",
                       f"{sum(layer.flops for layer in m.layers) / 1e9:.3f}", _share(len(lib), len(m.layers)),
                       _share(sum(layer.macs for layer in lib), macs), str(len(m.fusions)),
                       "yes" if has_parallel_branches(m.graph) else "no")
@@ -101,27 +103,30 @@ def _table(models: list[Model]) -> Table:
 @click.argument("model_or_dir", type=click.Path(path_type=Path))
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Batch size: the leading dim of the model's data inputs (default: the file's own, or 1).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None,
+              help="Value of every other symbolic input dim (a transformer's sequence length); "
+                   "a model with such dims needs it.")
 @click.option("--json", "as_json", is_flag=True, help="Print every layer as JSON on stdout instead of the table.")
 @friendly_errors
-def layers_cmd(model_or_dir: Path, batch: int | None, as_json: bool) -> None:
+def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, as_json: bool) -> None:
     """List the layers of one ONNX model or of every *.onnx in a directory.
 
     Bad files are reported one line each on stderr (exit code 1); the others are still listed.
     """
     from benanza.model.onnx_import import load_models  # onnx is imported only by commands that read models
 
-    models, errors = load_models(model_or_dir, batch)
+    models, errors = load_models(model_or_dir, batch, seq_len)
     for m in models:
         for problem in m.problems:
-            err_console.print(f"[yellow]warning:[/] {problem}", highlight=False, soft_wrap=True)
+            err_console.print(labelled("warning:", "yellow", problem), highlight=False, soft_wrap=True)
     if as_json:
-        click.echo(json.dumps({"models": [model_json(m) for m in models]}))
+        write_stdout(json.dumps({"models": [model_json(m) for m in models]}) + "\n")
     elif models:
         # a terminal gets its own width; a pipe or a file gets the whole table
         out = console if console.is_terminal else Console(width=max(console.width, 140))
         out.print(_table(models))
     for line in errors:
-        err_console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+        err_console.print(labelled("error:", "bold red", line), highlight=False, soft_wrap=True)
     if errors:
         sys.exit(1)
 
@@ -164,4 +169,4 @@ def zoo_cmd(directory: Path) -> None:
     files with the real architectures and shapes: all benanza needs.
     """
     for path in copy_zoo(directory):
-        console.print(f"copied {path} ({path.stat().st_size / 1024:.0f} KiB)", highlight=False)
+        console.print(plain(f"copied {path} ({path.stat().st_size / 1024:.0f} KiB)"), highlight=False)

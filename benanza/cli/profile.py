@@ -8,9 +8,12 @@ import click
 from rich.table import Table
 
 from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
-from benanza.profile.bundle import Framework, read_bundle
+from benanza.plain_text import plain
+from benanza.profile.bundle import Framework, bundle_seq_len, read_bundle
 from benanza.profile.capture import CAPTURE_PRECISIONS, PROFILED_RUNS, AlgoSearch, capture
 from benanza.profile.mapping import map_bundle_report, summary
 
@@ -24,8 +27,10 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
 @click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)), default="onnxruntime", show_default=True,
               help="Framework to run the model in (ONNX Runtime CUDA EP, or PyTorch through onnx2torch).")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size.")
-@click.option("--dtype", type=click.Choice([p.value for p in CAPTURE_PRECISIONS]), default=Precision.FP32.value,
-              show_default=True, help="fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None,
+              help="Value of the model's other symbolic input dims (a transformer's sequence length).")
+@click.option("--dtype", default=Precision.FP32.value, show_default=True,
+              help="One precision: fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Bundle directory to write (must be new or empty); with --map-only, the bundle to read.")
 @click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True,
@@ -37,26 +42,32 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
               show_default=True, help="ONNX Runtime cudnn_conv_algo_search (PyTorch: exhaustive = cudnn.benchmark).")
 @click.option("--map-only", is_flag=True, help="Do not run anything: map the existing bundle --out onto MODEL.")
 @friendly_errors
-def profile_command(model: Path, framework: str, batch: int, dtype: str, out: Path, runs: int, profiled_runs: int,
-                    warmup: int, algo_search: str, map_only: bool) -> None:
+def profile_command(model: Path, framework: str, batch: int, seq_len: int | None, dtype: str, out: Path, runs: int,
+                    profiled_runs: int, warmup: int, algo_search: str, map_only: bool) -> None:
     """Run MODEL in a framework on the GPU and write a profile bundle (docs/PROFILES.md).
 
     The bundle holds the framework profile, the GPU kernel trace, the cuDNN/cuBLAS API
     logs and meta.json with the end-to-end latency (measured in a separate run without
     logging). Afterwards the bundle is mapped onto MODEL's layers and summarized.
     """
+    precisions = parse_precisions(dtype)
+    if len(precisions) != 1 or precisions[0] not in CAPTURE_PRECISIONS:
+        raise BenanzaError(f"--dtype: a profile runs in one of {', '.join(p.value for p in CAPTURE_PRECISIONS)}, "
+                           f"got {dtype!r}")
+    dtype = precisions[0].value
     if not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
-                algo_search=algo_search, profiled_runs=profiled_runs)
-        console.print(f"wrote profile bundle {out}", highlight=False)
+                algo_search=algo_search, profiled_runs=profiled_runs, seq_len=seq_len)
+        console.print(plain(f"wrote profile bundle {out}"), highlight=False)
     bundle = read_bundle(out)
-    mapping = map_bundle_report(load_model(model, bundle.meta.batch), bundle)
-    table = Table("", "value", title=f"{model.name} in {bundle.meta.framework} {bundle.meta.framework_version}, "
-                  f"batch {bundle.meta.batch}, {bundle.meta.dtype}")
+    mapping = map_bundle_report(load_model(model, bundle.meta.batch, bundle_seq_len(bundle)), bundle)
+    table = Table("", "value", title=plain(f"{model.name} in {bundle.meta.framework} "
+                                           f"{bundle.meta.framework_version}, batch {bundle.meta.batch}, "
+                                           f"{bundle.meta.dtype}"))
     for name, value in summary(mapping).items():
         table.add_row(name, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
     console.print(table)
     for index, why in mapping.unmapped_layers:
-        err_console.print(f"unmapped layer {index}: {why}", highlight=False, markup=False)
+        err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
     for note in mapping.notes:
-        err_console.print(f"note: {note}", highlight=False, markup=False)
+        err_console.print(plain(f"note: {note}"), highlight=False)

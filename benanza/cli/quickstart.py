@@ -6,17 +6,25 @@ import shutil
 from pathlib import Path
 
 import click
+from rich.table import Table
+from rich.text import Text
 
 from benanza import db as perfdb
 from benanza import runner, system
+from benanza.analyze.tables import Report
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.run import summary_table
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import build, generate, working
+from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import shipped_db
-from benanza.pipeline import analyze_model, generate_project, seed_database, shipped_bundle
+from benanza.pipeline import analyze_model, seed_database, shipped_bundle
+from benanza.plain_text import plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
+from benanza.report.fmt import cell
+from benanza.report.headline import figures, top_gaps
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)
@@ -37,7 +45,7 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
             return capture(model, framework.value, 1, "fp32", bundle, runs=30, warmup=10, profiled_runs=5)
         except BenanzaError as exc:
             shutil.rmtree(bundle, ignore_errors=True)  # a failed capture leaves no half bundle behind
-            err_console.print(f"{model.name}: no {framework.value} profile: {exc}", highlight=False, markup=False)
+            err_console.print(plain(f"{model.name}: no {framework.value} profile: {exc}"), highlight=False)
     return None
 
 
@@ -48,40 +56,72 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
               help="Where the generated project, the database (on a GPU) and the HTML reports go.")
 @click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True,
               help="Precisions to benchmark (GPU machines only).")
+@cluster_options
 @friendly_errors
-def quickstart(models_dir: Path, out: Path, dtypes: str) -> None:
+def quickstart(models_dir: Path, out: Path, dtypes: str, cluster: str | None, scheduler_file: Path | None,
+               shard_jobs: int | None) -> None:
     """Analyze every model of MODELS_DIR: with a GPU, measure first (generate, build, run,
     and a profile of each model in ONNX Runtime or PyTorch; the database starts from the
     shipped one when that was measured on this same system); without one, analyze against
-    the shipped H100 database and profile bundles."""
+    the shipped H100 database and profile bundles. With --cluster or --scheduler-file the
+    cluster's GPUs measure into OUT/perf.db (profiles: this machine's GPU, else shipped)."""
+    precisions = tuple(p.value for p in parse_precisions(dtypes))
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
         raise BenanzaError(f"{models_dir}: no *.onnx files (get some with: benanza models zoo {models_dir})")
     out.mkdir(parents=True, exist_ok=True)
     gpu = bool(system.fingerprint().get("usable"))
-    if gpu:
+    if cluster or scheduler_file:
+        db_path = out / "perf.db"
+        project = generate(models, out / "project", precisions, None)
+        if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=300.0, shard_jobs=shard_jobs):
+            raise SystemExit(1)
+    elif gpu:
         db_path = out / "perf.db"
         here = system.fingerprint(bandwidth=True)
         if seed_database(db_path, here):
-            err_console.print(f"{db_path}: started from the shipped database, measured on this same system "
-                              f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again",
-                              highlight=False, markup=False)
+            err_console.print(plain(f"{db_path}: started from the shipped database, measured on this same system "
+                                    f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again"),
+                              highlight=False)
         db = perfdb.open_db(db_path)
-        project = generate_project(models, out / "project", tuple(dtypes.split(",")), None,
+        project = generate(models, out / "project", precisions, None,
                                    skip=perfdb.measured(db, perfdb.system_id(here)))
         if project is None:
-            console.print(f"{db_path}: holds every benchmark of these models already", highlight=False)
+            console.print(plain(f"{db_path}: holds every benchmark of these models already"), highlight=False)
         else:
-            runner.build(project)
+            build(project)
             summary = runner.run(project, db, timeout_s=300.0, system=here)
             console.print(summary_table(summary, str(project)))
     else:
         db_path = shipped_db()
-        err_console.print(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}",
-                          highlight=False, markup=False)
+        err_console.print(plain(f"no usable NVIDIA GPU here: analyzing with the shipped database {db_path}"),
+                          highlight=False)
+    reports = []
     for model in models:
         bundle = record_bundle(model, out / "bundles") if gpu else shipped_bundle(model)
-        report, _ = analyze_model(model, db_path, bundle)
+        try:
+            with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
+                report, _ = analyze_model(model, db_path, bundle, db_label=str(out / "perf.db"))
+        except BenanzaError as exc:  # one model without data must not hide the others' results
+            err_console.print(plain(f"{model.name}: not analyzed: {exc}"), highlight=False)
+            continue
         print_report(report, console, top=5)
         page = write_html(report, out / f"{model.stem}.html")
-        console.print(f"wrote {page}", highlight=False)
+        console.print(plain(f"wrote {page}"), highlight=False)
+        reports.append((model.stem, bundle.name if bundle else "-", report))
+    if reports:
+        console.print(summary_across(reports))
+
+
+def summary_across(reports: list[tuple[str, str, Report]]) -> Table:
+    """One row per model: the headline figures and the largest gap, for reading across models."""
+    table = Table(title="quickstart summary", title_justify="left")
+    labels = [label for label, _, _ in figures(reports[0][2])]
+    for column in ("model", "profile", *labels, "largest gap"):
+        table.add_column(column, justify="left" if column in ("model", "profile", "largest gap") else "right",
+                         overflow="fold")
+    for name, bundle, report in reports:
+        gaps = top_gaps(report, 1)
+        table.add_row(Text(name), Text(bundle), *(Text(cell(value, label)) for label, value, _ in figures(report)),
+                      Text(f"{gaps[0][0]} {cell(gaps[0][1], '(ms)')} ms" if gaps else "-"))
+    return table

@@ -111,8 +111,18 @@ def _pool(attrs: dict[str, Any], shapes: Shapes, opset: int) -> dict[str, Any]:
 
 
 def _softmax(attrs: dict[str, Any], shapes: Shapes, opset: int) -> dict[str, Any]:
+    """Opset < 13 coerces the input to 2-D at ``axis``; from 13 it is over that one axis.
+
+    The two agree when ``axis`` is the last; otherwise an opset-13 layer is marked
+    ``single_axis`` (so it never shares a key, and a benchmark, with the coerced form).
+    """
     axis = int(attrs.get("axis", 1 if opset < 13 else -1))
-    return {**attrs, "axis": axis + len(shapes[0]) if axis < 0 else axis}
+    rank = len(shapes[0])
+    axis = axis + rank if axis < 0 else axis
+    out = {**attrs, "axis": axis}
+    if opset >= 13 and axis != rank - 1:
+        out["single_axis"] = 1
+    return out
 
 
 def _axis(default: int | None) -> Normalizer:

@@ -14,6 +14,7 @@ Transpose, Expand, ...) keep it a view.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -175,6 +176,46 @@ def _variadic(fn: Callable[[Value, Value], Value]) -> FoldFn:
     return fold
 
 
+def _cumsum(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]:
+    x, axis = np.asarray(inputs[0]), int(np.asarray(inputs[1]).reshape(()))
+    if attrs.get("reverse", 0):
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs.get("exclusive", 0):
+        out = out - x
+    return [np.flip(out, axis) if attrs.get("reverse", 0) else out]
+
+
+def _gather_nd(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]:
+    """ONNX GatherND: the last index axis picks into data's dims after ``batch_dims`` leading shared ones."""
+    data, indices = np.asarray(inputs[0]), np.asarray(inputs[1], dtype=np.int64)
+    b, depth = int(attrs.get("batch_dims", 0)), indices.shape[-1]
+    batches = math.prod(data.shape[:b])
+    flat_data = data.reshape((batches, *data.shape[b:]))
+    flat_idx = indices.reshape((batches, -1, depth))
+    picked = np.stack([flat_data[i][tuple(flat_idx[i].T)] for i in range(batches)])
+    return [picked.reshape(indices.shape[:-1] + data.shape[b + depth:])]
+
+
+def _mod(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]:
+    a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+    return [(np.fmod if attrs.get("fmod", 0) else np.mod)(a, b).astype(np.result_type(a, b), copy=False)]
+
+
+def _scatter_nd(inputs: list[Value | None], attrs: dict[str, Any]) -> list[Value]:
+    """ONNX ScatterND without reduction: ``updates`` written at the index tuples (Swin's window masks)."""
+    if attrs.get("reduction", "none") != "none":
+        raise ValueError(f"ScatterND reduction {attrs['reduction']!r} is not folded")
+    data = np.array(inputs[0], copy=True)
+    indices, updates = np.asarray(inputs[1], dtype=np.int64), np.asarray(inputs[2])
+    depth = indices.shape[-1]
+    flat_idx = indices.reshape(-1, depth)
+    flat_upd = updates.reshape((flat_idx.shape[0], *data.shape[depth:]))
+    for idx, upd in zip(flat_idx, flat_upd, strict=True):
+        data[tuple(idx)] = upd
+    return [data]
+
+
 FOLDERS: dict[str, FoldFn] = {
     "Constant": _constant,
     "ConstantOfShape": _constant_of_shape,
@@ -209,6 +250,16 @@ FOLDERS: dict[str, FoldFn] = {
     "Expand": _expand,
     "Transpose": _transpose,
     "Where": lambda inputs, attrs: [np.where(inputs[0], inputs[1], inputs[2])],
+    # attention masks and position ids of today's exports: constant once the batch and sequence are set
+    "CumSum": _cumsum,
+    "Mod": _mod,
+    "Pow": _binary(np.power),
+    "ScatterND": _scatter_nd,
+    "GatherND": _gather_nd,
+    "And": _binary(np.logical_and),
+    "Or": _binary(np.logical_or),
+    "LessOrEqual": _binary(np.less_equal),
+    "GreaterOrEqual": _binary(np.greater_equal),
 }
 
 

@@ -15,7 +15,10 @@ from itertools import pairwise
 import networkx as nx
 
 from benanza.library import ONNX_ACTIVATIONS, Fusion
+from benanza.model.attention import find_attention
 from benanza.model.layer import FusionCandidate, Layer, Tensor
+from benanza.model.norms import find_rmsnorms
+from benanza.model.pointwise import find_pointwise_chains
 
 
 def build_graph(layers: list[Layer]) -> nx.DiGraph:
@@ -161,13 +164,15 @@ def find_fusions(layers: list[Layer], model_outputs: set[str]) -> list[FusionCan
 
     A chain grows only through tensors with exactly one consumer that are not model
     outputs (otherwise the intermediate value is needed and cannot be fused away).
+    Attention cores (``benanza.model.attention``) are found first: their MatMuls are
+    the fused SDPA's, not anchors of GEMM epilogues.
     """
     consumers: dict[str, list[int]] = {}
     for layer in layers:
         for name in dict.fromkeys(t.name for t in layer.inputs):
             consumers.setdefault(name, []).append(layer.index)
-    taken: set[int] = set()
-    fusions = []
+    fusions = find_attention(layers, model_outputs)
+    taken: set[int] = {i for f in fusions for i in f.layers}
     for anchor in layers:
         if anchor.op not in FAMILY or anchor.index in taken:
             continue
@@ -192,4 +197,6 @@ def find_fusions(layers: list[Layer], model_outputs: set[str]) -> list[FusionCan
         act = ONNX_ACTIVATIONS[layers[members[-1]].op].value if roles[-1] == "act" else ""
         taken.update(members)
         fusions.append(FusionCandidate(pattern.value, tuple(members), tuple(layers[i].key for i in members), act))
-    return fusions
+    fusions += find_rmsnorms(layers, model_outputs, taken)
+    taken.update(i for f in fusions for i in f.layers)
+    return fusions + find_pointwise_chains(layers, model_outputs, taken)

@@ -10,7 +10,13 @@ fusion candidates (``graph``).
 Old IR versions (the zoo's light models are IR 3) list every weight as a graph
 input that is *also* an initializer or the output of a ``ConstantOfShape`` node:
 such inputs are constants.  Only inputs that nothing produces or initializes are
-data inputs, and only their leading dimension is the batch.
+data inputs; their leading dimension (and any dim named like it) is the batch.
+
+Today's exporters (torch.onnx TorchScript and dynamo, Hugging Face models) leave the
+batch and sequence dims symbolic and compute reshape targets from them
+(Shape -> Gather -> Concat -> Reshape): ``--seq-len`` gives the other symbolic dims a
+value, then rounds of onnx shape inference (with data propagation) and constant
+folding resolve every chain; the exporter's own value_info is re-inferred.
 """
 
 # Over ~450 lines on purpose (issue 14 left it whole):
@@ -31,7 +37,7 @@ from onnx import TensorProto, numpy_helper, shape_inference
 from benanza.errors import BenanzaError
 from benanza.library import OP_APIS
 from benanza.model import attrs as attr_rules
-from benanza.model import costs, fold, graph
+from benanza.model import costs, fold, graph, validate
 from benanza.model.layer import Layer, Model, Tensor
 
 # ONNX elem_type -> numpy spelling used in Tensor.dtype.
@@ -45,7 +51,7 @@ DTYPES: dict[int, str] = {
 }
 DTYPE_ATTRS: dict[str, str] = {"Cast": "to"}  # attributes holding an ONNX elem_type
 SMALL_CONSTANT = 4096  # constants up to this many elements keep their values during shape inference
-MAX_ROUNDS = 4  # infer -> fold rounds; shape chains on activations need a second round at most
+MAX_ROUNDS = 64  # infer -> fold rounds; a chain of data-dependent shapes (Swin: one per block) takes one each
 
 
 def _dtype_name(elem_type: int) -> str:
@@ -222,7 +228,7 @@ def _inference_proto(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], consts
             continue
         shape = known.shape(name)
         if int(np.prod(shape)) <= SMALL_CONSTANT and known.dtype(name) != "string":
-            g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(known.value(name)), name))
+            g.initializer.append(numpy_helper.from_array(np.array(known.value(name), order="C"), name))
         else:
             g.input.append(_value_info(name, _elem_type(known.dtype(name)), shape))
     for out in proto.graph.output:
@@ -294,24 +300,39 @@ def _leading_dim(v: onnx.ValueInfoProto) -> int | None:
     return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else None
 
 
-def _set_batch(data_inputs: list[onnx.ValueInfoProto], batch: int, label: str) -> None:
-    """Give every data input a static shape with ``batch`` as its leading dimension."""
+def _dim_symbols(data_inputs: list[onnx.ValueInfoProto]) -> set[str]:
+    """The names of the batch dimension: every symbol that appears at axis 0 of a data input."""
+    out = set()
+    for v in data_inputs:
+        dims = v.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_param"):
+            out.add(dims[0].dim_param)
+    return out
+
+
+def _set_dims(data_inputs: list[onnx.ValueInfoProto], batch: int, seq_len: int | None, label: str) -> None:
+    """Give every data input a static shape: ``batch`` at axis 0 and wherever the batch's symbol appears,
+    ``seq_len`` for every other symbolic dimension (a sequence length: exporters name it freely)."""
+    batch_symbols = _dim_symbols(data_inputs)
     for v in data_inputs:
         tt = v.type.tensor_type
         if not v.type.HasField("tensor_type") or not tt.HasField("shape"):
             raise BenanzaError(f"{label}: input '{v.name}' has no tensor shape")
         for axis, d in enumerate(tt.shape.dim):
-            if axis == 0:
+            if axis == 0 or (d.HasField("dim_param") and d.dim_param in batch_symbols):
                 d.Clear()
                 d.dim_value = batch
             elif not d.HasField("dim_value"):
-                raise BenanzaError(f"{label}: input '{v.name}' has dynamic dimension '{d.dim_param or '?'}' at "
-                                   f"axis {axis}; only the batch (axis 0) can be set")
+                if seq_len is None:
+                    raise BenanzaError(f"{label}: input '{v.name}' has dynamic dimension '{d.dim_param or '?'}' at "
+                                       f"axis {axis} with no value; give it with --seq-len")
+                d.Clear()
+                d.dim_value = seq_len
 
 
 def _schemaless_value_info(proto: onnx.ModelProto, nodes: list[onnx.NodeProto], old: int | None,
                            new: int) -> list[onnx.ValueInfoProto]:
-    """After a batch change, declared shapes are kept only where ONNX cannot infer them.
+    """Declared shapes are kept only where ONNX cannot infer them (the rest is re-inferred).
 
     Those are outputs of ops without a schema (custom domains); their leading dim
     follows the batch when it was the old batch (or dynamic).
@@ -382,11 +403,13 @@ def _layer(node: onnx.NodeProto, index: int, r: _Resolved, used: set[str], opset
         else:
             inputs.append(_tensor(tname, r))
     outputs = [_tensor(o, r) for o in node.output if o and (o in r.shapes or o in used)]
+    validate.check_layer(op, name, inputs, outputs, raw, label)  # before normalize divides by a stride
     try:
         attrs = attr_rules.normalize(op, raw, [t.shape for t in inputs], opset)
-    except (KeyError, ValueError, IndexError, TypeError) as exc:
+    except (KeyError, ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
         raise BenanzaError(f"{label}: {op} node '{name}' has bad attributes: {_first_line(exc)}") from None
     attrs = {k: _plain(v) for k, v in attrs.items()}
+    validate.check_layer(op, name, inputs, outputs, attrs, label)
     layer = Layer(name=name, op=op, inputs=inputs, outputs=outputs, attrs=attrs, index=index)
     cost = costs.layer_cost(op, inputs, outputs, attrs)
     layer.macs, layer.flops = cost.macs, cost.flops
@@ -403,28 +426,45 @@ def _check_reshape(layer: Layer, label: str, batch_changed: bool) -> None:
         raise BenanzaError(f"{label}: Reshape node '{layer.name}' maps {list(src)} to {list(dst)}: {why}")
 
 
-def load_model(path: str | Path, batch: int | None = None) -> Model:
-    """One ONNX file -> Model; ``batch`` replaces the leading dim of the data inputs."""
-    path = Path(path)
+def load_model(path: str | Path, batch: int | None = None, seq_len: int | None = None) -> Model:
+    """One ONNX file -> Model; ``batch`` replaces the leading dim of the data inputs, ``seq_len`` their
+    other symbolic dims (a model with such dims and no ``seq_len`` is refused in one line)."""
+    return _load(Path(path), batch, seq_len)[0]
+
+
+def load_model_constants(path: str | Path, batch: int | None = None,
+                         seq_len: int | None = None) -> tuple[Model, dict[str, np.ndarray]]:
+    """``load_model`` plus the values of the folded constants its layers read (index tensors,
+    position ids...): what a framework must be given to run the folded graph (``profile.capture``)."""
+    model, resolved = _load(Path(path), batch, seq_len)
+    names = {t.name for layer in model.layers for t in layer.inputs if t.constant}
+    return model, {n: resolved.consts.value(n) for n in sorted(names) if n in resolved.consts}
+
+
+def _load(path: Path, batch: int | None, seq_len: int | None) -> tuple[Model, _Resolved]:
     if not path.exists():
         raise BenanzaError(f"{path}: no such file")
     if path.is_dir():
         raise BenanzaError(f"{path}: is a directory (use load_models)")
     if batch is not None and batch < 1:
         raise BenanzaError(f"{path}: batch must be >= 1, got {batch}")
+    if seq_len is not None and seq_len < 1:
+        raise BenanzaError(f"{path}: sequence length must be >= 1, got {seq_len}")
     label = str(path)
     proto = _read(path)
+    validate.check_proto(proto, _opset(proto), label)
     data_inputs = _data_inputs(proto)
     nodes = _topo_nodes(proto.graph, [v.name for v in data_inputs], label)
     old = _leading_dim(data_inputs[0]) if data_inputs else None
     target = batch if batch is not None else (old or 1)
-    declared = list(proto.graph.value_info)
     if old is not None and target != old:
-        at_old = _resolve(proto, nodes, data_inputs, declared, label)
+        at_old_inputs = [onnx.ValueInfoProto.FromString(v.SerializeToString()) for v in data_inputs]
+        _set_dims(at_old_inputs, old, seq_len, label)
+        at_old = _resolve(proto, nodes, at_old_inputs, list(proto.graph.value_info), label)
         _repoint_reshapes(proto, nodes, at_old, old, target)
-    if target != old:
-        declared = _schemaless_value_info(proto, nodes, old, target)
-    _set_batch(data_inputs, target, label)
+    # declared shapes are re-inferred (exporters write symbolic or stale ones), except where no schema can
+    declared = _schemaless_value_info(proto, nodes, old, target)
+    _set_dims(data_inputs, target, seq_len, label)
     resolved = _resolve(proto, nodes, data_inputs, declared, label)
 
     opset = _opset(proto)
@@ -441,7 +481,7 @@ def load_model(path: str | Path, batch: int | None = None) -> Model:
         layers.append(layer)
     outputs = {o.name for o in proto.graph.output}
     return Model(name=path.stem, path=label, batch=target, layers=layers, graph=graph.build_graph(layers),
-                 fusions=graph.find_fusions(layers, outputs), problems=problems)
+                 fusions=graph.find_fusions(layers, outputs), problems=problems), resolved
 
 
 def model_files(path: str | Path) -> list[Path]:
@@ -457,7 +497,8 @@ def model_files(path: str | Path) -> list[Path]:
     return files
 
 
-def load_models(path: str | Path, batch: int | None = None) -> tuple[list[Model], list[str]]:
+def load_models(path: str | Path, batch: int | None = None,
+                seq_len: int | None = None) -> tuple[list[Model], list[str]]:
     """Every model a path names, plus one error line per file that could not be loaded.
 
     A directory with one bad file still yields all the others; a single bad file
@@ -465,11 +506,11 @@ def load_models(path: str | Path, batch: int | None = None) -> tuple[list[Model]
     """
     files = model_files(path)
     if len(files) == 1 and not Path(path).is_dir():
-        return [load_model(files[0], batch)], []
+        return [load_model(files[0], batch, seq_len)], []
     models, errors = [], []
     for f in files:
         try:
-            models.append(load_model(f, batch))
+            models.append(load_model(f, batch, seq_len))
         except BenanzaError as exc:
             errors.append(str(exc))
     return models, errors

@@ -12,6 +12,7 @@ asked for, since API logs can be large.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,7 @@ from benanza.profile.cublas_log import CublasLog, read_cublas_log
 from benanza.profile.cudnn_log import CudnnLog, read_cudnn_log
 from benanza.profile.kineto import KinetoTrace, read_kineto_trace
 from benanza.profile.ort_profile import OrtProfile, read_ort_profile
+from benanza.profile.parse_cache import cached_read
 
 META = "meta.json"
 COMPRESSED = tuple(OPENERS)  # suffixes a part may carry
@@ -90,6 +92,7 @@ class BundleMeta:
     timestamp: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # framework settings, e.g. cudnn_conv_algo_search
     schema: int = SCHEMA_VERSION
+    model_sha256: str = ""  # content hash of the ONNX file profiled: the bundle's identity, not its name
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ def _meta_from_json(path: Path, data: Any) -> BundleMeta:
         raise BenanzaError(f"{path}: schema {schema} is newer than this benanza reads ({SCHEMA_VERSION})")
     return BundleMeta(framework=framework, framework_version=str(data["framework_version"]), model=str(data["model"]),
                       batch=batch, dtype=dtype, latency_ms=latency, system=dict(data.get("system") or {}),
-                      timestamp=str(data.get("timestamp", "")), extra=dict(data.get("extra") or {}), schema=schema)
+                      timestamp=str(data.get("timestamp", "")), extra=dict(data.get("extra") or {}), schema=schema,
+                      model_sha256=str(data.get("model_sha256") or ""))
 
 
 def read_kernels(path: str | Path) -> list[KernelRecord]:
@@ -181,8 +185,9 @@ class Bundle:
         self.notes = notes
 
     def _read(self, part: str, reader: Any) -> Any:
+        """Parse a part once per bundle file content (benanza.profile.parse_cache), then per object."""
         file = self.files.get(part)
-        return None if file is None else reader(file)
+        return None if file is None else cached_read(file, reader, part)
 
     @cached_property
     def ort_profile(self) -> OrtProfile | None:
@@ -239,16 +244,32 @@ def read_bundle(path: str | Path) -> Bundle:
     return Bundle(path=path, meta=meta, files=files, notes=notes)
 
 
+def model_digest(path: str | Path) -> str:
+    """SHA-256 of an ONNX file's bytes: what ties a bundle to its model whatever the file is called."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def bundle_seq_len(bundle: Bundle) -> int | None:
+    """The sequence length a bundle's model ran at (``benanza profile --seq-len``), None for fixed shapes."""
+    value = bundle.meta.extra.get("seq_len")
+    return int(value) if value is not None else None
+
+
 def write_meta(bundle_dir: str | Path, *, framework: str, framework_version: str, model: str, batch: int, dtype: str,
                latencies_ms: Sequence[float], system: dict[str, Any] | None = None, timestamp: str | None = None,
-               extra: dict[str, Any] | None = None) -> Path:
+               extra: dict[str, Any] | None = None, model_sha256: str = "") -> Path:
     """Write ``meta.json`` into a bundle directory (created if needed) from raw per-run latencies."""
     directory = Path(bundle_dir)
     directory.mkdir(parents=True, exist_ok=True)
     meta = BundleMeta(framework=Framework(framework).value, framework_version=framework_version, model=model,
                       batch=int(batch), dtype=Precision(dtype).value,
                       latency_ms=LatencyStats.from_samples(latencies_ms), system=dict(system or {}),
-                      timestamp=timestamp or datetime.now(UTC).isoformat(timespec="seconds"), extra=dict(extra or {}))
+                      timestamp=timestamp or datetime.now(UTC).isoformat(timespec="seconds"), extra=dict(extra or {}),
+                      model_sha256=model_sha256)
     out = directory / META
     out.write_text(json.dumps(asdict(meta), indent=2, sort_keys=True) + "\n")
     return out

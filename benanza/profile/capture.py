@@ -42,7 +42,7 @@ import onnx
 from benanza import system
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.profile.bundle import Framework, write_meta
+from benanza.profile.bundle import Framework, model_digest, write_meta
 from benanza.profile.materialize import SEED, materialize, strip_weights, to_fp16
 from benanza.profile.ranges import NODE_RANGE, RUN_RANGE
 
@@ -157,8 +157,10 @@ def check_gpu() -> dict[str, Any]:
 
 def capture(model_path: str | Path, framework: str, batch: int, precision: str, out_dir: str | Path,
             runs: int = 50, warmup: int = 10, algo_search: str = AlgoSearch.EXHAUSTIVE.value,
-            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS) -> Path:
-    """Profile one model in one framework and write the bundle ``out_dir``; returns its path."""
+            python: str = sys.executable, profiled_runs: int = PROFILED_RUNS, seq_len: int | None = None) -> Path:
+    """Profile one model in one framework and write the bundle ``out_dir``; returns its path.
+
+    ``seq_len`` sets the model's symbolic non-batch input dims (meta.json's extra.seq_len)."""
     fw = Framework(framework)
     try:
         prec = Precision(precision)
@@ -178,7 +180,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
     bundle.mkdir(parents=True, exist_ok=True)
     src = Path(model_path)
     with tempfile.TemporaryDirectory(prefix="benanza-profile-") as work:
-        mat = materialize(src, batch, Path(work) / MODEL)
+        mat = materialize(src, batch, Path(work) / MODEL, seq_len=seq_len)
         runnable = mat.path
         if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
             runnable = to_fp16(mat.path, Path(work) / MODEL_FP16)
@@ -194,12 +196,12 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
             log.unlink()  # an empty log means the library was not called: say "absent", not "unreadable"
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "randomized_weights": len(mat.randomized), "latency_without": "API logs and profiler",
-             "clock": profiled.get("clock", {})}
+             "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {})}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=src.name, batch=batch, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
                        **timed.get("system", {})},
-               extra=extra)
+               extra=extra, model_sha256=model_digest(src))
     return bundle
 
 
@@ -208,6 +210,10 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
 
 class NoGpu(Exception):
     """Raised in a child that finds no usable CUDA device."""
+
+
+class Refused(Exception):
+    """Raised in a child when the framework cannot run the model; the message is the whole one-line report."""
 
 
 def _random_feeds(specs: Sequence[tuple[str, Sequence[Any], str]], rng: np.random.Generator) -> dict[str, Any]:
@@ -323,8 +329,9 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _node_ranges(module: Any) -> None:
-    """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a named range."""
+def _node_ranges(module: Any, node_names: dict[str, str]) -> None:
+    """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a range named
+    after the ONNX node itself (``node_names``: module name -> node name), never onnx2torch's mangling."""
     import torch
 
     stack: list[Any] = []
@@ -339,7 +346,9 @@ def _node_ranges(module: Any) -> None:
             stack.pop().__exit__(None, None, None)
 
     for name, child in module.named_children():
-        child.register_forward_pre_hook(lambda m, i, n=name: pre(m, i, n))
+        if name not in node_names:
+            continue  # onnx2torch's initializer container: no node
+        child.register_forward_pre_hook(lambda m, i, n=node_names[name]: pre(m, i, n))
         child.register_forward_hook(post)
 
 
@@ -356,20 +365,27 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = AlgoSearch(args.algo_search) is AlgoSearch.EXHAUSTIVE
     torch.backends.cudnn.allow_tf32 = ALLOW_TF32[prec]
     torch.backends.cuda.matmul.allow_tf32 = ALLOW_TF32[prec]
-    from benanza.profile.onnx_torch import convert  # onnx2torch plus the zoo models' fixes
+    from benanza.profile.onnx_torch import ConversionError, convert_named  # onnx2torch plus fixes
 
-    module = convert(args.model).cuda().eval()
+    try:
+        module, node_names = convert_named(args.model)
+    except ConversionError as exc:
+        raise Refused(str(exc)) from None
+    module = module.cuda().eval()
     dtype = torch.float16 if prec is Precision.FP16 else torch.float32
     if prec is Precision.FP16:
         module = module.half()
     if profiled:
-        _node_ranges(module)
+        _node_ranges(module, node_names)
     proto = onnx.load(args.model, load_external_data=False)
     init = {t.name for t in proto.graph.initializer}
     rng = np.random.default_rng(SEED)
-    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim], "float32")
+    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim],
+              onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
              for v in proto.graph.input if v.name not in init]
-    inputs = [torch.from_numpy(a).to("cuda", dtype) for a in _random_feeds(specs, rng).values()]
+    # float inputs in the run's precision; token ids and masks keep their integer type
+    inputs = [torch.from_numpy(a).to("cuda", dtype) if a.dtype.kind == "f" else torch.from_numpy(a).to("cuda")
+              for a in _random_feeds(specs, rng).values()]
 
     def run() -> None:
         with torch.no_grad():
@@ -416,6 +432,8 @@ def child_main(argv: Sequence[str]) -> int:
         code = 0
     except NoGpu as exc:
         report, code = {"error": str(exc)}, NO_GPU_EXIT
+    except Refused as exc:
+        report, code = {"error": str(exc)}, 1
     except ImportError as exc:
         report, code = {"error": f"{exc} (the {args.framework} capture needs it installed)"}, 1
     except Exception as exc:  # report any framework failure as one line; details on stderr

@@ -16,7 +16,7 @@ from onnx import TensorProto, numpy_helper
 from benanza.errors import BenanzaError
 from benanza.model.attrs import VALUE_INPUTS
 from benanza.model.layer import Layer
-from benanza.model.onnx_import import load_model
+from benanza.model.onnx_import import load_model_constants
 
 SEED = 0
 
@@ -76,7 +76,11 @@ def _value_input(value: Any, dtype: str, name: str) -> TensorProto:
         array = array.astype(np.float32)
     else:
         array = array.astype(np.int64)
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(np.array(array, order="C"), name)
+
+
+def _varied(value: np.ndarray) -> bool:
+    return value.size > 1 and not bool(np.all(value == value.reshape(-1)[0]))
 
 
 def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) -> onnx.NodeProto:
@@ -86,7 +90,8 @@ def _node_for(layer: Layer, by_output: dict[str, onnx.NodeProto], label: str) ->
     return node
 
 
-def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: int = SEED) -> Materialized:
+def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: int = SEED,
+                seq_len: int | None = None) -> Materialized:
     """Fold the model's constant subgraphs, set the batch and write it with real random weights.
 
     The light zoo models compute their weights at run time (``ConstantOfShape``):
@@ -98,7 +103,7 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
     """
     path = Path(model_path)
     label = str(path)
-    model = load_model(path, batch)
+    model, values = load_model_constants(path, batch, seq_len)
     proto = onnx.load(str(path))
     g = proto.graph
     by_output = {o: n for n in g.node for o in n.output if o}
@@ -136,6 +141,11 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
             elif name in original:
                 initializers[name] = original[name]
                 kept.append(name)
+            elif name in values and (np.dtype(values[name].dtype).kind != "f" or _varied(values[name])):
+                # computed index tensors, masks, position embeddings: their values decide what runs
+                # (a computed float of one repeated value is a light-zoo ConstantOfShape weight: random below)
+                initializers[name] = numpy_helper.from_array(np.array(values[name], order="C"), name)
+                kept.append(name)
             elif name in weights and np.dtype(weights[name].dtype).kind == "f":
                 t = weights[name]
                 value = _random_weight(t.shape, np.dtype(t.dtype), (layer.op, pos), attrs, rng)
@@ -145,11 +155,14 @@ def materialize(model_path: str | Path, batch: int, out_path: str | Path, seed: 
                 raise BenanzaError(f"{label}: input '{name}' of {layer.op} node '{layer.name}' is a computed "
                                    "non-float constant that cannot be materialized")
         nodes.append(node)
-    for v in data_inputs:
+    resolved = {t.name: t.shape for layer in model.layers for t in layer.inputs}
+    for v in data_inputs:  # every dim static, as the model processor resolved it (batch, sequence length)
         dims = v.type.tensor_type.shape.dim
-        if dims:
-            dims[0].Clear()
-            dims[0].dim_value = model.batch
+        shape = resolved.get(v.name)
+        for axis, d in enumerate(dims):
+            if shape is not None or axis == 0:
+                d.Clear()
+                d.dim_value = shape[axis] if shape is not None else model.batch
     shapes = {t.name: list(t.shape) for layer in model.layers for t in layer.outputs}
     graph = onnx.helper.make_graph(
         nodes, g.name or path.stem, inputs=list(data_inputs),
@@ -186,7 +199,9 @@ def strip_weights(path: Path) -> None:
 
 
 # Ops whose float attributes or outputs would not follow an fp16 cast of inputs and weights.
-FP16_BLOCKERS = frozenset({"Cast", "Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
+FP16_BLOCKERS = frozenset({"Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
+# A Cast to float32 (a transformer's attention mask) casts to float16 in the fp16 copy.
+CAST_TO = {TensorProto.FLOAT: TensorProto.FLOAT16}
 
 
 def to_fp16(model_path: str | Path, out_path: str | Path) -> Path:
@@ -198,6 +213,11 @@ def to_fp16(model_path: str | Path, out_path: str | Path) -> Path:
     path = Path(model_path)
     model = onnx.load(str(path))
     blocker = next((n for n in model.graph.node if n.op_type in FP16_BLOCKERS), None)
+    for node in model.graph.node:
+        if node.op_type == "Cast":
+            for attr in node.attribute:
+                if attr.name == "to":
+                    attr.i = CAST_TO.get(attr.i, attr.i)
     if blocker is not None:
         raise BenanzaError(f"{path}: fp16 capture needs a graph without {blocker.op_type} nodes "
                            f"(node '{blocker.name or blocker.output[0]}' makes its own float tensor); "

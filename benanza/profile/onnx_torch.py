@@ -11,21 +11,44 @@ onnx2torch 1.5.15 cannot convert two patterns of the (opset 9) zoo models:
   pads explicitly, then pools, and rescales to ONNX's ``count_include_pad=0`` average
   (over the non-pad elements).
 
-Node names are kept (a domain would be prepended to the module name), so the
-profiler's per-node ranges still name the ONNX nodes.
+onnx2torch re-mangles node names into module names (the TorchScript exporter's
+``/layer1/layer1.0/conv1/Conv`` comes out as ``layer1/layer1/0/conv1/Conv``), so
+``convert_named`` gives every node a plain identifier before converting and returns
+the ONNX node name of each converted module: the profiler's per-node ranges then
+carry the ONNX node's own name, whatever onnx2torch does with it.
+
+Ops that only widened their type lists since the version onnx2torch knows (opset
+19-21: Reshape, Cast, Pad, Shape, ...) are converted by the older converter, and a
+node nothing can convert is refused in one line naming the model, node and op.
 Imported only by the torch child process (it needs torch and onnx2torch).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import onnx
 import torch
 import torch.nn.functional as F
+from onnx import defs
 from torch import nn
 
 PADDED_POOL = "BenanzaPaddedAveragePool"  # op type of the rewritten AveragePool nodes (no ONNX schema)
+FLATTEN = "BenanzaFlatten"  # Flatten with axis != 1: onnx2torch's drops a dim when axis == rank (BERT's mask)
+NODE_ID = "benanza_node_{}"  # the module name each ONNX node gets during conversion (an identifier)
+
+# Newer op versions whose semantics equal an older one's for the float/int types a model runs
+# (the newer schema only adds types: bfloat16, float8, int4, ...): (op, new) -> old.
+SAME_AS: dict[tuple[str, int], int] = {
+    ("Reshape", 19): 14, ("Reshape", 21): 14, ("Cast", 19): 13, ("Cast", 21): 13,
+    ("Pad", 19): 18, ("Pad", 21): 18, ("Shape", 19): 15, ("Shape", 21): 15,
+    ("Size", 19): 13, ("Size", 21): 13, ("Identity", 19): 16, ("Identity", 21): 16,
+    ("Equal", 19): 13, ("Constant", 19): 13, ("Constant", 21): 13,
+    ("ConstantOfShape", 20): 9, ("ConstantOfShape", 21): 9, ("Flatten", 21): 13,
+    ("Squeeze", 21): 13, ("Unsqueeze", 21): 13, ("Transpose", 21): 13,
+    ("GreaterOrEqual", 16): 12, ("LessOrEqual", 16): 12,
+}
 
 
 class _Identity(nn.Module):
@@ -68,6 +91,85 @@ class _PaddedAvgPool(nn.Module):
         return y * s
 
 
+class _Gelu(nn.Module):
+    """ONNX Gelu (opset 20): erf form, or tanh form with approximate="tanh"."""
+
+    def __init__(self, approximate: str) -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+
+class _ReduceMean(nn.Module):
+    """ONNX ReduceMean (opset 18: axes as a constant input)."""
+
+    def __init__(self, axes: list[int] | None, keepdims: bool) -> None:
+        super().__init__()
+        self.axes, self.keepdims = axes, keepdims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        axes = self.axes if self.axes else list(range(x.dim()))
+        return torch.mean(x, dim=axes, keepdim=self.keepdims)
+
+
+class _Split(nn.Module):
+    """ONNX Split (opset 18): constant sizes, or ``num_outputs`` chunks of ceil(dim / n) (the last smaller)."""
+
+    def __init__(self, axis: int, sizes: list[int] | None, parts: int) -> None:
+        super().__init__()
+        self.axis, self.sizes, self.parts = axis, sizes, parts
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.sizes:
+            return tuple(torch.split(x, self.sizes, dim=self.axis))
+        return tuple(torch.split(x, -(-x.shape[self.axis] // self.parts), dim=self.axis))
+
+
+def _split(node: Any, graph: Any) -> Any:
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value
+
+    sizes_name = node.input_values[1] if len(node.input_values) > 1 else ""
+    sizes = [int(v) for v in get_const_value(sizes_name, graph).reshape(-1).tolist()] if sizes_name else None
+    module = _Split(int(node.attributes.get("axis", 0)), sizes, len(node.output_values))
+    return OperationConverterResult(torch_module=module, onnx_mapping=OnnxMapping(
+        inputs=(node.input_values[0],), outputs=node.output_values))
+
+
+class _Flatten(nn.Module):
+    """ONNX Flatten at any axis: [prod(dims before axis), prod(dims from axis)] (axis == rank gives [n, 1])."""
+
+    def __init__(self, axis: int) -> None:
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        axis = self.axis + x.dim() if self.axis < 0 else self.axis
+        return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def _flatten(node: Any, graph: Any) -> Any:
+    return _result(_Flatten(int(node.attributes.get("axis", 1))), node)
+
+
+def _gelu(node: Any, graph: Any) -> Any:
+    return _result(_Gelu(str(node.attributes.get("approximate", "none"))), node)
+
+
+def _reduce_mean(node: Any, graph: Any) -> Any:
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value
+
+    a = node.attributes
+    axes_name = node.input_values[1] if len(node.input_values) > 1 else ""
+    axes = [int(v) for v in get_const_value(axes_name, graph).reshape(-1).tolist()] if axes_name else None
+    if not axes and a.get("noop_with_empty_axes", 0):
+        raise NotImplementedError(f"ReduceMean {node.name}: noop_with_empty_axes")
+    return OperationConverterResult(torch_module=_ReduceMean(axes, bool(a.get("keepdims", 1))),
+                                    onnx_mapping=OnnxMapping(inputs=(node.input_values[0],),
+                                                             outputs=node.output_values))
+
+
 def _result(module: nn.Module, node: Any) -> Any:
     from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
 
@@ -99,8 +201,16 @@ def _register(op: str, version: int, converter: Any) -> None:
         add_converter(operation_type=op, version=version)(converter)
 
 
+def _zero_free_target(node: onnx.NodeProto, g: onnx.GraphProto) -> bool:
+    if not any(a.name == "allowzero" and a.i for a in node.attribute) or len(node.input) < 2:
+        return False
+    target = next((t for t in g.initializer if t.name == node.input[1]), None)
+    return target is not None and 0 not in onnx.numpy_helper.to_array(target).tolist()
+
+
 def _rewrite(model: onnx.ModelProto) -> bool:
-    """Drop unused Dropout masks; make asymmetric-pad AveragePool nodes PADDED_POOL (True if any)."""
+    """Drop unused Dropout masks; make asymmetric-pad AveragePool nodes PADDED_POOL and Flatten nodes with
+    axis != 1 FLATTEN (True if any node changed op type)."""
     g = model.graph
     read = {name for n in g.node for name in n.input} | {v.name for v in g.output}
     moved = False
@@ -109,6 +219,14 @@ def _rewrite(model: onnx.ModelProto) -> bool:
             continue
         if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] not in read:
             del node.output[1:]
+        elif node.op_type == "Reshape" and _zero_free_target(node, g):
+            # allowzero only changes what a 0 in the target means: without one it is a plain Reshape
+            kept = [a for a in node.attribute if a.name != "allowzero"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+        elif node.op_type == "Flatten" and any(a.name == "axis" and a.i != 1 for a in node.attribute):
+            node.op_type = FLATTEN
+            moved = True
         elif node.op_type == "AveragePool":
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             pads = list(attrs.get("pads", []))
@@ -118,8 +236,42 @@ def _rewrite(model: onnx.ModelProto) -> bool:
     return moved
 
 
-def convert(model_path: str) -> nn.Module:
-    """onnx2torch.convert of ``model_path`` after the fixes above, in eval mode.
+class ConversionError(Exception):
+    """onnx2torch cannot convert a model: one line naming the model, node and op."""
+
+
+def _since(op: str, domain: str, opset: int) -> int | None:
+    try:
+        return defs.get_schema(op, max_inclusive_version=opset, domain=domain).since_version
+    except (RuntimeError, defs.SchemaError):
+        return None
+
+
+def _check_convertible(model: onnx.ModelProto) -> None:
+    """Alias type-only version bumps (SAME_AS) and refuse, in one line, the first node with no converter."""
+    from onnx2torch.node_converters.registry import get_converter
+
+    opsets = {o.domain: o.version for o in model.opset_import}
+    opsets.setdefault("ai.onnx", opsets.get("", 1))
+    for node in model.graph.node:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        opset = opsets.get(domain, opsets[""])
+        since = _since(node.op_type, domain, opset)
+        older = SAME_AS.get((node.op_type, since or -1)) if not domain else None
+        if older is not None:
+            _register(node.op_type, since, get_converter(operation_type=node.op_type, version=older))
+        try:
+            get_converter(operation_type=node.op_type, version=opset, domain=domain)
+        except NotImplementedError:
+            version = f"version {since}" if since is not None else f"opset {opset}"
+            op = f"{domain}.{node.op_type}" if domain else node.op_type
+            raise ConversionError(f"onnx2torch cannot convert node '{node.name or node.output[0]}' "
+                                  f"({op}, {version}): no converter for it") from None
+
+
+def convert_named(model_path: str) -> tuple[nn.Module, dict[str, str]]:
+    """onnx2torch.convert of ``model_path`` after the fixes above, in eval mode, and the ONNX
+    node name of each converted module (module name -> node name).
 
     Plain onnx2torch 1.5.15 fails on the opset-9 zoo models (Dropout-7, AveragePool with
     asymmetric pads); this converts them, with outputs that match ONNX Runtime.
@@ -132,7 +284,22 @@ def convert(model_path: str) -> nn.Module:
     model = safe_shape_inference(model)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     _register("Dropout", 7, _dropout)
+    _register("Gelu", 20, _gelu)
+    _register("ReduceMean", 18, _reduce_mean)
+    _register("Split", 18, _split)
     if _rewrite(model):
         # an op without a schema is looked up under the model's default-domain opset
         _register(PADDED_POOL, opset, _padded_pool)
-    return onnx2torch.convert(model).eval()
+        _register(FLATTEN, opset, _flatten)
+    _check_convertible(model)
+    names: dict[str, str] = {}
+    for i, node in enumerate(model.graph.node):
+        module_name = NODE_ID.format(i)
+        names[module_name] = node.name
+        node.name = module_name
+    return onnx2torch.convert(model).eval(), names
+
+
+def convert(model_path: str) -> nn.Module:
+    """The converted module alone (``convert_named`` without the names)."""
+    return convert_named(model_path)[0]

@@ -1,5 +1,6 @@
-"""HTML writer: one self-contained page (inline CSS and SVG, no script, no external asset).
+"""HTML writer: one self-contained page (inline CSS, SVG and a small sorting script, no external asset).
 
+The headline card comes first (``report.headline``), then the plots, then sortable tables.
 Jinja with autoescape and StrictUndefined: every model-derived string (layer names,
 algorithm names) is escaped; the SVG plots escape their own text (``report.svg``).
 """
@@ -7,40 +8,63 @@ algorithm names) is escaped; the SVG plots escape their own text (``report.svg``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from benanza import atomic
 from benanza.analyze.tables import Report
 from benanza.report import svg
 from benanza.report.fmt import cell
+from benanza.report.headline import figures, top_gaps
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-OPEN_TABLES = ("policies", "gaps", "missing", "api totals", "fusion patterns", "overhead", "layers")
+OPEN_TABLES = ("policies", "execution", "gaps", "missing", "api totals", "fusion patterns", "overhead", "layers")
 
 
-def _environment() -> Environment:
+def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                       autoescape=select_autoescape(["html", "j2"], default=True), keep_trailing_newline=True)
     env.filters["cell"] = cell
     return env
 
 
+def profiled(report: Report) -> bool:
+    """Whether the analysis had a measured run (a profile): only then are gaps and ratios defined."""
+    return any(row.get("kind") == "total" and row.get("step") == "measured" for row in report.tables["gaps"].rows)
+
+
+def system_line(system: dict[str, Any]) -> str:
+    parts = [system.get("gpu") or system.get("name") or "unknown system"]
+    parts += [f"{name} {system[key]}" for name, key in (("cuDNN", "cudnn_version"), ("cuBLAS", "cublas_version"),
+                                                         ("CUDA", "cuda_runtime")) if system.get(key)]
+    return ", ".join(parts)
+
+
+def layer_order(rows: tuple[dict[str, Any], ...], by_gap: bool) -> list[dict[str, Any]]:
+    """Layers for the per-layer plot: largest gap first (with a profile), else largest best latency."""
+    key = "gap (ms)" if by_gap else "best (ms)"
+    return sorted(rows, key=lambda r: (r.get(key) is None, -(r.get(key) or 0.0), r["#"]))
+
+
 def to_html(report: Report) -> str:
     """The page as text; plots are drawn from the report's tables only."""
-    layers = report.tables["layers"].rows
-    bars = svg.layer_bars([(f"{r['#']} {r['layer']}", r["measured (ms)"], r["best (ms)"], r["bound (ms)"])
+    with_profile = profiled(report)
+    layers = layer_order(report.tables["layers"].rows, with_profile)
+    bars = svg.layer_bars([(f"{r['op']} #{r['#']} {r['layer']}", r["measured (ms)"], r["best (ms)"], r["bound (ms)"])
                            for r in layers])
     points = [(f"{r['#']} {r['layer']} ({r['op']}, {r['precision']})", r["intensity (FLOP/B)"],
                r["achieved (FLOP/s)"]) for r in report.tables["roofline"].rows
               if r["intensity (FLOP/B)"] and r["achieved (FLOP/s)"]]
     roof = svg.roofline(points, report.ceilings["bandwidth (GB/s)"], report.ceilings["peak (FLOP/s)"])
     fall = svg.waterfall([(r["step"], r["kind"], r["ms"]) for r in report.tables["gaps"].rows])
-    template = _environment().get_template("report.html.j2")
+    template = environment().get_template("report.html.j2")
     return template.render(report=report, tables=list(report.tables.items()), open_tables=OPEN_TABLES,
-                           bars_svg=bars, roofline_svg=roof, waterfall_svg=fall)
+                           bars_svg=bars, roofline_svg=roof, waterfall_svg=fall, figures=figures(report),
+                           gaps=top_gaps(report), profiled=with_profile, system_line=system_line(report.system))
 
 
 def write_html(report: Report, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(to_html(report), encoding="utf-8")
+    atomic.write_text(path, to_html(report))
     return path

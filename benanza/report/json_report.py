@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benanza import atomic
 from benanza.analyze.tables import Report
 
 
@@ -30,5 +31,5 @@ def to_json(report: Report) -> str:
 
 def write_json(report: Report, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(to_json(report) + "\n", encoding="utf-8")
+    atomic.write_text(path, to_json(report) + "\n")
     return path

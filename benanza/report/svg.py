@@ -31,12 +31,17 @@ def _empty(label: str) -> Markup:
     return _svg(400, 30, [_text(5, 20, f"{label}: no data")], label)
 
 
-def layer_bars(rows: Sequence[tuple[str, float | None, float | None, float | None]], width: int = 760) -> Markup:
-    """Per layer (label, measured, best, bound) in ms: gray measured bar, blue best bar, red bound tick."""
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g} ms"
+
+
+def layer_bars(rows: Sequence[tuple[str, float | None, float | None, float | None]], width: int = 1100) -> Markup:
+    """Per layer (label, measured, best, bound) in ms, in the order given: gray measured bar,
+    blue best bar, red bound tick, with a colour key on top."""
     rows = [r for r in rows if any(v is not None for v in r[1:])]
     if not rows:
         return _empty("per-layer latency")
-    label_w, row_h, top = 230, 16, 24
+    label_w, row_h, top = 300, 16, 24
     plot_w = width - label_w - 70
     vmax = max(v for r in rows for v in r[1:] if v is not None) or 1.0
     sx = plot_w / vmax
@@ -49,8 +54,9 @@ def layer_bars(rows: Sequence[tuple[str, float | None, float | None, float | Non
             _text(label_w + 398, 14, "roofline bound")]
     for n, (label, measured, best, bound) in enumerate(rows):
         y = top + n * row_h
-        short = label if len(label) <= 34 else label[:33] + "…"
-        body.append(f"<g><title>{escape(label)}: measured {measured}, best {best}, bound {bound} ms</title>")
+        short = label if len(label) <= 46 else label[:45] + "…"
+        body.append(f"<g><title>{escape(label)}: measured {_ms(measured)}, best {_ms(best)}, "
+                    f"bound {_ms(bound)}</title>")
         body.append(_text(label_w - 6, y + 11, short, "end"))
         if measured is not None:
             body.append(f'<rect x="{label_w}" y="{y + 1}" width="{measured * sx:.2f}" height="6" '
@@ -71,7 +77,7 @@ def _decades(lo: float, hi: float) -> tuple[int, int]:
 
 
 def roofline(points: Sequence[tuple[str, float, float]], bandwidth_gbs: float | None,
-             peaks: Mapping[str, float], width: int = 680, height: int = 440) -> Markup:
+             peaks: Mapping[str, float], width: int = 900, height: int = 440) -> Markup:
     """Log-log roofline: (label, FLOP/B, FLOP/s) points under the bandwidth slope and compute roofs."""
     points = [p for p in points if p[1] > 0 and p[2] > 0]
     if not points:
@@ -81,7 +87,7 @@ def roofline(points: Sequence[tuple[str, float, float]], bandwidth_gbs: float | 
     ys = [p[2] for p in points] + list(peaks.values())
     x0, x1 = _decades(min(xs) / 2, max(xs) * 2)
     y0, y1 = _decades(min(ys) / 2, max(ys) * 2)
-    left, right, top, bottom = 70, 20, 20, 50
+    left, right, top, bottom = 70, 190, 20, 50
     pw, ph = width - left - right, height - top - bottom
 
     def px(x: float) -> float:
@@ -102,6 +108,10 @@ def roofline(points: Sequence[tuple[str, float, float]], bandwidth_gbs: float | 
     body.append(_text(left + pw / 2, height - 12, "arithmetic intensity (FLOP/byte)", "middle"))
     body.append(_text(14, top + ph / 2, "achieved FLOP/s", "middle",
                       f' transform="rotate(-90 14 {top + ph / 2:.1f})"'))
+    for label, x, y in points:
+        body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{COLORS["point"]}" '
+                    f'fill-opacity="0.5"><title>{escape(label)}: {x:.3g} FLOP/B, {y:.3g} FLOP/s</title></circle>')
+    halo = ' stroke="white" stroke-width="3" paint-order="stroke"'
     for n, (name, peak) in enumerate(sorted(peaks.items())):
         color = PEAK_COLORS[n % len(PEAK_COLORS)]
         lo, hi = 10.0 ** x0, 10.0 ** x1
@@ -113,13 +123,18 @@ def roofline(points: Sequence[tuple[str, float, float]], bandwidth_gbs: float | 
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in line)
         body.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
         body.append(_text(left + pw - 4, py(peak) - 4, f"{name} peak {peak:.3g} FLOP/s", "end",
-                          f' fill="{color}"'))
+                          f' fill="{color}"{halo}'))
     if bw:
         body.append(_text(left + 6, top + 14, f"bandwidth {bandwidth_gbs:.4g} GB/s", "start",
-                          f' fill="{PEAK_COLORS[0]}"'))
-    for label, x, y in points:
-        body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{COLORS["point"]}" '
-                    f'fill-opacity="0.6"><title>{escape(label)}: {x:.3g} FLOP/B, {y:.3g} FLOP/s</title></circle>')
+                          f' fill="{PEAK_COLORS[0]}"{halo}'))
+    key_x = left + pw + 12  # colour key right of the plot, clear of points and roofs
+    body.append(f'<circle cx="{key_x + 5}" cy="{top + 10}" r="4" fill="{COLORS["point"]}"/>')
+    body.append(_text(key_x + 14, top + 14, "layer (best benchmark)"))
+    for n, name in enumerate(sorted(peaks)):
+        y = top + 30 + 16 * n
+        body.append(f'<rect x="{key_x}" y="{y - 4}" width="12" height="3" '
+                    f'fill="{PEAK_COLORS[n % len(PEAK_COLORS)]}"/>')
+        body.append(_text(key_x + 16, y, f"{name} roof"))
     return _svg(width, height, body, "roofline")
 
 
@@ -134,7 +149,7 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-def waterfall(steps: Sequence[tuple[str, str, float]], width: int = 680, height: int = 320) -> Markup:
+def waterfall(steps: Sequence[tuple[str, str, float]], width: int = 1100, height: int = 320) -> Markup:
     """(step, kind, ms) with kind total / gap / residual: totals stand on 0, gaps step down from the level."""
     if not steps:
         return _empty("gaps")

@@ -7,7 +7,9 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from benanza.analyze.tables import Report, Table
+from benanza.plain_text import plain
 from benanza.report.fmt import cell
+from benanza.report.headline import figures, top_gaps
 
 BAR_WIDTH = 40
 DETAIL_TABLES = ("api totals", "fusion patterns", "overhead")
@@ -15,13 +17,13 @@ DETAIL_TABLES = ("api totals", "fusion patterns", "overhead")
 
 def _rich(table: Table, limit: int | None = None, columns: tuple[str, ...] | None = None) -> RichTable:
     cols = columns or table.columns
-    out = RichTable(title=table.title, title_justify="left", show_lines=False)
+    out = RichTable(title=plain(table.title), title_justify="left", show_lines=False)
     for c in cols:
         out.add_column(c, justify="right" if ("(" in c or c == "#") else "left", overflow="fold")
     rows = table.rows if limit is None else table.rows[:limit]
     for row in rows:
         # Text objects: model text (node names) is shown literally, never read as rich markup.
-        out.add_row(*(Text(cell(row.get(c), c)) for c in cols))
+        out.add_row(*(plain(cell(row.get(c), c)) for c in cols))
     if limit is not None and len(table.rows) > limit:
         out.caption = f"{len(table.rows) - limit} more rows in the JSON/HTML report"
     elif table.note:
@@ -46,23 +48,38 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     """Print the headline figures and the tables a user reads first; the rest is in JSON/HTML."""
     console = console or Console()
     system = report.system.get("gpu") or report.system.get("name") or "unknown system"
-    console.print(Text(f"{report.model['name']} (batch {report.model['batch']}, {report.model['layers']} layers) "
+    console.print(plain(f"{report.model['name']} (batch {report.model['batch']}, {report.model['layers']} layers) "
                        f"on {system}; {report.constraints}", style="bold"))
+    headline = RichTable(title="Headline", title_justify="left", show_header=False)
+    headline.add_column("figure")
+    headline.add_column("value", justify="right")
+    for label, value, _ in figures(report):
+        headline.add_row(Text(label), Text(cell(value, label)))
+    for rank, (step, ms, fix) in enumerate(top_gaps(report), 1):
+        headline.add_row(Text(f"gap #{rank}: {step} ({cell(ms, '(ms)')} ms)"), Text(fix))
+    console.print(headline)
     summary = RichTable(title="Summary", title_justify="left", show_header=False)
     summary.add_column("figure")
     summary.add_column("value", justify="right")
     for key, value in report.summary.items():
-        summary.add_row(Text(key), Text(cell(value, key)))
+        summary.add_row(plain(key), plain(cell(value, key)))
     console.print(summary)
     console.print(_rich(report.tables["policies"]))
+    execution = report.tables["execution"]
+    heaviest = sorted(execution.rows, key=lambda r: -(r["charged (ms)"] or 0.0))[:top]
+    console.print(_rich(Table(f"Best execution (the headline LBL): the {top} costliest of {len(execution.rows)} "
+                              "groups", execution.columns, tuple(heaviest), execution.note)))
     console.print(Text(report.tables["gaps"].title, style="bold"))
     for line in waterfall_lines(report.tables["gaps"]):
-        console.print(Text(line))
+        console.print(plain(line))
     layers = report.tables["layers"]
-    ranked = sorted((r for r in layers.rows if r.get("gap (ms)") is not None), key=lambda r: -r["gap (ms)"])
-    console.print(_rich(Table(f"Top {top} layers by gap", layers.columns, tuple(ranked[:top]), layers.note),
-                        columns=("#", "layer", "op", "measured (ms)", "as-executed (ms)", "best (ms)",
-                                 "best benchmark", "efficiency (%)", "gap (ms)")))
+    ranked = sorted((r for r in layers.rows if (r.get("gap (ms)") or 0.0) > 0.0), key=lambda r: -r["gap (ms)"])
+    if ranked:
+        console.print(_rich(Table(f"Top {top} layers by gap", layers.columns, tuple(ranked[:top]), layers.note),
+                            columns=("#", "layer", "op", "measured (ms)", "as-executed (ms)", "best (ms)",
+                                     "best benchmark", "efficiency (%)", "gap (ms)")))
+    else:
+        console.print(Text("no layer with a gap above zero (a gap needs a profile: --profile BUNDLE)"))
     for name in DETAIL_TABLES:
         if report.tables[name].rows:
             console.print(_rich(report.tables[name]))
@@ -70,4 +87,4 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     if missing.rows:
         console.print(_rich(missing, limit=top))
     for note in report.notes:
-        console.print(Text(f"note: {note}", style="yellow"))
+        console.print(plain(f"note: {note}", style="yellow"))

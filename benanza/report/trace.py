@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benanza import atomic
 from benanza.analyze.tables import LEVELS, Report
 
 LANE_STRIDE = 1000  # tid = level * LANE_STRIDE + lane
@@ -39,5 +40,5 @@ def trace_events(report: Report) -> dict[str, Any]:
 
 def write_trace(report: Report, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(trace_events(report)), encoding="utf-8")
+    atomic.write_text(path, json.dumps(trace_events(report)))
     return path

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,7 +31,24 @@ struct Timing {
   const char* mode = "stream";  // "graph" or "stream"
   std::optional<int> weight_copies;  // --l2 cold-weights: the ring's n
   long long weight_bytes_rotated = 0;  // n x the bytes of one copy
+  const char* coarse = nullptr;  // why only kCoarseReps stream repetitions were timed (racing), else null
 };
+
+// Repetitions of a coarsely timed call (--race, --job-budget-s): enough for a median that
+// shows it is far from the best, not for a precise one.
+constexpr int kCoarseReps = 3;
+
+// Why a call is timed coarsely, or null: with --race R its first estimate (ms per call,
+// back to back on the stream) is >= R x the best estimate of the job so far; with
+// --job-budget-s the job has run past its budget. `protect`: the heuristic's choice or an
+// engine config a profile named, always timed in full.
+inline const char* coarse_reason(const Options& o, bool protect, double estimate, double best_estimate,
+                                 double job_ms) {
+  if (protect) return nullptr;
+  if (o.race > 0 && estimate >= o.race * best_estimate) return "raced";
+  if (o.job_budget_ms > 0 && job_ms > o.job_budget_ms) return "job budget";
+  return nullptr;
+}
 
 // Most copies a weight ring gets: tiny weights would otherwise need tens of thousands.
 constexpr int kMaxWeightCopies = 8192;
@@ -53,11 +71,54 @@ inline int calls_per_launch(const Options& o, double want, int copies) {
   return o.l2 == L2Mode::ColdWeights ? (k + copies - 1) / copies * copies : k;
 }
 
+// Where one job's wall time went (bench/campaign.py): the runner reads these from the job's
+// "end" line ("phases_ms"); what no phase claims (descriptors, allocations, the fp32
+// reference, heuristics/find, graph-API plan builds) is the job's "setup".
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check"};  // in Phase order
+
+class PhaseClock {
+ public:
+  void reset() { std::fill(std::begin(ms_), std::end(ms_), 0.0); }
+  void add(Phase p, double ms) { ms_[int(p)] += ms; }
+  double get(Phase p) const { return ms_[int(p)]; }
+  // Adds the phases and the job's wall time (and its setup: wall minus the host phases) to `j`.
+  void to_json(Json& j, double wall_ms) const {
+    Json phases;
+    double claimed = 0;
+    for (int p = 0; p < int(Phase::kCount); ++p) {
+      phases.add(kPhaseNames[p], ms_[p]);
+      if (Phase(p) != Phase::TimedGpu) claimed += ms_[p];
+    }
+    phases.add("setup", std::max(0.0, wall_ms - claimed)).add("wall", wall_ms);
+    j.raw("phases_ms", phases.str());
+  }
+
+ private:
+  double ms_[int(Phase::kCount)] = {};
+};
+
+// Milliseconds since `t0` on the host's steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class Context {
  public:
   Options opt;
   cudaStream_t stream = nullptr;
   std::string api;
+  PhaseClock phases;  // of the job being run (reset by start_job)
+
+  // Called by bz::main before each job: phases and the racing state start afresh.
+  void start_job() {
+    phases.reset();
+    job_start_ = std::chrono::steady_clock::now();
+    best_estimate_ = INFINITY;
+  }
+
+  // The heuristic's (or cudnnFind's) first choice: never raced.
+  static bool is_first_choice(const Result& r) { return r.heuristic_rank == 0 || r.find_rank == 0; }
 
   explicit Context(const Options& o, const char* api_name) : opt(o), api(api_name) {}
   ~Context() {
@@ -73,15 +134,19 @@ class Context {
   // Library handles, created on first use and bound to the benchmark stream.
   cudnnHandle_t cudnn() {
     if (!cudnn_) {
+      const auto t0 = std::chrono::steady_clock::now();
       BZ_CHECK_CUDNN(cudnnCreate(&cudnn_));
       BZ_CHECK_CUDNN(cudnnSetStream(cudnn_, stream));
+      phases.add(Phase::Handles, ms_since(t0));
     }
     return cudnn_;
   }
   cublasHandle_t cublas() {
     if (!cublas_) {
+      const auto t0 = std::chrono::steady_clock::now();
       BZ_CHECK_CUBLAS(cublasCreate(&cublas_));
       BZ_CHECK_CUBLAS(cublasSetStream(cublas_, stream));
+      phases.add(Phase::Handles, ms_since(t0));
     }
     return cublas_;
   }
@@ -94,7 +159,9 @@ class Context {
   // Compare an output with its fp32 reference; sets max_rel_error/tolerance and the
   // status check_failed (keeping the time) when it is off.
   void check(Result& r, const void* out, DType dtype, const float* ref, size_t count, double tolerance) {
+    const auto t0 = std::chrono::steady_clock::now();
     double err = max_rel_error(out, dtype, ref, count, stream);
+    phases.add(Phase::Check, ms_since(t0));
     r.max_rel_error = err;
     r.tolerance = tolerance;
     if (!(err <= tolerance)) {
@@ -115,9 +182,12 @@ class Context {
   // Warm-up, K calls per timed launch (a captured CUDA graph, else back-to-back on the
   // stream), adaptive repetitions until the median is stable; host cost measured apart.
   // `ring`: the weight ring `call` takes its weights from (ring.next()), which sets K's policy.
+  // With --race or --job-budget-s a call far slower than the job's best so far (coarse_reason)
+  // gets kCoarseReps stream repetitions and Timing::coarse; `protect` exempts it.
   template <class F>
-  Timing measure(F&& call, const WeightRing& ring = WeightRing()) {
+  Timing measure(F&& call, const WeightRing& ring = WeightRing(), bool protect = false) {
     Timing t;
+    const auto warmup_start = std::chrono::steady_clock::now();
     const int copies = ring.copies();
     for (int i = 0; i < 2; ++i) call(stream);  // warm-up
     BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -127,7 +197,9 @@ class Context {
     BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
     BZ_CHECK_CUDA(cudaEventSynchronize(e1));
     double estimate = std::max(1e-4, double(elapsed_ms(e0, e1)) / 3.0);
-    int k = calls_per_launch(opt, opt.launch_ms / estimate, copies);
+    t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+    best_estimate_ = std::min(best_estimate_, estimate);
+    int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / estimate, copies);
 
     const int host_calls = std::min(k, 64);  // few enough not to fill the launch queue
     auto t0 = std::chrono::steady_clock::now();
@@ -137,7 +209,7 @@ class Context {
     BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
 
     GraphExec graph;
-    capture(call, k, graph);
+    if (!t.coarse) capture(call, k, graph);
     if (graph && opt.l2 != L2Mode::Cold && k < opt.max_calls) {
       // The stream estimate includes host launch cost; re-size K from a timed graph launch.
       BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
@@ -166,18 +238,22 @@ class Context {
 
     std::vector<double> samples;
     auto start = std::chrono::steady_clock::now();
+    phases.add(Phase::Warmup, std::chrono::duration<double, std::milli>(start - warmup_start).count());
     for (;;) {
       if (opt.l2 == L2Mode::Cold) flush_l2();  // cold-weights flushes nothing: its activations stay warm
       BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
       launch();
       BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
       BZ_CHECK_CUDA(cudaEventSynchronize(e1));
-      samples.push_back(double(elapsed_ms(e0, e1)) / k);
+      const double launch_ms = double(elapsed_ms(e0, e1));
+      phases.add(Phase::TimedGpu, launch_ms);
+      samples.push_back(launch_ms / k);
       int n = int(samples.size());
       double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (n >= opt.max_reps) break;
+      if (n >= opt.max_reps || (t.coarse && n >= kCoarseReps)) break;
       if (n >= opt.min_reps && (spent > opt.max_ms || median_rel_halfwidth(samples) <= opt.target_rel_err)) break;
     }
+    phases.add(Phase::Timed, ms_since(start));
     t.ms = stats_of(samples);
     t.repetitions = int(samples.size());
     if (opt.l2 == L2Mode::ColdWeights) {
@@ -197,6 +273,7 @@ class Context {
     r.repetitions = t.repetitions;
     r.timing = t.mode;
     r.notes.add("calls_per_launch", t.calls_per_launch);
+    if (t.coarse) r.notes.add("coarse", t.coarse);  // a coarse median: far from the best, not refined
     if (t.weight_copies)
       r.notes.add("weight_copies", *t.weight_copies).add("weight_bytes_rotated", t.weight_bytes_rotated);
   }
@@ -261,6 +338,8 @@ class Context {
   Buffer l2_;
   size_t l2_bytes_ = 0;
   unsigned flushes_ = 0;
+  std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
+  double best_estimate_ = INFINITY;
 };
 
 }  // namespace bz

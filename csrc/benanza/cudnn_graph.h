@@ -382,7 +382,8 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
       BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
       execute(run.weights.first());  // checked on copy 0, the buffer the reference read
       ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
-      Context::record(r, ctx.measure([&](cudaStream_t) { execute(run.weights.next()); }, run.weights));
+      Context::record(r, ctx.measure([&](cudaStream_t) { execute(run.weights.next()); }, run.weights,
+                                     list.named || Context::is_first_choice(r)));  // never raced
     } catch (const Error& e) {
       r.fail(e);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException

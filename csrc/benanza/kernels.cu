@@ -181,6 +181,59 @@ __global__ void gemm_broadcast_kernel(GemmDims d, const T* c, T* out) {
   }
 }
 
+// One thread per query row: an online softmax over the keys, the output row in registers.
+template <class T>
+__global__ void attention_kernel(AttentionDims d, float scale, bool causal, const int* kv_len, const T* q,
+                                 const T* k, const T* v, float* ref) {
+  const size_t rows = size_t(d.b) * d.h * d.s_q;
+  for (size_t r = blockIdx.x * size_t(blockDim.x) + threadIdx.x; r < rows; r += size_t(gridDim.x) * blockDim.x) {
+    const int i = int(r % d.s_q);
+    const size_t bh = r / d.s_q;
+    const int b = int(bh / d.h);
+    int keys = kv_len ? kv_len[b] : d.s_kv;
+    if (causal && i + 1 < keys) keys = i + 1;
+    float acc[kMaxHeadDim];
+    for (int c = 0; c < d.d_v; ++c) acc[c] = 0.f;
+    float m = -INFINITY, sum = 0.f;
+    const T* qi = q + r * d.d_qk;
+    for (int j = 0; j < keys; ++j) {
+      const T* kj = k + (bh * d.s_kv + j) * d.d_qk;
+      float s = 0.f;
+      for (int c = 0; c < d.d_qk; ++c) s += load(qi, c) * load(kj, c);
+      s *= scale;
+      const float m2 = fmaxf(m, s), old = expf(m - m2), p = expf(s - m2);
+      sum = sum * old + p;
+      const T* vj = v + (bh * d.s_kv + j) * d.d_v;
+      for (int c = 0; c < d.d_v; ++c) acc[c] = acc[c] * old + p * load(vj, c);
+      m = m2;
+    }
+    for (int c = 0; c < d.d_v; ++c) ref[r * d.d_v + c] = keys > 0 ? acc[c] / sum : 0.f;
+  }
+}
+
+// One thread per row: two passes (mean, variance) in fp32.
+template <class T>
+__global__ void norm_kernel(int rows, int cols, bool rms, float eps, const T* x, const float* scale,
+                            const float* bias, float* ref) {
+  for (size_t r = blockIdx.x * size_t(blockDim.x) + threadIdx.x; r < size_t(rows);
+       r += size_t(gridDim.x) * blockDim.x) {
+    const T* xr = x + r * cols;
+    float mean = 0.f;
+    if (!rms) {
+      for (int c = 0; c < cols; ++c) mean += load(xr, c);
+      mean /= float(cols);
+    }
+    float var = 0.f;
+    for (int c = 0; c < cols; ++c) {
+      const float t = load(xr, c) - mean;
+      var += t * t;
+    }
+    const float inv = rsqrtf(var / float(cols) + eps);
+    for (int c = 0; c < cols; ++c)
+      ref[r * cols + c] = (load(xr, c) - mean) * inv * scale[c] + (bias ? bias[c] : 0.f);
+  }
+}
+
 // Call f with the typed pointer type matching dtype (the one place that switches on it).
 template <class F>
 void dispatch(DType dtype, F&& f) {
@@ -246,6 +299,29 @@ void gemm_broadcast(const GemmDims& d, const void* c, DType dtype, void* out, cu
     using T = std::remove_pointer_t<decltype(tag)>;
     gemm_broadcast_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(d, static_cast<const T*>(c),
                                                                          static_cast<T*>(out));
+  });
+  check_launch();
+}
+
+void attention_reference(const AttentionDims& d, float scale, bool causal, const int* kv_len, const void* q,
+                         const void* k, const void* v, DType dtype, float* ref, cudaStream_t stream) {
+  if (d.d_v > kMaxHeadDim) throw Error(Status::NotSupported, "head dimension beyond the reference's 256");
+  const size_t rows = size_t(d.b) * d.h * d.s_q;
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    attention_kernel<T><<<blocks_for(rows), 128, 0, stream>>>(d, scale, causal, kv_len, static_cast<const T*>(q),
+                                                              static_cast<const T*>(k), static_cast<const T*>(v),
+                                                              ref);
+  });
+  check_launch();
+}
+
+void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const float* scale, const float* bias,
+                    DType dtype, float* ref, cudaStream_t stream) {
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    norm_kernel<T><<<blocks_for(size_t(rows)), kThreads, 0, stream>>>(rows, cols, rms, eps, static_cast<const T*>(x),
+                                                                      scale, bias, ref);
   });
   check_launch();
 }

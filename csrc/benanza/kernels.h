@@ -64,6 +64,23 @@ void gemm_reference(const GemmDims& d, float alpha, float beta, const void* a, c
 // out[b, i, j] = C[i, j]: C (c_rows x c_cols of `dtype`) broadcast to batch x m x n.
 void gemm_broadcast(const GemmDims& d, const void* c, DType dtype, void* out, cudaStream_t stream);
 
+// Scaled-dot-product attention, naive, in fp32 from Q [b, h, s_q, d_qk], K [b, h, s_kv, d_qk],
+// V [b, h, s_kv, d_v] (contiguous, storage type `dtype`): ref[b, h, i, :] = softmax_j(scale q_i . k_j
+// over the keys the masks keep) V.  `causal`: key j <= query i (top-left diagonal); `kv_len`
+// (b int32 values on the device, may be null): keys j < kv_len[b] only.  d_v <= kMaxHeadDim.
+struct AttentionDims {
+  int b, h, s_q, s_kv, d_qk, d_v;
+};
+constexpr int kMaxHeadDim = 256;
+void attention_reference(const AttentionDims& d, float scale, bool causal, const int* kv_len, const void* q,
+                         const void* k, const void* v, DType dtype, float* ref, cudaStream_t stream);
+
+// Normalization of each of `rows` rows of `cols` values, fp32: LayerNorm
+// y = (x - mean) / sqrt(var + eps) * scale + bias, or RMSNorm y = x / sqrt(mean(x^2) + eps) * scale
+// (+ bias); x has the storage type `dtype`, scale and bias (may be null) hold cols fp32 values.
+void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const float* scale, const float* bias,
+                    DType dtype, float* ref, cudaStream_t stream);
+
 // Elementwise activation on an fp32 buffer (a cudnnActivationMode_t value).
 void activation_reference(float* data, size_t count, int act, double coef, cudaStream_t stream);
 

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -94,13 +95,18 @@ inline int main(int argc, char** argv, const Bench& bench) {
   }
   for (int job : opt.jobs) {
     emit(Json().add("event", "start").add("job", job));
+    ctx.start_job();
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       bench.run(ctx, job);
     } catch (const std::exception& e) {  // a benchmark body should catch its own errors; this is the backstop
       emit(Json().add("event", "error").add("job", job).add("message", e.what()));
     }
     exit_if_sticky(job);
-    emit(Json().add("event", "end").add("job", job));
+    Json end;
+    end.add("event", "end").add("job", job);
+    ctx.phases.to_json(end, ms_since(t0));
+    emit(end);
   }
   return 0;
 }

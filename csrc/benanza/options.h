@@ -43,13 +43,15 @@ struct Options {
   int device = 0;
   bool list = false;
   int max_engines = 0;           // --max-engines N: at most N engine configs per job (graph API); 0 = all
+  double race = 0;               // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
+  double job_budget_ms = 0;      // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
 };
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
                "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
                "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
-               "          [--max-engines N]\n",
+               "          [--max-engines N] [--race R] [--job-budget-s S]\n",
                prog);
 }
 
@@ -113,6 +115,10 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
       o.device = int(d);
     } else if (a == "--max-engines" && number(d)) {
       o.max_engines = int(d);
+    } else if (a == "--race" && number(d) && (d == 0 || d >= 1)) {
+      o.race = d;
+    } else if (a == "--job-budget-s" && number(d)) {
+      o.job_budget_ms = 1e3 * d;
     } else {
       return false;
     }

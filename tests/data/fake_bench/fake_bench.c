@@ -10,12 +10,18 @@
  * mid-job), garbage (a non-JSON line inside the job), badevent (an unknown event),
  * skip (silently never runs the job), endhang (ok, then sleeps forever after its end),
  * error (an "error" event, then its end), sticky (an "error" event, then exit 3, as the
- * real harness does when the CUDA context is lost).  $FAKE_BENCH_GPU renames the GPU,
+ * real harness does when the CUDA context is lost); bad result lines (valid JSON, wrong content):
+ * badtype ("median_ms":"fast"), bigint (an integer >= 2^64), nan (NaN median), negative (-5 ms),
+ * listfield (a list where a string belongs), badstart (a start whose job is a list); partial (half a
+ * result line, no newline, then exit 0); fork (forks a child that keeps stdout open and sleeps, then
+ * the job ends ok).  $FAKE_BENCH_PIDS names a directory where every process (forked children
+ * included) creates a file named by its pid, so tests can check that none is left running.  $FAKE_BENCH_GPU renames the GPU,
  * so that tests can play two systems; $FAKE_BENCH_NO_DEVICE makes it fail at start-up
  * the way the real harness does without a GPU.
  *
  * usage: bench_x [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N]
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +82,37 @@ static int parse_jobs(const char* spec) {
   return 0;
 }
 
+static void note_pid(void) {
+  const char* dir = getenv("FAKE_BENCH_PIDS");
+  if (!dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
+  int fd = open(path, O_CREAT | O_WRONLY, 0644);
+  if (fd >= 0) close(fd);
+}
+
+/* A valid-JSON result line whose content is wrong in the way ``b`` says. */
+static void bad_result(int index, const struct job* j, const char* b, const char* l2) {
+  const char* median = "0.5";
+  const char* algorithm = "\"algo0\"";
+  const char* reps = "100";
+  if (strcmp(b, "badtype") == 0) median = "\"fast\"";
+  if (strcmp(b, "nan") == 0) median = "NaN";
+  if (strcmp(b, "negative") == 0) median = "-5.0";
+  if (strcmp(b, "bigint") == 0) reps = "18446744073709551616";
+  if (strcmp(b, "listfield") == 0) algorithm = "[\"algo0\", {\"x\": 1}]";
+  printf("{\"event\":\"result\",\"job\":%d,\"layer_key\":\"%s\",\"api\":\"%s\",\"algorithm\":%s,"
+         "\"dtype\":\"%s\",\"math\":\"%s\",\"fusion\":\"%s\",\"status\":\"ok\",\"l2\":\"%s\","
+         "\"repetitions\":%s,\"timing\":\"stream\",\"median_ms\":%s}\n",
+         index, j->layer_key, j->api, algorithm, j->dtype, j->math, j->fusion, l2, reps, median);
+  fflush(stdout);
+}
+
+static int is_bad_result(const char* b) {
+  return strcmp(b, "badtype") == 0 || strcmp(b, "nan") == 0 || strcmp(b, "negative") == 0 ||
+         strcmp(b, "bigint") == 0 || strcmp(b, "listfield") == 0;
+}
+
 static void result(int index, const struct job* j, int algo, const char* status, const char* l2) {
   double ms = 0.01 * (index + 1) * (algo + 1);
   int ok = strcmp(status, "ok") == 0;
@@ -121,6 +158,7 @@ int main(int argc, char** argv) {
   } else {
     for (int i = 0; i < MAX_JOBS; ++i) wanted[i] = plan[i].defined;
   }
+  note_pid();
   if (getenv("FAKE_BENCH_NO_DEVICE")) {
     printf("{\"event\":\"error\",\"message\":\"no usable CUDA device: cudaErrorNoDevice\"}\n");
     return 2;
@@ -136,8 +174,23 @@ int main(int argc, char** argv) {
     const struct job* j = &plan[i];
     const char* b = j->behaviour;
     if (strcmp(b, "skip") == 0) continue;
+    if (strcmp(b, "badstart") == 0) {
+      printf("{\"event\":\"start\",\"job\":[%d]}\n", i);
+      fflush(stdout);
+    }
     printf("{\"event\":\"start\",\"job\":%d}\n", i);
     fflush(stdout);
+    if (is_bad_result(b)) bad_result(i, j, b, l2);
+    if (strcmp(b, "partial") == 0) {
+      printf("{\"event\":\"result\",\"job\":%d,\"layer_key\":\"%s\",\"median_ms\":0.", i, j->layer_key);
+      fflush(stdout);
+      exit(0);
+    }
+    if (strcmp(b, "fork") == 0 && fork() == 0) {
+      note_pid();
+      sleep_ms(3600 * 1000L);
+      _exit(0);
+    }
     if (strcmp(b, "slow") == 0) sleep_ms(150);
     if (strcmp(b, "garbage") == 0) {
       printf("### cuDNN says hello, this is not JSON\n");

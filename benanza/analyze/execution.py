@@ -1,0 +1,488 @@
+"""The headline lower bound: the cheapest execution of the model's DAG from measured implementations.
+
+Frameworks do not run the ONNX graph layer by layer: they fold BatchNormalization into the
+convolution's weights, fuse a conv's bias and activation into one call and run chains of
+elementwise ops as one kernel. A bound that charges every ONNX layer as its own library call
+(the paper's layer-wise figure, ``Policy.BEST``) can therefore exceed what a framework ran.
+This module charges an *equivalent execution* instead (docs/METRICS.md, "Execution bound"):
+
+- aliases (Reshape, Flatten, Identity, Dropout, ...) cost 0;
+- BatchNormalization and Mul/Add by a per-channel constant directly after a Conv/Gemm/MatMul
+  (the only consumer of its output) fold into its weights and bias at zero cost;
+- a Conv is charged its best measured call over every algorithm/engine of every allowed API,
+  plus its bias add when it has a bias (its own or a folded one's) -- or a measured fused call
+  (conv+bias(+add)+act, gemm+bias+act) that covers it and its followers, whichever is cheaper;
+- memory-bound layers, and trees of elementwise layers whose intermediate outputs feed only the
+  next member, are charged the bytes they must move at the peak bandwidth (a chain reads its
+  inputs once and writes its output once), or their best measured call when that is cheaper;
+- a layer with no measured implementation is charged its roofline at the measured peaks, never 0,
+  and is listed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+
+from benanza.analyze.choose import fastest, usable
+from benanza.analyze.dag import contract, critical_path
+from benanza.analyze.inputs import PRECISION_BYTES, Ceilings, Constraints, Inputs
+from benanza.analyze.roofline import layer_bytes
+from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
+from benanza.model.costs import DTYPE_BYTES
+from benanza.model.layer import Layer, Model, Tensor, bias_add
+from benanza.records import Result
+
+COMPUTE_OPS = frozenset({"Conv", "Gemm", "MatMul"})  # charged their measured calls (FLOP-bound work)
+# Layers a framework runs as one elementwise kernel with their neighbours.
+ELEMENTWISE_OPS = frozenset({"Relu", "Sigmoid", "Tanh", "Clip", "Elu", "LeakyRelu", "Add", "Mul", "Sum",
+                             "BatchNormalization"})
+FOLDABLE_OPS = frozenset({"BatchNormalization", "Mul", "Add"})  # into a conv/GEMM's weights and bias
+# Followers that give the folded conv a bias (a Mul only rescales the weights).
+BIAS_GIVING = frozenset({"BatchNormalization", "Add"})
+BIAS_OPS = frozenset({"Conv"})  # whose benchmarks leave the bias out: it is charged as a bias add
+
+
+NO_IMPLEMENTATION = "no measured implementation"
+NO_BIAS_BENCHMARK = "its bias add has no benchmark (the bias add is charged its bytes)"
+
+
+class GroupKind:
+    """How a group of layers is charged (values appear in the report's execution table)."""
+
+    ALIAS = "alias"
+    CALL = "library call"
+    FUSED = "fused call"
+    MEMORY = "memory roofline"
+    CHAIN = "elementwise chain"
+    MEASURED = "measured call"  # a memory-bound layer whose measured call beats its roofline
+    UNMEASURED = "roofline (no measured implementation)"
+
+
+@dataclass(frozen=True)
+class Group:
+    layers: tuple[int, ...]  # the first is the head (the node of the contracted graph)
+    kind: str
+    ms: float
+    call: str = ""  # what is charged: "api / algorithm / dtype [+ bias add]" or a byte count
+    folded: tuple[int, ...] = ()  # members folded into the head's weights at zero cost
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One equivalent execution of the model and its cost."""
+
+    seq_ms: float
+    par_ms: float
+    groups: tuple[Group, ...]
+    graph: nx.DiGraph  # contracted: one node per group, named by its head
+    unmeasured: tuple[tuple[int, str], ...]  # (layer, what of it) charged a roofline for want of a benchmark
+    uncharged: tuple[tuple[int, str], ...] = ()  # layers that could not be charged at all, and why
+    precisions: frozenset[Precision] = field(default_factory=frozenset)
+
+    @property
+    def weights(self) -> dict[int, float]:
+        return {g.layers[0]: g.ms for g in self.groups}
+
+
+def storage(precisions: Iterable[Precision]) -> Precision:
+    """The storage precision of a run: fp16/bf16 when it computes in one, else fp32 (tf32 stores fp32)."""
+    ps = set(precisions)
+    for p in (Precision.FP16, Precision.BF16):
+        if p in ps and not ps & {Precision.FP32, Precision.TF32}:
+            return p
+    return Precision.FP32
+
+
+def tensor_bytes(t: Tensor, store: Precision) -> float:
+    """Bytes of ``t`` when the run stores floating-point data in ``store``."""
+    n = math.prod(t.shape) if t.shape else 1
+    if t.dtype.startswith(("float", "bfloat")):
+        return float(n * PRECISION_BYTES[store])
+    return float(n * DTYPE_BYTES.get(t.dtype, 4))
+
+
+def effective_ceilings(model: Model, inputs: Inputs) -> tuple[Ceilings, list[str]]:
+    """One peak bandwidth per memory level and one peak FLOP/s per precision: the best measured, so
+    no benchmark of the model exceeds its roofline. Starts from the ceilings benchmark (and the
+    system's bandwidth, ``sources.ceilings``); a warm benchmark that beats them raises them -- the
+    L2 level for data that fits in L2 (the system's ``l2_bytes``), HBM otherwise -- and a note says
+    which benchmark did."""
+    ceil = inputs.ceilings
+    l2 = int(inputs.system.get("l2_bytes") or 0) or None
+    ceil = replace(ceil, cache_bytes=l2, cache_bandwidth_gbs=ceil.cache_bandwidth_gbs or ceil.bandwidth_gbs)
+    flops = dict(ceil.flops)
+    notes: list[str] = []
+    raised: dict[str, tuple[float, Layer, Result]] = {}  # "hbm" / "l2" -> (B/ms, layer, row)
+    raised_peak: dict[Precision, tuple[float, Layer, Result]] = {}
+    for layer in model.layers:
+        for r in usable(inputs.measurements.get(layer.key, ())):
+            if r.fusion != Fusion.NONE.value or not r.median_ms or r.dtype not in {p.value for p in Precision}:
+                continue
+            p = Precision(r.dtype)
+            moved = layer_bytes(layer, p)
+            floor = ceil.memory_ms(moved)
+            level = "l2" if l2 and moved <= l2 else "hbm"
+            if floor is not None and floor > r.median_ms and moved / r.median_ms > raised.get(level, (0.0,))[0]:
+                raised[level] = (moved / r.median_ms, layer, r)
+            peak = flops.get(p)
+            if peak and layer.flops / peak * 1e3 > r.median_ms:
+                got = layer.flops / r.median_ms * 1e3
+                if got > raised_peak.get(p, (0.0,))[0]:
+                    raised_peak[p] = (got, layer, r)
+    for level, (per_ms, layer, r) in sorted(raised.items()):
+        old = ceil.cache_bandwidth_gbs if level == "l2" else ceil.bandwidth_gbs
+        notes.append(f"{'L2-resident' if level == 'l2' else 'HBM'} bandwidth ceiling raised from {old or 0:.0f} to "
+                     f"{per_ms / 1e6:.0f} GB/s: {layer.op} '{layer.name}' ({r.api} / {r.algorithm}) moves "
+                     f"{layer_bytes(layer, Precision(r.dtype)):.3g} B in {r.median_ms:.4g} ms")
+    for p, (got, layer, r) in sorted(raised_peak.items()):
+        notes.append(f"{p.value} peak raised from {flops[p] / 1e12:.1f} to {got / 1e12:.1f} TFLOP/s: {layer.op} "
+                     f"'{layer.name}' ({r.api} / {r.algorithm}) does fewer FLOPs than the direct count "
+                     "(Winograd/FFT)")
+        flops[p] = got
+    hbm = raised["hbm"][0] / 1e6 if "hbm" in raised else ceil.bandwidth_gbs
+    cache = max(raised["l2"][0] / 1e6 if "l2" in raised else 0.0, hbm or 0.0, ceil.cache_bandwidth_gbs or 0.0)
+    return replace(ceil, bandwidth_gbs=hbm, cache_bandwidth_gbs=cache or None, flops=flops), notes
+
+
+def _allowed(rows: Iterable[Result], constraints: Constraints, fusion: str) -> list[Result]:
+    return [r for r in usable(rows) if r.fusion == fusion and constraints.allows(r)]
+
+
+def _describe(r: Result) -> str:
+    fusion = "" if r.fusion == Fusion.NONE.value else f" [{r.fusion}]"
+    return f"{r.api} / {r.algorithm} / {r.dtype}{fusion}"
+
+
+def bias_add_row(layer: Layer, inputs: Inputs, store: Precision) -> Result | None:
+    """The fastest ok benchmark of the bias add after ``layer`` in the run's storage type."""
+    add = bias_add(layer)
+    return fastest(r for r in usable(inputs.measurements.get(add.key, ())) if r.dtype == store.value)
+
+
+def bias_roofline_ms(layer: Layer, store: Precision, ceil: Ceilings) -> float | None:
+    """A bias add reads the output and the bias and writes the output once."""
+    add = bias_add(layer)
+    return ceil.memory_ms(sum(tensor_bytes(t, store) for t in (*add.inputs, *add.outputs)))
+
+
+def conv_bias_ms(layer: Layer, inputs: Inputs, store: Precision, ceil: Ceilings) -> float | None:
+    """What adding a conv's bias after the conv costs at least: its benchmark, else its roofline."""
+    best = bias_add_row(layer, inputs, store)
+    return best.median_ms if best is not None else bias_roofline_ms(layer, store, ceil)
+
+
+class _Coster:
+    """Costs of single layers and groups under one set of allowed precisions."""
+
+    def __init__(self, model: Model, inputs: Inputs, constraints: Constraints, ceil: Ceilings) -> None:
+        self.model, self.inputs, self.constraints, self.ceil = model, inputs, constraints, ceil
+        self.store = storage(constraints.precisions)
+        self.unmeasured: dict[int, str] = {}
+        self.uncharged: dict[int, str] = {}
+
+    def bytes_ms(self, moved: float) -> float | None:
+        return self.ceil.memory_ms(moved)
+
+    def roofline(self, layer: Layer) -> float | None:
+        """max(FLOPs / best allowed peak, bytes / bandwidth): the speed of light of the layer."""
+        memory = self.bytes_ms(layer_bytes(layer, self.store))
+        if memory is None:
+            return None
+        if layer.flops <= 0:
+            return memory
+        peaks = [self.ceil.peak_flops(p) for p in self.constraints.precisions]
+        peak = max((p for p in peaks if p), default=None)
+        return None if peak is None else max(layer.flops / peak * 1e3, memory)
+
+    def charge_roofline(self, layer: Layer) -> tuple[float, str] | None:
+        bound = self.roofline(layer)
+        if bound is None:
+            self.uncharged[layer.index] = "no measured implementation and no measured peak to bound it"
+            return None
+        self.unmeasured[layer.index] = NO_IMPLEMENTATION
+        return bound, "roofline"
+
+    def bias_ms(self, layer: Layer) -> tuple[float, str]:
+        """The bias add after a conv: its best measured add of the run's storage type, else its roofline."""
+        best = bias_add_row(layer, self.inputs, self.store)
+        if best is not None:
+            return best.median_ms or 0.0, f" + bias {best.api}"
+        self.unmeasured.setdefault(layer.index, NO_BIAS_BENCHMARK)
+        return bias_roofline_ms(layer, self.store, self.ceil) or 0.0, " + bias (roofline)"
+
+    def compute(self, layer: Layer, with_bias: bool) -> tuple[float, str] | None:
+        best = fastest(_allowed(self.inputs.measurements.get(layer.key, ()), self.constraints, Fusion.NONE.value))
+        if best is None:
+            got = self.charge_roofline(layer)
+            if got is None:
+                return None
+            ms, call = got
+        else:
+            ms, call = best.median_ms or 0.0, _describe(best)
+        if with_bias and layer.op in BIAS_OPS:
+            extra, what = self.bias_ms(layer)
+            ms, call = ms + extra, call + what
+        return ms, call
+
+    def memory(self, layer: Layer) -> Group | None:
+        """A memory-bound layer: its bytes at the peak bandwidth, or a measured call when cheaper."""
+        rows = self.inputs.measurements.get(layer.key, ())
+        measured = fastest(r for r in _allowed(rows, self.constraints, Fusion.NONE.value)
+                           if r.api != Api.COPY.value or r.dtype == self.store.value)
+        bound = self.roofline(layer)
+        if measured is not None and (bound is None or (measured.median_ms or 0.0) < bound):
+            return Group((layer.index,), GroupKind.MEASURED, measured.median_ms or 0.0, _describe(measured))
+        if bound is None:
+            self.uncharged[layer.index] = "memory-bound layer and no measured peak"
+            return None
+        if measured is None and not rows:
+            self.unmeasured[layer.index] = NO_IMPLEMENTATION
+        kind = GroupKind.MEMORY if rows else GroupKind.UNMEASURED
+        return Group((layer.index,), kind, bound, f"{layer_bytes(layer, self.store):.4g} B")
+
+
+def _consumers(model: Model) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for layer in model.layers:
+        for t in layer.inputs:
+            out[t.name].append(layer.index)
+    return out
+
+
+def _sole_consumer(layer: Layer, consumers: Mapping[str, list[int]]) -> int | None:
+    """The one layer that reads ``layer``'s only output, if exactly one does."""
+    if len(layer.outputs) != 1:
+        return None
+    readers = set(consumers.get(layer.outputs[0].name, ()))
+    return next(iter(readers)) if len(readers) == 1 else None
+
+
+def _per_channel_constant(follower: Layer, producer: Layer) -> bool:
+    """Whether ``follower`` applies constants per output channel (or one scalar) to ``producer``'s output."""
+    out = producer.outputs[0]
+    if follower.op == "BatchNormalization":
+        return follower.inputs[0].name == out.name and all(t.constant for t in follower.inputs[1:])
+    others = [t for t in follower.inputs if t.name != out.name]
+    if len(others) != 1 or not others[0].constant or len(follower.inputs) != 2:
+        return False
+    shape, channels = others[0].shape, out.shape[1] if len(out.shape) > 1 else 1
+    n = math.prod(shape) if shape else 1
+    if n == 1:
+        return True
+    if producer.op == "Conv":  # [C,1,1] or [1,C,1,1]: broadcast along the channel axis
+        trailing = shape[-(len(out.shape) - 1):] if len(shape) >= len(out.shape) - 1 else ()
+        return n == channels and len(trailing) == len(out.shape) - 1 and trailing[0] == channels
+    return n == out.shape[-1] and shape[-1] == out.shape[-1]  # a GEMM's bias/scale over its columns
+
+
+def folds(model: Model) -> dict[int, tuple[int, ...]]:
+    """conv/GEMM index -> the followers folded into its weights (BatchNormalization, Mul/Add by constants)."""
+    consumers = _consumers(model)
+    out: dict[int, tuple[int, ...]] = {}
+    for layer in model.layers:
+        if layer.op not in COMPUTE_OPS or len(layer.outputs) != 1:
+            continue
+        chain, cur = [], layer
+        while (nxt := _sole_consumer(cur, consumers)) is not None:
+            follower = model.layers[nxt]
+            if follower.op not in FOLDABLE_OPS or not _per_channel_constant(follower, cur):
+                break
+            chain.append(nxt)
+            cur = follower
+        if chain:
+            out[layer.index] = tuple(chain)
+    return out
+
+
+def _has_bias(layer: Layer) -> bool:
+    return len(layer.inputs) > 2 and bool(layer.inputs[2].name)
+
+
+def _chains(model: Model, free: set[int], coster: _Coster) -> list[Group]:
+    """Elementwise layers of ``free`` grouped into trees whose inner outputs feed only the next member,
+    each charged its external inputs and its output once at the peak bandwidth."""
+    consumers = _consumers(model)
+    parent = {i: i for i in free}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in sorted(free):
+        nxt = _sole_consumer(model.layers[i], consumers)
+        if nxt is not None and nxt in free:
+            parent[root(i)] = root(nxt)
+    members: dict[int, list[int]] = defaultdict(list)
+    for i in free:
+        members[root(i)].append(i)
+    groups = []
+    for group in members.values():
+        group.sort()
+        inside = {t.name for i in group for t in model.layers[i].outputs}
+        read = {t.name: t for i in group for t in model.layers[i].inputs if t.name not in inside and t.name}
+        written = {t.name: t for i in group for t in model.layers[i].outputs
+                   if any(c not in group for c in consumers.get(t.name, ())) or not consumers.get(t.name)}
+        moved = sum(tensor_bytes(t, coster.store) for t in (*read.values(), *written.values()))
+        if len(group) == 1:
+            g = coster.memory(model.layers[group[0]])
+            if g is not None:
+                groups.append(g)
+            continue
+        ms = coster.bytes_ms(moved)
+        if ms is None:
+            for i in group:
+                coster.uncharged[i] = "elementwise layer and no measured bandwidth"
+            continue
+        groups.append(Group(tuple(group), GroupKind.CHAIN, ms, f"{moved:.4g} B"))
+    return groups
+
+
+def _fused_choice(model: Model, inputs: Inputs, constraints: Constraints) -> list[tuple[tuple[int, ...], Result]]:
+    """Fusion candidates with an allowed measured fused call: (members, fastest fused row)."""
+    out = []
+    for cand in model.fusions:
+        rows = _allowed(inputs.measurements.get(cand.key, ()), constraints, cand.pattern) if cand.key else []
+        best = fastest(rows)
+        if best is not None:
+            out.append((tuple(cand.layers), best))
+    return out
+
+
+def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, graph: nx.DiGraph,
+                    ceil: Ceilings | None = None, fused_calls: bool = True) -> Execution:
+    """The cost of the cheapest equivalent execution this module knows (see the module doc)."""
+    ceil = ceil or inputs.ceilings
+    coster = _Coster(model, inputs, constraints, ceil)
+    folded = folds(model)
+    folded_into = {f: head for head, fs in folded.items() for f in fs}
+    groups: list[Group] = []
+    taken: set[int] = set()
+
+    def unfused(index: int) -> float | None:
+        """A conv/GEMM's cost on its own (with the bias its folds give it), for ranking fusions."""
+        layer = model.layers[index]
+        bias = _has_bias(layer) or any(model.layers[f].op in BIAS_GIVING for f in folded.get(index, ()))
+        got = coster.compute(layer, bias)
+        return None if got is None else got[0]
+
+    if fused_calls:
+        options = []
+        for members, row in _fused_choice(model, inputs, constraints):
+            head = members[0]
+            if model.layers[head].op not in COMPUTE_OPS:
+                continue
+            rest = [m for m in members[1:] if m not in folded_into]
+            alone = unfused(head)
+            if alone is None:
+                continue
+            others = 0.0
+            for m in rest:
+                bound = coster.bytes_ms(layer_bytes(model.layers[m], coster.store))
+                others += bound or 0.0
+            saving = alone + others - (row.median_ms or 0.0)
+            if saving > 0:
+                options.append((saving, members, row))
+        for _saving, members, row in sorted(options, key=lambda o: (-o[0], o[1])):
+            covered = set(members) | set(folded.get(members[0], ()))
+            if covered & taken:
+                continue
+            taken |= covered
+            extra = tuple(f for f in folded.get(members[0], ()) if f not in members)
+            groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, _describe(row),
+                                folded=extra))
+    coster.unmeasured.clear()  # ranking charged rooflines it may not keep
+    coster.uncharged.clear()
+    for layer in model.layers:
+        i = layer.index
+        if i in taken or i in folded_into:
+            continue
+        if layer.op in NO_COPY_OPS:
+            groups.append(Group((i,), GroupKind.ALIAS, 0.0))
+            taken.add(i)
+        elif layer.op in COMPUTE_OPS:
+            fs = folded.get(i, ())
+            got = coster.compute(layer, _has_bias(layer) or any(model.layers[f].op in BIAS_GIVING for f in fs))
+            taken |= {i, *fs}
+            if got is not None:
+                kind = GroupKind.UNMEASURED if coster.unmeasured.get(i) == NO_IMPLEMENTATION \
+                    else GroupKind.CALL
+                groups.append(Group((i, *fs), kind, got[0], got[1], folded=fs))
+    for i, head in folded_into.items():  # folded into a conv that a fused call took: already covered
+        if head in taken:
+            taken.add(i)
+    free_ew = {layer.index for layer in model.layers if layer.index not in taken and layer.op in ELEMENTWISE_OPS}
+    groups += _chains(model, free_ew, coster)
+    taken |= free_ew
+    for layer in model.layers:  # the rest: pools, softmax, LRN, copies, unknown ops
+        if layer.index in taken:
+            continue
+        g = coster.memory(layer)
+        if g is not None:
+            groups.append(g)
+    groups.sort(key=lambda g: g.layers[0])
+    contracted = contract(graph, [g.layers for g in groups if len(g.layers) > 1])
+    weights = {g.layers[0]: g.ms for g in groups}
+    if contracted is None:  # a group that would make a cycle: its cost sits on its head in the layer graph
+        contracted = graph
+    par, _ = critical_path(contracted, weights)
+    unmeasured = tuple(sorted(coster.unmeasured.items()))
+    return Execution(seq_ms=sum(weights.values()), par_ms=par, groups=tuple(groups), graph=contracted,
+                     unmeasured=unmeasured, uncharged=tuple(sorted(coster.uncharged.items())),
+                     precisions=frozenset(constraints.precisions))
+
+
+def tensor_core_precisions(inputs: Inputs) -> frozenset[Precision]:
+    """The run's precisions plus the Tensor Core ones the analysis may add on the same storage
+    (TF32 on fp32 data); a run already in fp16/bf16 or TF32 gets nothing new from TF32."""
+    run = frozenset(inputs.constraints.precisions)
+    same_storage = frozenset(p for p in inputs.tensor_core if storage({p}) is storage(run))
+    return run | same_storage
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The headline bound and the executions the gaps compare, all under the run's own precisions first.
+
+    ``baseline``: the run's precisions, no measured fused call (folding, chains and aliases still
+    apply). Each gap is ``baseline`` minus one improvement; the joint estimate applies them all,
+    so it is never above any single improvement's result (docs/METRICS.md).
+    """
+
+    headline: Execution  # run's precisions, the cheaper of with / without fused calls
+    baseline: Execution  # run's precisions, no fused calls
+    tensor_core: Execution  # run's precisions + Tensor Core ones, no fused calls
+    joint: Execution  # the cheapest critical path of all four executions
+
+    @property
+    def fusion_gap(self) -> float:
+        return self.baseline.seq_ms - self.headline.seq_ms
+
+    @property
+    def tensor_core_gap(self) -> float:
+        return self.baseline.seq_ms - self.tensor_core.seq_ms
+
+    @property
+    def parallelism_gap(self) -> float:
+        return self.baseline.seq_ms - self.baseline.par_ms
+
+    @classmethod
+    def of(cls, model: Model, inputs: Inputs, graph: nx.DiGraph) -> Bounds:
+        run = inputs.constraints
+        tc = run.with_precisions(tensor_core_precisions(inputs))
+
+        def bound(c: Constraints, fused: bool) -> Execution:
+            return execution_bound(model, inputs, c, graph, fused_calls=fused)
+
+        run_fused, run_plain = bound(run, True), bound(run, False)
+        tc_plain = bound(tc, False) if tc.precisions != run.precisions else run_plain
+        tc_fused = bound(tc, True) if tc.precisions != run.precisions else run_fused
+        headline = min((run_fused, run_plain), key=lambda e: e.seq_ms)
+        joint = min((run_fused, run_plain, tc_fused, tc_plain), key=lambda e: e.par_ms)
+        return cls(headline=headline, baseline=run_plain, tensor_core=tc_plain, joint=joint)

@@ -1,0 +1,59 @@
+"""Profile bundles on this machine: the shipped ones (perfdb/bundles) and local ones, and the
+model file each was recorded with (found by content hash, whatever it is called)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benanza.errors import BenanzaError
+from benanza.guards import model_stem
+from benanza.paths import perfdb_dir
+from benanza.profile.bundle import META, Bundle, model_digest, read_bundle
+
+COLUMNS = ("bundle", "where", "model", "batch", "framework", "dtype", "median (ms)", "gpu", "path")
+
+
+def shipped_dir() -> Path:
+    return perfdb_dir() / "bundles"
+
+
+def _bundle_dirs(root: Path) -> list[Path]:
+    if (root / META).is_file():
+        return [root]
+    return sorted(p.parent for p in root.glob(f"*/{META}"))
+
+
+def list_bundles(local: Iterable[Path] = ()) -> list[dict[str, Any]]:
+    """One record per bundle: shipped first, then each local directory's, each sorted by name."""
+    records = []
+    for where, roots in (("shipped", [shipped_dir()]), ("local", list(local))):
+        for root in roots:
+            if not root.is_dir():
+                raise BenanzaError(f"{root}: no such directory of profile bundles")
+            for path in _bundle_dirs(root):
+                meta = read_bundle(path).meta
+                records.append({"bundle": path.name, "where": where, "model": meta.model, "batch": meta.batch,
+                                "framework": f"{meta.framework} {meta.framework_version}", "dtype": meta.dtype,
+                                "median (ms)": meta.latency_ms.median, "gpu": meta.system.get("gpu", ""),
+                                "path": str(path)})
+    return records
+
+
+def find_model(bundle: Bundle, where: Path) -> Path:
+    """The ONNX file ``bundle`` was recorded with: ``where`` itself, or the file in directory ``where``
+    with the bundle's content hash (else its zoo name, for bundles written before the hash)."""
+    if where.is_file():
+        return where
+    candidates = sorted(where.glob("*.onnx"))
+    if bundle.meta.model_sha256:
+        for path in candidates:
+            if model_digest(path) == bundle.meta.model_sha256:
+                return path
+    else:
+        by_name = where / f"{model_stem(bundle.meta.model)}.onnx"
+        if by_name.is_file():
+            return by_name
+    raise BenanzaError(f"{bundle.path}: no model file of it ('{bundle.meta.model}') in {where}; get the zoo with: "
+                       f"benanza models zoo {where}, or pass the model with --model")

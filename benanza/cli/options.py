@@ -1,0 +1,34 @@
+"""Flag parsers shared by every command, so a bad value reads the same everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benanza.errors import BenanzaError
+from benanza.library import Precision
+from benanza.paths import readable_db, shipped_db
+
+
+def parse_precisions(text: str | tuple[str, ...] | list[str]) -> list[Precision]:
+    """``--dtype fp32,TF32`` -> [FP32, TF32]: case-insensitive, in the order given, duplicates dropped.
+
+    One wording for every command; an empty item (``fp32,,tf32``) or an unknown one is an error,
+    never silently skipped.
+    """
+    parts = [text] if isinstance(text, str) else list(text)
+    items = [item.strip().lower() for part in parts for item in part.split(",")]
+    valid = [p.value for p in Precision]
+    if not items or any(not item for item in items):
+        raise BenanzaError(f"--dtype: empty item in {','.join(parts)!r}; choose from {', '.join(valid)}")
+    bad = [item for item in items if item not in valid]
+    if bad:
+        raise BenanzaError(f"--dtype: unknown {', '.join(bad)}; choose from {', '.join(valid)}")
+    return [Precision(p) for p in dict.fromkeys(items)]
+
+
+def database(path: Path | None) -> Path:
+    """The database a reading command opens: the shipped one by default; a ``.xz`` is unpacked to a cache."""
+    try:
+        return shipped_db() if path is None else readable_db(path)
+    except FileNotFoundError as exc:
+        raise BenanzaError(str(exc)) from None

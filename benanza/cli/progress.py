@@ -1,0 +1,47 @@
+"""A progress line for every step that takes more than a second, and the build step's one-line errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benanza import runner
+from benanza.cli.main import err_console
+from benanza.errors import BenanzaError
+
+# CMakeLists.txt stops with "benanza: BZ_CUDNN_INCLUDE not found; set CUDNN_INCLUDE_DIR ..." when the
+# cuDNN/cuBLAS wheels (requirements-cuda.txt) are missing: one line says what to install.
+MISSING_LIBRARY = re.compile(r"benanza: (BZ_\w+) not found")
+
+
+def build(project: Path, build_dir: Path | None = None, jobs: int | None = None) -> Path:
+    """``runner.build`` under a progress line; a missing cuDNN/cuBLAS becomes one line naming the fix."""
+    with err_console.status(f"building {project} (CMake + Ninja; a first build takes minutes)"):
+        try:
+            return runner.build(project, build_dir, jobs)
+        except BenanzaError as exc:
+            missing = MISSING_LIBRARY.search(str(exc))
+            if missing:
+                raise BenanzaError(f"{project}: {missing.group(1).removeprefix('BZ_')} not found: install the "
+                                   "cuDNN/cuBLAS headers and libraries with: pip install -r requirements-cuda.txt "
+                                   "(or set CUDNN_INCLUDE_DIR/CUDNN_LIBRARY_DIR)") from None
+            raise
+
+
+def generate(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
+             **options: Any) -> Path | None:
+    """``pipeline.generate_project`` under a progress line."""
+    from benanza import pipeline  # the planner and onnx load on the first generate, not at every command
+
+    with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
+        return pipeline.generate_project(models, out, dtypes, batch, **options)
+
+
+@contextmanager
+def working(message: str) -> Iterator[None]:
+    """A spinner with ``message`` on a terminal's stderr while a step runs (nothing in a pipe or log)."""
+    with err_console.status(message):
+        yield

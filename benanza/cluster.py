@@ -1,0 +1,505 @@
+"""Run one benchmark campaign across many GPUs and hosts on Dask (``benanza run --cluster``).
+
+Dask (``distributed``, with ``dask-cuda`` for one worker per GPU) does the scheduling;
+this module only cuts the work and keeps the database:
+
+- each worker is probed once: its GPU's fingerprint merged with an executable's
+  "system" line gives its system id, exactly as the single-process runner computes it;
+  workers are grouped by system, and every system measures the jobs the database
+  lacks for it (heterogeneous GPUs land as separate systems, resume skips per system);
+- the work unit is a shard, (executable, job indices), restricted to the workers of
+  its system; a worker runs it with the runner's own crash/hang-isolating ``Runner``
+  (its database a private in-memory scratch) and streams every finished job back as a
+  Dask event;
+- ONE writer, the client, commits each job as its event arrives (SQLite is not shared
+  across hosts). A worker that dies loses its in-flight job only: Dask reschedules the
+  shard, and the new attempt skips the jobs its per-shard "done" topic on the
+  scheduler lists. A job reported twice (a retry racing an event) is written once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from benanza import db as perfdb
+from benanza import runner
+from benanza.errors import BenanzaError
+from benanza.library import L2
+from benanza.records import Result
+from benanza.system import fingerprint, merge_system
+
+INSTALL_HINT = "pip install 'benanza[dask]'"
+SHARDS_PER_WORKER = 4  # shards per worker of a system: late shards even out uneven jobs
+MAX_SHARD_JOBS = 64  # a dead worker re-queues a shard; smaller shards spread better
+PROBE_TIMEOUT_S = 120.0  # a worker's first executable must print its system line within this
+WORKERS_TIMEOUT_S = 60.0  # how long to wait for the first worker of an existing cluster
+LOST_AFTER_S = 120.0  # a system none of whose workers is alive this long has its shards failed
+POLL_S = 0.2
+
+
+def require_dask(local: bool = False) -> None:
+    """One-line error when the optional Dask dependencies are missing (``local``: dask-cuda too)."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise BenanzaError(f"--cluster needs Dask's distributed package ({exc.name} is not installed): "
+                           f"{INSTALL_HINT}") from None
+    if local:
+        try:
+            from dask_cuda import LocalCUDACluster  # noqa: F401
+        except ImportError as exc:
+            raise BenanzaError(f"--cluster local needs dask-cuda ({exc.name} is not installed): "
+                               f"{INSTALL_HINT}") from None
+
+
+# ---------------------------------------------------------------- shards
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One work unit: some jobs of one executable, run by one process on one worker's GPU."""
+
+    executable: str
+    indices: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.executable}:{runner.job_ranges(self.indices)}"
+
+
+def shard_size(pending: int, workers: int, shard_jobs: int | None = None) -> int:
+    """Jobs per shard: ``SHARDS_PER_WORKER`` shards per worker (every GPU busy until the end), at most
+    ``MAX_SHARD_JOBS`` (a shard is the unit Dask re-queues), or ``shard_jobs`` when given."""
+    if shard_jobs:
+        return max(1, shard_jobs)
+    return max(1, min(MAX_SHARD_JOBS, math.ceil(pending / max(1, workers * SHARDS_PER_WORKER))))
+
+
+def make_shards(jobs: Mapping[str, list[runner.Job]], size: int) -> list[Shard]:
+    """Cut each executable's jobs (in job order) into shards of ``size``; a shard never spans executables."""
+    out = []
+    for exe, todo in jobs.items():
+        for start in range(0, len(todo), size):
+            out.append(Shard(exe, tuple(j.index for j in todo[start:start + size])))
+    return out
+
+
+# ---------------------------------------------------------------- worker side
+
+_HOST_SYSTEM: dict[str, Any] | None = None
+
+
+def _host_system() -> dict[str, Any] | None:
+    """This worker's GPU fingerprint, as ``benanza run`` takes it (measured once per worker process);
+    None without a usable GPU: the executable's own system line then describes the system."""
+    global _HOST_SYSTEM
+    if _HOST_SYSTEM is None:
+        _HOST_SYSTEM = fingerprint(bandwidth=True)
+    return _HOST_SYSTEM if _HOST_SYSTEM.get("usable") else None
+
+
+def _worker_identity() -> dict[str, Any]:
+    from distributed import get_worker
+
+    worker = get_worker()
+    return {"address": worker.address, "name": worker.name, "host": socket.gethostname(), "pid": os.getpid(),
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+
+def probe_worker(build_dir: str, executable: str, index: int, l2: str, timeout_s: float) -> dict[str, Any]:
+    """Run on a worker: its identity and its system, from the "system" line an executable prints
+    before its first job (the process is killed right after that line)."""
+    out = _worker_identity()
+    path = Path(build_dir) / executable
+    try:
+        child = runner._Child([str(path), "--jobs", str(index), "--l2", l2], Path(build_dir))
+    except OSError as exc:
+        return {**out, "error": f"{out['host']}: {path}: cannot start ({exc.strerror})"}
+    deadline = time.monotonic() + timeout_s
+    errors: list[str] = []
+    try:
+        while True:
+            try:
+                raw = child.readline(deadline)
+            except runner._Timeout:
+                return {**out, "error": f"{out['host']}: {path.name} printed no system line within {timeout_s:g} s"}
+            if raw is None:
+                said = f" ({'; '.join(errors)})" if errors else ""
+                return {**out, "error": f"{out['host']}: {path.name}: {child.exit_text()} before its system line"
+                                       f"{said}"}
+            event, data = runner._parse(raw.decode("utf-8", "replace").strip())
+            if event == "error":
+                errors.append(str(data.get("message", ""))[:runner.MESSAGE_CHARS])
+            elif event == "system":
+                merged = merge_system(_host_system(), {k: v for k, v in data.items()
+                                                       if k not in runner.PROCESS_FIELDS})
+                return {**out, "system": merged, "system_id": perfdb.system_id(merged)}
+    finally:
+        child.close()
+
+
+class _ShardRunner(runner.Runner):
+    """The runner, remembering the system line it saw (the client stores that system)."""
+
+    system_line: dict[str, Any] | None = None
+
+    def _on_system(self, data: dict[str, Any], todo: list[runner.Job]) -> bool:
+        self.system_line = {k: v for k, v in data.items() if k not in runner.PROCESS_FIELDS}
+        return super()._on_system(data, todo)
+
+
+def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str, timeout_s: float,
+              max_reps: int | None, max_engines: int | None, topic: str) -> dict[str, Any]:
+    """Run on a worker: one shard through the runner; every finished job goes out at once as an event.
+
+    A retry (Dask re-queued the shard after a worker died) skips the jobs an earlier attempt
+    reported: each attempt of this task (one Dask key) lists them on the scheduler, in the
+    topic named after the key. Returns every job message this attempt
+    sent, so that the client misses none even if an event were late.
+    """
+    from distributed import get_client, get_worker
+
+    worker = get_worker()
+    who = _worker_identity()
+    done_topic = f"{topic}:{worker.get_current_task()}"
+    reported = {int(msg["index"]) for _, msg in get_client().get_events(done_topic)}
+    todo = [runner.Job(shard.executable, int(j["index"]), perfdb.JobKey(**j["key"])) for j in jobs
+            if int(j["index"]) not in reported]
+    scratch = perfdb.open_db(":memory:")
+    sent: list[dict[str, Any]] = []
+
+    def stream(outcome: runner.JobOutcome, summary: runner.RunSummary) -> None:
+        msg = {"shard": shard.name, "executable": outcome.job.executable, "index": outcome.job.index,
+               "status": outcome.status, "message": outcome.message,
+               "results": [asdict(r) for r in outcome.results], "system_id": summary.system_id,
+               "system": merge_system(shard_runner.system, shard_runner.system_line), "sender": who}
+        worker.log_event(topic, msg)  # the results first: a job marked done is a job sent
+        worker.log_event(done_topic, {"index": outcome.job.index})
+        sent.append(msg)
+
+    shard_runner = _ShardRunner(db=scratch, build_dir=Path(build_dir), timeout_s=timeout_s, force=False, l2=l2,
+                                system_id=None, system=_host_system(), progress=stream, max_reps=max_reps,
+                                max_engines=max_engines)
+    error = ""
+    if todo:
+        try:
+            shard_runner.run_executable(shard.executable, todo)
+        except runner._ExecutableFailed as exc:
+            error = f"{who['host']} ({who['name']}): {exc}"
+    scratch.close()
+    return {"messages": sent, "restarts": shard_runner.summary.restarts, "error": error, "worker": who,
+            "skipped_retry": len(jobs) - len(todo)}
+
+
+# ---------------------------------------------------------------- client side
+
+
+@dataclass
+class WorkerReport:
+    """One worker (one GPU) of a campaign: who it is and what it ran."""
+
+    name: str
+    host: str
+    gpu: str
+    system_id: str
+    pid: int = 0  # the worker process that sent the latest job (a nanny restarts a dead one)
+    summary: runner.RunSummary = field(default_factory=runner.RunSummary)
+
+
+@dataclass
+class CampaignSummary:
+    """A campaign's totals, per worker and per system; ``duplicates``: jobs measured twice (a
+    retried shard that re-ran a job whose report had not reached the scheduler), written once."""
+
+    total: runner.RunSummary = field(default_factory=runner.RunSummary)
+    workers: dict[str, WorkerReport] = field(default_factory=dict)
+    systems: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shards: int = 0
+    probe_s: float = 0.0  # seconds spent learning the workers' systems (one executable start each)
+    duplicates: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+CampaignProgress = Callable[[runner.JobOutcome, WorkerReport], None]
+
+
+@dataclass
+class Cluster:
+    """A Dask client and whatever this process started for it (closed together)."""
+
+    client: Any
+    started: Any = None
+
+    def close(self) -> None:
+        self.client.close()
+        if self.started is not None:
+            self.started.close()
+
+
+def local_cuda_cluster() -> Cluster:
+    """``--cluster local``: a LocalCUDACluster, one single-threaded worker pinned to each visible GPU."""
+    require_dask(local=True)
+    from dask_cuda import LocalCUDACluster
+    from dask_cuda.utils import get_n_gpus
+    from distributed import Client
+
+    try:
+        gpus = get_n_gpus()
+    except Exception as exc:  # pynvml raises its own errors without a driver
+        raise BenanzaError(f"--cluster local: no NVIDIA GPU visible ({exc})") from None
+    if not gpus:
+        raise BenanzaError("--cluster local: no NVIDIA GPU visible (CUDA_VISIBLE_DEVICES empty?)")
+    started = LocalCUDACluster(threads_per_worker=1, dashboard_address=None)
+    return Cluster(Client(started), started)
+
+
+def connect(address: str | None = None, scheduler_file: Path | None = None,
+            timeout_s: float = WORKERS_TIMEOUT_S) -> Cluster:
+    """``local``, a scheduler address or a scheduler file: a client with at least one worker."""
+    require_dask()
+    if address == "local":
+        return local_cuda_cluster()
+    from distributed import Client
+
+    where = str(scheduler_file) if scheduler_file else str(address)
+    try:
+        client = (Client(scheduler_file=str(scheduler_file), timeout=timeout_s) if scheduler_file
+                  else Client(address, timeout=timeout_s))
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise BenanzaError(f"{where}: cannot reach the Dask scheduler ({exc})") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except TimeoutError:
+        client.close()
+        raise BenanzaError(f"{where}: no Dask worker joined within {timeout_s:g} s "
+                           "(start one per GPU with: dask cuda worker SCHEDULER)") from None
+    return Cluster(client)
+
+
+class _Writer:
+    """The one writer: commits job messages from any worker, each job once."""
+
+    def __init__(self, db: Database, jobs: Mapping[str, list[runner.Job]], force: bool, summary: CampaignSummary,
+                 progress: CampaignProgress | None) -> None:
+        self.db, self.force, self.summary, self.progress = db, force, summary, progress
+        self.by_index = {exe: {j.index: j for j in todo} for exe, todo in jobs.items()}
+        self.written: set[tuple[str, perfdb.JobKey]] = set()
+        self.streamed: set[tuple[str, perfdb.JobKey]] = set()
+
+    def commit(self, msg: Mapping[str, Any], streamed: bool = True) -> None:
+        """Write one job message; ``streamed`` False for a finished shard's copy of what it streamed."""
+        sid = str(msg["system_id"])
+        job = self.by_index[msg["executable"]][int(msg["index"])]
+        if streamed:  # two attempts that both streamed a job: it was measured twice
+            self.summary.duplicates += (sid, job.key) in self.streamed
+            self.streamed.add((sid, job.key))
+        if (sid, job.key) in self.written:
+            return
+        if sid not in self.summary.systems:
+            self.summary.systems[sid] = dict(msg["system"])
+            if perfdb.upsert_system(self.db, msg["system"]) != sid:
+                raise BenanzaError(f"worker {msg['sender']['name']}: system {sid} does not match its fields")
+        outcome = runner.JobOutcome(job, str(msg["status"]), str(msg["message"]),
+                                    [Result.from_dict(r) for r in msg["results"]])
+        perfdb.record_job(self.db, sid, job.key, job.executable, outcome.status, outcome.message, outcome.results,
+                          force=self.force)
+        self.written.add((sid, job.key))
+        who = msg["sender"]
+        report = self.summary.workers.setdefault(
+            str(who["name"]), WorkerReport(str(who["name"]), who["host"], str(msg["system"].get("gpu", "?")), sid))
+        report.pid = int(who["pid"])
+        report.summary.count(outcome)
+        self.summary.total.count(outcome)
+        if self.progress:
+            self.progress(outcome, report)
+
+
+def workers_of(client: Any) -> dict[str, dict[str, Any]]:
+    """Address -> info of every worker (some distributed versions list 5 unless asked for all)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # a version without n_workers lists them all
+        return client.scheduler_info()["workers"]
+
+
+def probe(client: Any, build_dir: Path, jobs: Mapping[str, list[runner.Job]], l2: str,
+          timeout_s: float = PROBE_TIMEOUT_S) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each worker's identity and system (``probe_worker``), and the workers that could not run."""
+    exe, todo = next((e, t) for e, t in jobs.items() if t)
+    addresses = list(workers_of(client))
+    futures = [client.submit(probe_worker, str(build_dir), exe, todo[0].index, l2, timeout_s, workers=[a],
+                             allow_other_workers=False, pure=False, key=f"benanza-probe-{uuid.uuid4().hex}")
+               for a in addresses]
+    found, errors = [], []
+    for future in futures:
+        info = future.result()
+        (errors.append(info["error"]) if "error" in info else found.append(info))
+    return found, errors
+
+
+def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: float = 120.0, force: bool = False,
+                 l2: str = L2.WARM.value, build_dir: str | Path | None = None, max_reps: int | None = None,
+                 max_engines: int | None = None, shard_jobs: int | None = None,
+                 progress: CampaignProgress | None = None,
+                 on_planned: Callable[[int], None] | None = None) -> CampaignSummary:
+    """Run a built project's pending jobs on every worker of ``client``'s cluster into ``db``.
+
+    Every system among the workers measures the jobs ``db`` lacks for it (all of them with
+    ``force``); its workers share them as shards. ``on_planned`` gets the number of jobs to
+    run once it is known (a progress bar's total).
+    """
+    project = Path(project_dir)
+    manifest = runner.load_manifest(project)
+    if l2 not in {x.value for x in L2}:
+        raise BenanzaError(f"--l2 must be one of {', '.join(x.value for x in L2)}, not {l2!r}")
+    every = runner.manifest_jobs(manifest, l2, str(project / runner.MANIFEST))
+    jobs = runner.jobs_to_run(every, l2)
+    out = (Path(build_dir) if build_dir else project / "build").resolve()
+    summary = CampaignSummary()
+    summary.total.jobs = sum(len(j) for j in every.values())
+    summary.total.weightless = summary.total.jobs - sum(len(j) for j in jobs.values())
+    if not any(jobs.values()):
+        return summary
+    if manifest.get("layers"):
+        perfdb.store_manifest_layers(db, manifest["layers"])
+    if manifest.get("models"):
+        perfdb.store_manifest_models(db, manifest["models"])
+
+    started = time.monotonic()
+    found, summary.errors = probe(client, out, jobs, l2)
+    summary.probe_s = time.monotonic() - started
+    if not found:
+        summary.errors.append("no Dask worker could run the project's executables: nothing was run")
+        return summary
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for info in found:
+        groups.setdefault(info["system_id"], []).append(info)
+    writer = _Writer(db, jobs, force, summary, progress)
+    topic = f"benanza-{uuid.uuid4().hex}"
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    client.subscribe_topic(topic, lambda event: events.put(event[1]))
+    submitted = _Submitted(client, str(out), l2, timeout_s, max_reps, max_engines, topic, writer.by_index)
+    try:
+        plans: list[tuple[str, list[dict[str, Any]], list[Shard]]] = []
+        for sid, workers in groups.items():
+            summary.systems[sid] = workers[0]["system"]
+            perfdb.upsert_system(db, workers[0]["system"])
+            done = set() if force else perfdb.completed_jobs(db, sid)
+            pending = {exe: [j for j in todo if j.key not in done] for exe, todo in jobs.items()}
+            summary.total.skipped += sum(len(t) for t in jobs.values()) - sum(len(t) for t in pending.values())
+            size = shard_size(sum(len(t) for t in pending.values()), len(workers), shard_jobs)
+            plans.append((sid, workers, make_shards(pending, size)))
+        if on_planned:
+            on_planned(sum(len(s.indices) for _, _, shards in plans for s in shards))
+        for sid, workers, shards in plans:
+            submitted.addresses[sid] = [w["address"] for w in workers]
+            submitted.names[sid] = {w["name"] for w in workers}
+            for shard in shards:
+                submitted.submit(sid, shard)
+        summary.shards = len(submitted.pending)
+        _collect(submitted, events, writer, summary)
+    finally:
+        client.unsubscribe_topic(topic)
+        for future in submitted.pending:
+            future.release()
+    return summary
+
+
+class _Submitted:
+    """The campaign's shard futures, each restricted to the workers of its system.
+
+    Dask moves a shard to another worker of its system when its worker dies. A system
+    whose every worker died and came back (a nanny restarts a worker under the same name
+    at a new address) gets its unfinished shards submitted again to the new addresses.
+    """
+
+    def __init__(self, client: Any, build_dir: str, l2: str, timeout_s: float, max_reps: int | None,
+                 max_engines: int | None, topic: str, by_index: Mapping[str, Mapping[int, runner.Job]]) -> None:
+        self.client, self.topic, self.by_index = client, topic, by_index
+        self.args = (build_dir, l2, timeout_s, max_reps, max_engines, topic)
+        self.addresses: dict[str, list[str]] = {}  # system -> the worker addresses its shards may run on
+        self.names: dict[str, set[Any]] = {}  # system -> its workers' names (kept across restarts)
+        self.pending: dict[Any, tuple[str, Shard]] = {}  # future -> (system, shard)
+
+    def submit(self, sid: str, shard: Shard) -> None:
+        specs = [{"index": i, "key": asdict(self.by_index[shard.executable][i].key)} for i in shard.indices]
+        future = self.client.submit(run_shard, shard, specs, *self.args, workers=self.addresses[sid],
+                                    allow_other_workers=False, pure=False,
+                                    key=f"benanza-shard-{sid}-{shard.name}-{uuid.uuid4().hex[:8]}")
+        self.pending[future] = (sid, shard)
+
+    def follow_restarts(self, lost_since: dict[str, float]) -> None:
+        """Re-target the shards of systems whose workers all moved; cancel those of systems gone too long."""
+        alive = workers_of(self.client)
+        for sid, names in self.names.items():
+            if any(a in alive for a in self.addresses[sid]):
+                lost_since.pop(sid, None)
+                continue
+            moved = [a for a, w in alive.items() if w.get("name") in names]
+            stuck = [(f, shard) for f, (s, shard) in self.pending.items() if s == sid and not f.done()]
+            if moved:
+                lost_since.pop(sid, None)
+                self.addresses[sid] = moved
+                for future, shard in stuck:  # the new attempt skips the jobs the old one reported
+                    del self.pending[future]
+                    future.cancel()
+                    self.submit(sid, shard)
+            elif time.monotonic() - lost_since.setdefault(sid, time.monotonic()) > LOST_AFTER_S:
+                for future, _ in stuck:
+                    future.cancel()
+
+
+def _finished(submitted: _Submitted, writer: _Writer, summary: CampaignSummary) -> None:
+    """Take in the shards that ended: their copies of the jobs they streamed, restarts, errors."""
+    for future in [f for f in submitted.pending if f.done()]:
+        sid, shard = submitted.pending.pop(future)
+        if future.status == "finished":
+            done = future.result()
+            for msg in done["messages"]:  # normally all streamed already: written once
+                writer.commit(msg, streamed=False)
+            report = summary.workers.get(str(done["worker"]["name"]))
+            if report:
+                report.summary.restarts += done["restarts"]
+            summary.total.restarts += done["restarts"]
+            if done["error"]:
+                summary.errors.append(done["error"])
+        elif future.status == "cancelled":
+            summary.errors.append(f"system {sid}: no worker of it alive for {LOST_AFTER_S:g} s; "
+                                  f"shard {shard.name} not finished")
+        else:
+            summary.errors.append(f"shard {shard.name}: {future.exception()!r}")
+
+
+def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer: _Writer,
+             summary: CampaignSummary) -> None:
+    """Commit job messages as they arrive until every shard has ended."""
+    lost_since: dict[str, float] = {}
+    next_poll = next_check = time.monotonic()
+    while submitted.pending:
+        try:
+            writer.commit(events.get(timeout=POLL_S))
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        if now >= next_poll:  # also while events keep coming
+            next_poll = now + POLL_S
+            _finished(submitted, writer, summary)
+        if now >= next_check:
+            next_check = now + 2.0
+            submitted.follow_restarts(lost_since)
+    while True:  # events still queued: duplicates of returned messages, or late reports
+        try:
+            writer.commit(events.get_nowait())
+        except queue.Empty:
+            break

@@ -1,0 +1,82 @@
+"""Refusals before an analysis: a wrong answer with exit code 0 is worse than a one-line error.
+
+Each check raises ``BenanzaError`` with one line that names what is missing and the
+command that would supply it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from benanza.errors import BenanzaError
+from benanza.library import Api, Precision
+from benanza.model.layer import Model
+from benanza.profile.bundle import Bundle, model_digest
+
+MIN_COVERAGE = 0.5  # below this share of layers an LBL or a ratio says more about the gaps in the data
+
+
+def model_stem(name: str) -> str:
+    """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
+    return Path(name).name.removesuffix(".onnx").removeprefix("light_")
+
+
+def check_bundle_model(bundle: Bundle, model_path: Path) -> None:
+    """The bundle must have been recorded with this very model: by content hash when the bundle
+    has one (any file name is fine), else by file name (bundles written before the hash)."""
+    recorded = bundle.meta.model_sha256
+    if recorded:
+        if model_digest(model_path) != recorded:
+            raise BenanzaError(f"{bundle.path}: profile bundle of another model ('{bundle.meta.model}', sha256 "
+                               f"{recorded[:12]}), not of {model_path} (sha256 {model_digest(model_path)[:12]})")
+    elif model_stem(bundle.meta.model) != model_stem(model_path.name):
+        raise BenanzaError(f"{bundle.path}: profile bundle of model '{bundle.meta.model}', not of {model_path.name}")
+
+
+def check_mapping(bundle: Bundle, model: Model, model_path: Path, unmapped: int) -> None:
+    """At least half of the model's layers must map onto the bundle's profile."""
+    total = len(model.layers)
+    mapped = total - unmapped
+    if total and mapped < MIN_COVERAGE * total:
+        raise BenanzaError(f"{bundle.path}: only {mapped} of {total} layers of {model.name} map onto this profile "
+                           f"(< {MIN_COVERAGE:.0%}); record a profile of this model: benanza profile "
+                           f"{shlex.quote(str(model_path))} --batch {model.batch} --out BUNDLE")
+
+
+def library_keys(model: Model) -> set[str]:
+    """Layer keys of the layers a cuDNN/cuBLAS call serves (the others have a roofline bound)."""
+    return {layer.key for layer in model.layers if any(api != Api.COPY for api in layer.apis)}
+
+
+def measured_keys(db: Database, system_id: str, keys: Iterable[str], precisions: Iterable[Precision]) -> set[str]:
+    """The keys among ``keys`` with at least one ok benchmark on the system in one of ``precisions``."""
+    keys, dtypes = sorted(set(keys)), sorted(p.value for p in precisions)
+    found: set[str] = set()
+    for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+        chunk = keys[start:start + 500]
+        sql = (f"SELECT DISTINCT layer_key FROM benchmarks WHERE system_id = ? AND status = 'ok' "
+               f"AND layer_key IN ({','.join('?' * len(chunk))}) AND dtype IN ({','.join('?' * len(dtypes))})")
+        found |= {row[0] for row in db.execute(sql, [system_id, *chunk, *dtypes]).fetchall()}
+    return found
+
+
+def check_database(db: Database, db_path: Path, system: dict[str, Any], model: Model, model_path: Path,
+                   precisions: Iterable[Precision]) -> None:
+    """The database must hold measurements for at least half of the model's library layers at
+    this batch and in these precisions."""
+    precisions = sorted(set(precisions), key=list(Precision).index)
+    wanted = library_keys(model)
+    have = measured_keys(db, system["id"], wanted, precisions)
+    if wanted and len(have) < MIN_COVERAGE * len(wanted):
+        dtype = ",".join(p.value for p in precisions)
+        held = "none" if not have else f"only {len(have)}"
+        raise BenanzaError(
+            f"{db_path}: holds measurements of {held} of the {len(wanted)} library layers of {model.name} "
+            f"at batch {model.batch} in {dtype} on {system.get('gpu') or system['id'][:12]}; "
+            f"measure them: benanza run {shlex.quote(str(model_path))} --batch {model.batch} --dtype {dtype} "
+            f"--db {shlex.quote(str(db_path))}")

@@ -1,0 +1,139 @@
+"""Parsed bundle parts cached on disk, keyed by the source file's hash and the parsers' own source.
+
+Why: a batch-64 bundle's cuDNN API log is over a million lines; parsing it costs 10-40 s on a
+laptop core, and ``analyze``, the bench scripts and the tests read the same bundles again and
+again. The cache holds exactly what the reader returned, so a changed log or a changed parser
+misses and parses again: nothing can go stale and there is no version number to bump.
+
+Where: ``<bundle>/.parsed/`` beside the bundle; where that directory cannot be written (an
+installed copy) the user cache ``$XDG_CACHE_HOME/benanza/parsed``. The files are pickles read
+with an unpickler that only builds benanza's own profile record classes, so a cache file
+dropped into a bundle by someone else can at worst fail to load (then the log is parsed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import pickle
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+CACHE_DIR = ".parsed"  # inside a bundle directory (ignored by git)
+FORMAT = b"benanza-parsed-1\n"
+SLOW_S = 1.0  # parses that may take longer than this print a progress line
+SLOW_BYTES = 1 << 18  # ... judged by the source file's size (a 256 KiB .xz log parses in about a second)
+# The modules whose code decides what a reader returns: their source is part of the key.
+PARSER_MODULES = ("benanza.profile._io", "benanza.profile.bundle", "benanza.profile.cudnn_log",
+                  "benanza.profile.cublas_log", "benanza.profile.kineto", "benanza.profile.ort_profile",
+                  "benanza.library")
+# Globals the unpickler may resolve: the record classes of these modules, and paths.
+TRUSTED_MODULES = frozenset(PARSER_MODULES)
+TRUSTED_PATHS = frozenset({("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "Path"),
+                           ("pathlib._local", "PosixPath"), ("pathlib._local", "WindowsPath")})
+
+T = TypeVar("T")
+_parsers_key: str | None = None
+
+
+def parsers_key() -> str:
+    """Hash of the parser modules' source: a changed parser never reads an old cache."""
+    global _parsers_key
+    if _parsers_key is None:
+        digest = hashlib.sha256()
+        for name in PARSER_MODULES:
+            __import__(name)
+            digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
+        _parsers_key = digest.hexdigest()[:16]
+    return _parsers_key
+
+
+def file_key(path: Path, reader: Callable[[Path], Any]) -> str:
+    """The cache key of one parsed file: its content, its reader and the parsers' source."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    digest.update(f"{reader.__module__}.{reader.__qualname__}:{parsers_key()}".encode())
+    return digest.hexdigest()[:32]
+
+
+def user_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza" / "parsed"
+
+
+class _RecordUnpickler(pickle.Unpickler):
+    """Resolves only benanza's profile dataclasses and paths; anything else is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in TRUSTED_PATHS:
+            return super().find_class(module, name)
+        if module in TRUSTED_MODULES:
+            found = getattr(sys.modules.get(module) or __import__(module, fromlist=[name]), name, None)
+            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, str)):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not a profile record class")
+
+
+def _load(file: Path) -> Any:
+    raw = file.read_bytes()
+    if not raw.startswith(FORMAT):
+        raise pickle.UnpicklingError("not a benanza parsed-bundle cache")
+    return _RecordUnpickler(io.BytesIO(zlib.decompress(raw[len(FORMAT):]))).load()
+
+
+def _store(directory: Path, name: str, value: Any) -> bool:
+    """Write atomically; False where the directory cannot be written."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = directory / f".{name}.{os.getpid()}.partial"
+        partial.write_bytes(FORMAT + zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1))
+        partial.replace(directory / name)
+        return True
+    except OSError:
+        return False
+
+
+def _with_path(value: Any, path: Path) -> Any:
+    """A record that names its source file names the file it was read from now, not the cached one."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
+            any(f.name == "path" for f in dataclasses.fields(value)):
+        return dataclasses.replace(value, path=path)
+    return value
+
+
+def cached_read(path: Path, reader: Callable[[Path], T], part: str = "",
+                progress: Callable[[str], None] | None = None) -> T:
+    """``reader(path)``, parsed once: later calls load the stored result (a few ms to a few hundred)."""
+    path = Path(path)
+    name = f"{part or path.name}-{file_key(path, reader)}.pickle.z"
+    places = (path.parent / CACHE_DIR, user_cache_dir())
+    for directory in places:
+        file = directory / name
+        if file.is_file():
+            try:
+                return _with_path(_load(file), path)
+            except (OSError, EOFError, ValueError, zlib.error, pickle.UnpicklingError, AttributeError, TypeError):
+                pass  # a damaged or foreign cache file: parse again and overwrite it
+    say = progress if progress is not None else _stderr
+    slow = path.stat().st_size >= SLOW_BYTES
+    started = time.perf_counter()
+    if slow:
+        say(f"parsing {path} (once; later reads use the cache in {places[0]})")
+    value = reader(path)
+    for directory in places:
+        if _store(directory, name, value):
+            break
+    if slow:
+        say(f"parsed {path.name} in {time.perf_counter() - started:.1f} s")
+    return value
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

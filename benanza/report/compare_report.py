@@ -1,0 +1,89 @@
+"""Writers of a ``benanza.compare.Comparison``: terminal, CSV, HTML (they only format it)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from benanza.compare import LAYER_FIGURES, Comparison
+from benanza.errors import BenanzaError
+from benanza.report.fmt import cell
+from benanza.report.html import environment
+
+
+def _change(row: dict[str, Any], comp: Comparison) -> float:
+    """How much a layer changes between the sides: the largest absolute delta of any figure."""
+    deltas = [row.get(f"{f.removesuffix(' (ms)')} {label} - {comp.labels[0]} (ms)")
+              for f in LAYER_FIGURES for label in comp.labels[1:]]
+    return max((abs(d) for d in deltas if d is not None), default=0.0)
+
+
+def ranked_rows(comp: Comparison) -> list[dict[str, Any]]:
+    return sorted(comp.layers.rows, key=lambda r: (-_change(r, comp), r["#"]))
+
+
+def totals_row(comp: Comparison) -> dict[str, Any]:
+    row: dict[str, Any] = {"#": None, "layer": "total", "op": ""}
+    for figure in LAYER_FIGURES:
+        unit = figure.removesuffix(" (ms)")
+        for label in comp.labels:
+            row[f"{unit} {label} (ms)"] = comp.totals[label][figure]
+        for label in comp.labels[1:]:
+            a, b = comp.totals[comp.labels[0]][figure], comp.totals[label][figure]
+            row[f"{unit} {label} - {comp.labels[0]} (ms)"] = None if a is None or b is None else b - a
+    return row
+
+
+def print_comparison(comp: Comparison, console: Console, top: int = 15) -> None:
+    head = RichTable(title=comp.headline.title, title_justify="left")
+    for column in comp.headline.columns:
+        head.add_column(column, justify="left" if column == "figure" else "right", overflow="fold")
+    for row in comp.headline.rows:
+        head.add_row(*(Text(cell(row.get(c), row["figure"])) for c in comp.headline.columns))
+    console.print(head)
+    letters = {label: chr(ord("A") + n) for n, label in enumerate(comp.labels)}  # short headers, a key below
+    first = comp.labels[0]
+    shown = [("#", "#"), ("layer", "layer"), ("op", "op")]
+    for figure in ("measured (ms)", "best (ms)"):
+        unit = figure.removesuffix(" (ms)")
+        shown += [(f"{unit} {label} (ms)", f"{unit} {letters[label]} (ms)") for label in comp.labels]
+        shown += [(f"{unit} {label} - {first} (ms)", f"{unit} {letters[label]}-{letters[first]} (ms)")
+                  for label in comp.labels[1:]]
+    layers = RichTable(title=f"Top {top} layers by change (all {len(comp.layers.rows)} in --csv/--html)",
+                       title_justify="left", caption=", ".join(f"{v} = {k}" for k, v in letters.items()))
+    for _, header in shown:
+        layers.add_column(header, justify="right" if "(" in header or header == "#" else "left", overflow="fold")
+    for row in [*ranked_rows(comp)[:top], totals_row(comp)]:
+        layers.add_row(*(Text(cell(row.get(c), c)) for c, _ in shown))
+    console.print(layers)
+
+
+def to_csv(comp: Comparison) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(comp.layers.columns)
+    for row in [*comp.layers.rows, totals_row(comp)]:
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in comp.layers.columns])
+    return out.getvalue()
+
+
+def to_html(comp: Comparison, title: str) -> str:
+    template = environment().get_template("compare.html.j2")
+    layers = replace(comp.layers, rows=tuple(ranked_rows(comp)))
+    return template.render(title=title, headline=comp.headline, layers=layers, totals=[totals_row(comp)],
+                           labels=comp.labels)
+
+
+def write(text: str, path: Path) -> Path:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BenanzaError(f"{path}: cannot write ({exc.strerror})") from None
+    return path

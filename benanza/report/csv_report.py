@@ -1,0 +1,41 @@
+"""CSV writer: the per-layer table of one analysis, for a spreadsheet or pandas."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from benanza.analyze.tables import Report
+from benanza.errors import BenanzaError
+
+# (CSV column, layer-table column); "shapes" comes from the report's model record.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("#", "#"), ("layer", "layer"), ("op", "op"), ("shapes", ""), ("measured (ms)", "measured (ms)"),
+    ("as-executed (ms)", "as-executed (ms)"), ("best (ms)", "best (ms)"), ("bound (ms)", "bound (ms)"),
+    ("bound type", "source"), ("gap (ms)", "gap (ms)"), ("as-executed call", "as-executed call"),
+    ("best benchmark", "best benchmark"), ("efficiency (%)", "efficiency (%)"),
+)
+
+
+def to_csv(report: Report) -> str:
+    """One row per layer; numbers unrounded, empty cells where a figure does not exist."""
+    shapes = report.model.get("layer shapes") or []
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([name for name, _ in COLUMNS])
+    for row in report.tables["layers"].rows:
+        index = row["#"]
+        values = [(shapes[index] if index < len(shapes) else "") if name == "shapes" else row.get(source)
+                  for name, source in COLUMNS]
+        writer.writerow(["" if v is None else v for v in values])
+    return out.getvalue()
+
+
+def write_csv(report: Report, path: str | Path) -> Path:
+    path = Path(path)
+    try:
+        path.write_text(to_csv(report), encoding="utf-8")
+    except OSError as exc:
+        raise BenanzaError(f"{path}: cannot write CSV ({exc.strerror})") from None
+    return path

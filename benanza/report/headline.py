@@ -1,0 +1,47 @@
+"""The headline of an analysis: the few figures a performance engineer reads first, and the
+largest gaps with what fixes each. Built only on ``Report.summary`` and its tables, so every
+writer (terminal, HTML, compare) shows the same figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benanza.analyze.tables import Report
+
+# (label shown, summary key, what it means); a key a report lacks is shown as "-".
+FIGURES: tuple[tuple[str, str, str], ...] = (
+    ("LBL sequential (ms)", "LBL_seq (ms)",
+     "lower-bound latency: the cheapest equivalent execution from measured implementations, one call after "
+     "another (docs/METRICS.md)"),
+    ("LBL parallel (ms)", "LBL_par (ms)", "the same execution along the critical path of the layer graph"),
+    ("measured end-to-end (ms)", "measured end-to-end (ms)", "the framework's own latency, without profiler"),
+    ("GPU time, kernels only (ms)", "GPU busy (ms)", "time the GPU ran kernels during the profiled run"),
+    ("Benanza ratio (LBL_par / measured)", "BR_par vs end-to-end",
+     "Benanza ratio: lower-bound latency over the measured latency; 1 means the run is as fast as the "
+     "vendor libraries allow"),
+    ("predicted speedup (x)", "predicted speedup vs end-to-end (x)",
+     "measured latency over the joint estimate with every fix applied"),
+)
+
+# What closes each gap of the waterfall (the gaps table's step names, docs/METRICS.md).
+FIXES: dict[str, str] = {
+    "framework overhead": "cut host work between kernels: CUDA graphs, fewer syncs and copies",
+    "algorithm selection": "search algorithms exhaustively (ORT cudnn_conv_algo_search=EXHAUSTIVE, "
+                           "torch.backends.cudnn.benchmark=True)",
+    "Tensor Cores": "allow Tensor Core math: TF32 or FP16/BF16",
+    "fusion": "fuse convolution + bias + activation (cuDNN graph API runtime fusion)",
+    "parallelism": "run independent branches concurrently (several CUDA streams)",
+}
+
+
+def figures(report: Report) -> list[tuple[str, Any, str]]:
+    """(label, value or None, explanation) for each headline figure, in reading order."""
+    return [(label, report.summary.get(key), why) for label, key, why in FIGURES]
+
+
+def top_gaps(report: Report, n: int = 3) -> list[tuple[str, float, str]]:
+    """The ``n`` largest positive gaps of the waterfall: (step, ms, fix)."""
+    table = report.tables.get("gaps")
+    rows = [r for r in (table.rows if table else ()) if r.get("kind") == "gap" and (r.get("ms") or 0) > 0]
+    rows.sort(key=lambda r: -r["ms"])
+    return [(r["step"], r["ms"], FIXES.get(r["step"], "see docs/METRICS.md")) for r in rows[:n]]

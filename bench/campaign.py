@@ -1,0 +1,181 @@
+"""Run a benchmark campaign and say where its time went: the instrument for campaign speed (issue 17).
+
+    # generate, build and run the zoo at four batches in three precisions, every API and engine config
+    .venv/bin/python bench/campaign.py out/zoo-project --db out/zoo.db \\
+        --generate models/zoo --batch 1,8,64,256 --dtype fp32,tf32,fp16 --json out/campaign.json
+
+    # an already generated project (built here if it is not)
+    .venv/bin/python bench/campaign.py PROJECT --db perf.db [--max-engines N] [--l2 warm]
+
+Prints, per executable and overall: jobs, jobs/s, the GPU seconds of the timed repetitions against
+the wall seconds (campaign efficiency), the time per phase, and the slowest jobs. The phases:
+
+  generate, build       benanza generate and the CMake/Ninja build (campaign-wide);
+  process start         an executable's start to its system line (CUDA context);
+  handles               cuDNN/cuBLAS handle creation (once per process);
+  plan build            graph-API execution plans built and finalized (the results' notes.build_ms);
+  setup                 the rest of a job before timing: descriptors, buffers, the fp32 reference,
+                        heuristics / find (harness "setup" minus plan build);
+  warm-up, timed        Context::measure before and during the timed repetitions (timed GPU apart);
+  check                 comparing outputs with the reference;
+  db write              the runner recording the job's rows;
+  other                 the rest of the wall time (reading lines, between jobs, process exits).
+
+The phase times come from the harness's end lines (csrc/benanza/bench.h PhaseClock) and the
+runner (JobOutcome.phases); executables built before those print none (then only process start,
+db write and other are known). Results: docs/RESULTS.md §Campaign.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benanza import db as perfdb
+from benanza import runner
+from benanza.library import L2
+
+PHASES = ("process_start", "handles", "plan_build", "setup", "warmup", "timed", "check", "db_write", "other")
+LABELS = {"process_start": "process start", "plan_build": "plan build", "warmup": "warm-up", "db_write": "db write"}
+
+
+class Enough(Exception):
+    """Raised from the progress callback when --time-limit is reached (the job is already recorded)."""
+
+
+class Recorder:
+    """The runner's progress callback: each job's outcome, phases and wall time (between outcomes)."""
+
+    def __init__(self, stop_at: float | None = None) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        self.last = time.perf_counter()
+        self.stop_at = stop_at
+
+    def __call__(self, outcome: runner.JobOutcome, _summary: runner.RunSummary) -> None:
+        self._record(outcome)
+        if self.stop_at is not None and time.perf_counter() > self.stop_at:
+            raise Enough
+
+    def _record(self, outcome: runner.JobOutcome) -> None:
+        now = time.perf_counter()
+        wall_s, self.last = now - self.last, now
+        if outcome.status == "skipped":
+            return
+        p = dict(outcome.phases)
+        plan_ms = sum(float(r.notes.get("build_ms", 0) or 0) for r in outcome.results if isinstance(r.notes, dict))
+        phases = {"process_start": p.get("process_start", 0.0), "handles": p.get("handles", 0.0),
+                  "plan_build": plan_ms, "setup": max(0.0, p.get("setup", 0.0) - plan_ms),
+                  "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0), "check": p.get("check", 0.0),
+                  "db_write": p.get("db_write", 0.0)}
+        phases["other"] = max(0.0, wall_s * 1e3 - sum(phases.values()))
+        coarse = sum(1 for r in outcome.results if isinstance(r.notes, dict) and r.notes.get("coarse"))
+        self.jobs.append({"executable": outcome.job.executable, "job": outcome.job.index,
+                          "layer_key": outcome.job.key.layer_key, "dtype": outcome.job.key.dtype,
+                          "status": outcome.status, "results": len(outcome.results), "coarse": coarse,
+                          "wall_s": wall_s,
+                          "timed_gpu_s": p.get("timed_gpu", 0.0) / 1e3, "phases_s": {k: v / 1e3 for k, v in
+                                                                                   phases.items()}})
+
+
+def totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    wall = sum(j["wall_s"] for j in jobs)
+    gpu = sum(j["timed_gpu_s"] for j in jobs)
+    return {"jobs": len(jobs), "results": sum(j["results"] for j in jobs),
+            "coarse_results": sum(j["coarse"] for j in jobs), "wall_s": wall, "timed_gpu_s": gpu,
+            "jobs_per_s": len(jobs) / wall if wall else 0.0, "efficiency": gpu / wall if wall else 0.0,
+            "phases_s": {p: sum(j["phases_s"][p] for j in jobs) for p in PHASES},
+            "max_job_s": max((j["wall_s"] for j in jobs), default=0.0)}
+
+
+def print_report(per_exe: dict[str, dict[str, Any]], overall: dict[str, Any], campaign: dict[str, float],
+                 slowest: list[dict[str, Any]]) -> None:
+    head = f"{'executable':<20} {'jobs':>6} {'jobs/s':>7} {'GPU s':>8} {'wall s':>8} {'eff':>5} {'max job':>8}"
+    print(head + "".join(f" {LABELS.get(p, p):>13}" for p in PHASES))
+    for name, t in [*sorted(per_exe.items()), ("overall", overall)]:
+        print(f"{name:<20} {t['jobs']:>6} {t['jobs_per_s']:>7.2f} {t['timed_gpu_s']:>8.1f} {t['wall_s']:>8.1f} "
+              f"{t['efficiency']:>5.0%} {t['max_job_s']:>8.1f}" + "".join(f" {t['phases_s'][p]:>13.1f}"
+                                                                        for p in PHASES))
+    if campaign:
+        print("campaign: " + ", ".join(f"{k} {v:.1f} s" for k, v in campaign.items()))
+    print(f"results: {overall['results']}, of which timed coarsely (--race / --job-budget-s): "
+          f"{overall['coarse_results']}")
+    print(f"slowest {len(slowest)} jobs:")
+    for j in slowest:
+        top = max(j["phases_s"], key=j["phases_s"].get)
+        print(f"  {j['wall_s']:7.2f} s  {j['executable']} job {j['job']} ({j['dtype']}, {j['results']} results, "
+              f"{j['status']}; most in {LABELS.get(top, top)}: {j['phases_s'][top]:.2f} s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("project", type=Path, help="generated benchmark project (written with --generate)")
+    parser.add_argument("--db", type=Path, required=True, help="performance database to fill")
+    parser.add_argument("--generate", type=Path, metavar="MODELS", help="benanza generate MODELS into PROJECT first")
+    parser.add_argument("--batch", default="1", help="with --generate: comma-separated batch sizes")
+    parser.add_argument("--dtype", default="fp32", help="with --generate: comma-separated precisions")
+    parser.add_argument("--api", help="with --generate: comma-separated APIs (default all)")
+    parser.add_argument("--l2", default=L2.WARM.value, choices=[x.value for x in L2])
+    parser.add_argument("--max-engines", type=int, help="engine configs per graph-API job (default: every one)")
+    parser.add_argument("--max-reps", type=int)
+    parser.add_argument("--race", type=float, default=0.0,
+                        help="harness --race R: time coarsely what is estimated >= R x the job's best (0: off)")
+    parser.add_argument("--job-budget-s", type=float, default=0.0,
+                        help="harness --job-budget-s S: past S s a job's remaining algorithms are timed coarsely")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a job is killed")
+    parser.add_argument("--build-jobs", type=int)
+    parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")
+    parser.add_argument("--slowest", type=int, default=15)
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="stop after the job that ends past S seconds of running (report what ran; a later "
+                             "call resumes: completed jobs are skipped)")
+    parser.add_argument("--json", type=Path, help="write every job's times and the totals here")
+    args = parser.parse_args()
+
+    campaign: dict[str, float] = {}
+    started = time.perf_counter()
+    if args.generate:
+        t0 = time.perf_counter()
+        command = [sys.executable, "-m", "benanza", "generate", str(args.generate), "--batch", args.batch,
+                   "--dtype", args.dtype, "--out", str(args.project)] + (["--api", args.api] if args.api else [])
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        campaign["generate"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    build = runner.build(args.project, jobs=args.build_jobs)
+    campaign["build"] = time.perf_counter() - t0
+    recorder = Recorder(None if args.time_limit is None else time.perf_counter() + args.time_limit)
+    try:
+        summary = runner.run(args.project, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
+                             l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
+                             max_engines=args.max_engines,
+                             harness_args=[*(["--race", f"{args.race:g}"] if args.race else []),
+                                           *(["--job-budget-s", f"{args.job_budget_s:g}"] if args.job_budget_s
+                                             else [])])
+    except Enough:
+        summary = None
+        print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")
+    campaign["run"] = time.perf_counter() - t0 - campaign["build"]
+    campaign["total"] = time.perf_counter() - started
+    by_exe: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for j in recorder.jobs:
+        by_exe[j["executable"]].append(j)
+    per_exe = {name: totals(jobs) for name, jobs in by_exe.items()}
+    overall = totals(recorder.jobs)
+    slowest = sorted(recorder.jobs, key=lambda j: -j["wall_s"])[:args.slowest]
+    print_report(per_exe, overall, campaign, slowest)
+    if summary is not None:
+        print(f"runner: {summary.ran} jobs ran, {summary.skipped} skipped, {summary.results} results, "
+              f"{summary.crashed} crashed, {summary.timeout} timed out; errors: {summary.errors or 'none'}")
+    if args.json:
+        args.json.write_text(json.dumps({"campaign_s": campaign, "overall": overall, "executables": per_exe,
+                                         "jobs": recorder.jobs}, indent=1) + "\n")
+    return 0 if summary is None or not summary.errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

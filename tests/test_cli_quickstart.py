@@ -1,0 +1,35 @@
+"""`benanza quickstart` ends with one summary table across the models (no GPU: the shipped data)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import LIGHT
+
+from benanza import system
+from benanza.cli import main
+from benanza.cli.analyze import analyze_model
+from benanza.paths import perfdb_dir, shipped_db
+from benanza.report.fmt import cell
+
+
+@pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU quickstart measures first")
+def test_quickstart_ends_with_a_summary_across_models(tmp_path: Path) -> None:
+    models = tmp_path / "zoo"
+    models.mkdir()
+    for name in ("vgg19", "squeezenet"):
+        shutil.copy(LIGHT / f"light_{name}.onnx", models / f"{name}.onnx")
+    out = CliRunner().invoke(main, ["quickstart", str(models), "--out", str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    summary = out.output[out.output.index("quickstart summary"):]
+    rows = {line.split("│")[1].strip(): line for line in summary.splitlines() if line.startswith("│")}
+    assert set(rows) == {"vgg19", "squeezenet"}
+    assert "vgg19_b1_ort_fp32" in rows["vgg19"]  # the shipped bundle it was analyzed with
+    report, _ = analyze_model(models / "vgg19.onnx", shipped_db(), perfdb_dir() / "bundles" / "vgg19_b1_ort_fp32")
+    for key, label in (("LBL_seq (ms)", "LBL sequential (ms)"), ("BR_par vs end-to-end",
+                                                                 "Benanza ratio (LBL_par / measured)")):
+        assert f" {cell(report.summary[key], label)} " in rows["vgg19"]
+    assert "squeezenet" in rows and " - " in rows["squeezenet"]  # no profile: no measured latency, no ratio

@@ -1,0 +1,229 @@
+"""Campaigns on a Dask cluster (benanza/cluster.py) with REAL processes: a distributed cluster of
+three worker processes (two playing GPU "Fake A", one "Fake B") runs the fake benchmark
+executable of tests/data/fake_bench, which speaks the harness's stdout protocol."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benanza import cluster, runner
+from benanza import db as perfdb
+from benanza.cli import main
+
+distributed = pytest.importorskip("distributed", reason="needs benanza[test]'s dask/distributed")
+
+from test_runner import DATA, make_project  # noqa: E402  (the runner tests' fake project)
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 5.0
+LOOPBACK = "127.0.0.1"  # every server of these tests listens on this machine only
+GPUS = {"a1": "Fake A", "a2": "Fake A", "b1": "Fake B"}
+
+pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")),
+                                reason="needs cmake, ninja and a C compiler")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's directory: the fake build, and project/ whose plan files the workers read."""
+    return tmp_path_factory.mktemp("cluster")
+
+
+@pytest.fixture(scope="module")
+def fake_build(home: Path) -> Path:
+    src = home / "fake_src"
+    shutil.copytree(DATA, src)
+    return runner.build(src, src / "build")
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(home: Path) -> Iterator[distributed.SpecCluster]:
+    """Three single-threaded worker processes under nannies (a killed one is restarted); the
+    fake executables they start read their plans from home/project and their GPU from the env."""
+    workers = {name: {"cls": distributed.Nanny,
+                      "options": {"nthreads": 1, "host": LOOPBACK, "env": {"FAKE_BENCH_PLAN": str(home / "project"),
+                                                         "FAKE_BENCH_GPU": gpu}}}
+               for name, gpu in GPUS.items()}
+    spec = distributed.SpecCluster(scheduler={"cls": distributed.Scheduler,
+                                                                       "options": {"host": LOOPBACK, "dashboard": False,
+                                                                                   "dashboard_address": ":0"}},
+                                   workers=workers, asynchronous=False)
+    with spec, distributed.Client(spec) as client:
+        client.wait_for_workers(len(GPUS), timeout=60)
+        yield spec
+
+
+@pytest.fixture
+def client(dask_cluster: distributed.SpecCluster) -> Iterator[distributed.Client]:
+    with distributed.Client(dask_cluster) as c:
+        c.wait_for_workers(len(GPUS), timeout=60)
+        yield c
+
+
+def fresh_project(home: Path, plans: dict[str, list[str]]) -> Path:
+    shutil.rmtree(home / "project", ignore_errors=True)
+    return make_project(home, plans)
+
+
+def rows_by_system(db) -> dict[str, dict[tuple, float | None]]:
+    """GPU name -> {benchmark key: median}."""
+    gpu = {s["id"]: s["gpu"] for s in perfdb.systems(db)}
+    out: dict[str, dict[tuple, float | None]] = collections.defaultdict(dict)
+    for r in db.query("SELECT * FROM benchmarks"):
+        out[gpu[r["system_id"]]][(r["layer_key"], r["api"], r["algorithm"], r["dtype"], r["fusion"], r["l2"])] = \
+            r["median_ms"]
+    return out
+
+
+def jobs_by_system(db) -> dict[str, collections.Counter]:
+    gpu = {s["id"]: s["gpu"] for s in perfdb.systems(db)}
+    out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for r in db.query("SELECT system_id, layer_key, status FROM completed_jobs"):
+        out[gpu[r["system_id"]]][(r["layer_key"], r["status"])] += 1
+    return out
+
+
+def test_shards_and_sizes() -> None:
+    jobs = {"a": [runner.Job("a", i, None) for i in range(10)], "b": [runner.Job("b", 3, None)]}
+    shards = cluster.make_shards(jobs, 4)
+    assert [s.name for s in shards] == ["a:0-3", "a:4-7", "a:8-9", "b:3"]
+    assert cluster.shard_size(1000, 2) == cluster.MAX_SHARD_JOBS
+    assert cluster.shard_size(80, 2) == 10 and cluster.shard_size(3, 8) == 1 and cluster.shard_size(5, 2, 3) == 3
+
+
+def test_two_systems_spread_over_workers_match_the_single_process_runner(
+        fake_build: Path, home: Path, client: distributed.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = {"bench_fake": ["slow"] * 8 + ["mixed", "segv", "ok"], "bench_other": ["ok"] * 4}
+    project = fresh_project(home, plans)
+    db = perfdb.open_db(home / "campaign.db")
+    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2)
+    assert summary.errors == [] and summary.duplicates == 0
+    assert {s["gpu"] for s in summary.systems.values()} == {"Fake A", "Fake B"}
+    # each system measured every job once; the segfault is recorded as a crash, its results so far kept
+    expected = collections.Counter({(f"{exe}-layer{i:03d}", "crashed" if b == "segv" else "ok"): 1
+                                    for exe, behaviours in plans.items() for i, b in enumerate(behaviours)})
+    assert jobs_by_system(db) == {"Fake A": expected, "Fake B": expected}
+    assert (summary.total.ran, summary.total.crashed, summary.total.skipped) == (30, 2, 0)
+    # system A's shards went to both of its workers, system B's to its only one
+    ran = {name: report.summary.ran for name, report in summary.workers.items()}
+    assert ran["a1"] > 0 and ran["a2"] > 0 and ran["a1"] + ran["a2"] == 15 and ran["b1"] == 15
+    assert {r.gpu for n, r in summary.workers.items() if n.startswith("a")} == {"Fake A"}
+
+    # the same rows (keys and medians) as the single-process runner on the same executables
+    monkeypatch.setenv("FAKE_BENCH_PLAN", str(project))
+    monkeypatch.setenv("FAKE_BENCH_GPU", "Fake A")
+    single = perfdb.open_db(home / "single.db")
+    alone = runner.run(project, single, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert alone.system_id in summary.systems
+    assert rows_by_system(db)["Fake A"] == rows_by_system(single)["Fake A"]
+    assert len(rows_by_system(single)["Fake A"]) == 2 * 15 - 1  # the segfault's job printed 1 of 2
+
+
+def test_workers_killed_mid_shard_lose_only_their_running_job(
+        fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """One of system A's two workers dies mid-shard: Dask moves the shard to the other one. System B's
+    only worker dies mid-shard: its nanny restarts it at a new address and the shard follows it."""
+    project = fresh_project(home, {"bench_fake": ["slow"] * 8})
+    db = perfdb.open_db(home / "killed.db")
+    commits: list[tuple[str, int, int]] = []  # (system, job, pid of the worker process that ran it)
+    killed: dict[str, tuple[int, int]] = {}  # system -> (pid, the job it was running)
+
+    def kill_mid_shard(outcome: runner.JobOutcome, worker: cluster.WorkerReport) -> None:
+        commits.append((worker.gpu, outcome.job.index, worker.pid))
+        if worker.gpu not in killed and outcome.job.index % 4 == 0:
+            os.kill(worker.pid, signal.SIGKILL)  # 3 slow jobs of its 4-job shard still to go
+            killed[worker.gpu] = (worker.pid, outcome.job.index + 1)
+
+    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=4,
+                                   progress=kill_mid_shard)
+    assert set(killed) == {"Fake A", "Fake B"}
+    assert summary.errors == []
+    # 0 lost, 0 duplicated: each system holds each job exactly once, with all its results
+    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(8)})
+    assert jobs_by_system(db) == {"Fake A": expected, "Fake B": expected}
+    assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 2 * 8 * 2
+    assert collections.Counter((gpu, job) for gpu, job, _ in commits) == \
+        collections.Counter({(gpu, i): 1 for gpu in ("Fake A", "Fake B") for i in range(8)})
+    # the job each dead worker was running ran again, in another worker process
+    for gpu, (pid, job) in killed.items():
+        rerun = [p for g, j, p in commits if (g, j) == (gpu, job)]
+        assert rerun and rerun[0] != pid, gpu
+
+
+def test_resume_after_the_client_is_killed(fake_build: Path, home: Path, client: distributed.Client) -> None:
+    project = fresh_project(home, {"bench_fake": ["slow"] * 10})
+    shutil.copytree(DATA, project, dirs_exist_ok=True)  # the CLI builds (a no-op in the built --build-dir)
+    db_path = home / "resume.db"
+    address = client.scheduler.address
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-m", "benanza", "run", str(project), "--db", str(db_path),
+                              "--build-dir", str(fake_build), "--cluster", address, "--shard-jobs", "2",
+                              "--timeout", str(TIMEOUT_S)], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            if db_path.exists():
+                seen = perfdb.open_db(db_path)
+                done = seen.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
+                seen.close()
+                if done >= 4:
+                    break
+            time.sleep(0.05)
+        assert child.poll() is None, f"the client ended before it could be killed: {child.stderr.read()!r}"
+        child.kill()
+    finally:
+        child.kill()
+        child.wait()
+    db = perfdb.open_db(db_path)
+    before = db.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
+    assert 4 <= before < 20
+    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2)
+    assert summary.errors == []
+    assert (summary.total.skipped, summary.total.ran) == (before, 20 - before)
+    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(10)})
+    assert jobs_by_system(db) == {"Fake A": expected, "Fake B": expected}
+    assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 2 * 10 * 2
+
+
+@pytest.mark.parametrize(("missing", "says"), [("distributed", "--cluster needs Dask's distributed package"),
+                                               ("dask_cuda", "--cluster local needs dask-cuda")])
+def test_cluster_flag_without_dask_is_one_line(fake_build: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
+                                               missing: str, says: str) -> None:
+    project = fresh_project(home, {"bench_fake": ["ok"]})
+    monkeypatch.setitem(sys.modules, missing, None)  # import it -> ImportError
+    result = CliRunner().invoke(main, ["run", str(project), "--db", str(home / "x.db"), "--cluster", "local"])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "pip install 'benanza[dask]'" in lines[0], result.output
+    assert not (home / "x.db").exists()
+
+
+def test_cli_joins_by_scheduler_file_and_prints_a_row_per_worker(fake_build: Path, home: Path,
+                                                                 client: distributed.Client) -> None:
+    project = fresh_project(home, {"bench_fake": ["ok"] * 6})
+    shutil.copytree(DATA, project, dirs_exist_ok=True)
+    scheduler_file = home / "scheduler.json"
+    scheduler_file.write_text(json.dumps({"type": "Scheduler", "address": client.scheduler.address}))
+    db_path = home / "cli.db"
+    result = CliRunner().invoke(main, ["run", str(project), "--db", str(db_path), "--build-dir", str(fake_build),
+                                       "--scheduler-file", str(scheduler_file), "--timeout", str(TIMEOUT_S)])
+    assert result.exit_code == 0, result.output
+    assert "per worker (one GPU each)" in result.output and "on 2 system(s)" in result.output
+    for name, gpu in GPUS.items():
+        assert re.search(rf"│ {name}\s+│ \S+\s+│ {gpu}", result.output), result.output
+    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(6)})
+    assert jobs_by_system(perfdb.open_db(db_path)) == {"Fake A": expected, "Fake B": expected}

@@ -1,0 +1,46 @@
+"""ONNX Runtime's fused contrib nodes (SkipLayerNormalization, FastGelu, FusedMatMul, Gelu...) map to the
+layer groups they replace: a materialized transformer export runs in ORT (CPU EP, the same graph
+transformers as the CUDA EP's for these fusions) with profiling and its optimized graph written, and
+every fused node covers the layers between its input and output tensors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benanza.model.onnx_import import load_model
+from benanza.profile.capture import materialize
+from benanza.profile.mapping import ort_node_layers
+from benanza.profile.ort_profile import read_ort_profile
+
+ort = pytest.importorskip("onnxruntime")
+EXPORTS = Path(__file__).parent / "data" / "exports"
+
+
+def _ort_nodes(tmp_path: Path, stem: str, batch: int, seq: int) -> tuple[list, Path]:
+    mat = materialize(EXPORTS / f"{stem}.onnx", batch, tmp_path / "model.onnx", seq_len=seq)
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "ort")
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(str(mat.path), options, providers=["CPUExecutionProvider"])
+    sess.run(None, {i.name: np.ones((batch, seq), np.int64) for i in sess.get_inputs()})
+    return read_ort_profile(sess.end_profiling()).runs[0].nodes, tmp_path / "optimized.onnx"
+
+
+@pytest.mark.parametrize(("stem", "fused"), [("tinybert_dynamo20", {"SkipLayerNormalization": ["Add", "Dropout",
+                                                                     "LayerNormalization"]}),
+                                            ("tinygpt2_dynamo20", {"FastGelu": ["Add", "Add", "Mul", "Mul", "Mul",
+                                                                                "Mul", "Pow", "Tanh"]})])
+def test_fused_contrib_nodes_cover_their_layers(tmp_path: Path, stem: str, fused: dict[str, list[str]]) -> None:
+    nodes, optimized = _ort_nodes(tmp_path, stem, 2, 16)
+    model = load_model(EXPORTS / f"{stem}.onnx", 2, 16)
+    mapping = ort_node_layers(model, nodes, optimized)
+    mapped = {i for node in mapping for i in node.layers}
+    assert mapped == {layer.index for layer in model.layers}
+    for op, group in fused.items():
+        covers = [sorted(model.layers[i].op for i in node.layers) for node in mapping if node.op == op]
+        assert covers and all(c == group for c in covers), (op, covers)

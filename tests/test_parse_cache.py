@@ -1,0 +1,100 @@
+"""Parsed bundle parts are cached (benanza/profile/parse_cache.py): the same records back, a
+changed file parsed again, a read-only bundle served from the user cache, a foreign pickle refused."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import zlib
+from pathlib import Path
+
+import pytest
+
+from benanza.profile import parse_cache
+from benanza.profile.cudnn_log import read_cudnn_log
+from benanza.profile.kineto import read_kineto_trace
+
+SAMPLES = Path(__file__).parent / "data" / "samples"
+
+
+@pytest.fixture
+def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "benanza" / "parsed"
+
+
+def copy_sample(name: str, to: Path) -> Path:
+    to.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(SAMPLES / name, to / name))
+
+
+def test_the_cache_gives_back_what_the_reader_gave(tmp_path: Path, user_cache: Path) -> None:
+    log = copy_sample("ort1.31_zfnet512_cudnn_api.log.gz", tmp_path / "bundle")
+    parsed = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=lambda _: None)
+    (stored,) = (tmp_path / "bundle" / parse_cache.CACHE_DIR).iterdir()
+    assert stored.name.startswith("cudnn_log-")
+    again = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
+    assert again == parsed == read_cudnn_log(log) and again is not parsed
+    assert len(again.calls) > 10 and not user_cache.exists()
+    # the bundle moved: the records name the file they are read from now
+    moved = tmp_path / "elsewhere" / "bundle"
+    shutil.copytree(tmp_path / "bundle", moved)
+    assert parse_cache.cached_read(moved / log.name, read_cudnn_log, "cudnn_log").path == moved / log.name
+    trace = copy_sample("torch2.11_smallcnn_b1_trace.json.gz", tmp_path / "bundle")
+    assert parse_cache.cached_read(trace, read_kineto_trace, "torch_trace") == read_kineto_trace(trace)
+    assert parse_cache.cached_read(trace, read_kineto_trace, "torch_trace") == read_kineto_trace(trace)
+
+
+def test_a_changed_file_is_parsed_again(tmp_path: Path, user_cache: Path) -> None:
+    log = copy_sample("torch2.11_conv3x3_cudnn_api.log.gz", tmp_path / "bundle")
+    first = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
+    shutil.copy(SAMPLES / "ort1.31_zfnet512_cudnn_api.log.gz", log)  # same name, other content
+    second = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
+    assert second == read_cudnn_log(log) != first
+    assert len(list((tmp_path / "bundle" / parse_cache.CACHE_DIR).iterdir())) == 2
+
+
+def test_an_unwritable_bundle_uses_the_user_cache(tmp_path: Path, user_cache: Path) -> None:
+    log = copy_sample("torch2.11_conv3x3_cudnn_api.log.gz", tmp_path / "bundle")
+    (tmp_path / "bundle" / parse_cache.CACHE_DIR).write_text("not a directory")  # mkdir there fails
+    said: list[str] = []
+    parsed = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=said.append)
+    assert [p.name.split("-")[0] for p in user_cache.iterdir()] == ["cudnn_log"]
+    assert parse_cache.cached_read(log, read_cudnn_log, "cudnn_log") == parsed
+    assert said == []  # a small file parses in well under a second: no progress line
+
+
+class Boom:
+    def __reduce__(self) -> tuple:
+        return (shutil.rmtree, ("/nonexistent-benanza-test",))
+
+
+def test_a_foreign_pickle_is_refused_and_the_log_parsed(tmp_path: Path, user_cache: Path) -> None:
+    log = copy_sample("torch2.11_conv3x3_cudnn_api.log.gz", tmp_path / "bundle")
+    parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
+    (stored,) = (tmp_path / "bundle" / parse_cache.CACHE_DIR).iterdir()
+    stored.write_bytes(parse_cache.FORMAT + zlib.compress(pickle.dumps(Boom())))
+    with pytest.raises(pickle.UnpicklingError, match="not a profile record class"):
+        parse_cache._load(stored)
+    assert parse_cache.cached_read(log, read_cudnn_log, "cudnn_log") == read_cudnn_log(log)
+    assert parse_cache._load(stored) == read_cudnn_log(log)  # rewritten with the real records
+
+
+def test_large_parts_say_that_they_are_parsed(tmp_path: Path, user_cache: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    log = copy_sample("ort1.31_zfnet512_cudnn_api.log.gz", tmp_path / "bundle")
+    monkeypatch.setattr(parse_cache, "SLOW_BYTES", 1)
+    said: list[str] = []
+    parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=said.append)
+    assert len(said) == 2 and said[0].startswith(f"parsing {log}") and said[1].startswith("parsed ")
+    said.clear()
+    parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=said.append)
+    assert said == []  # read from the cache: nothing to wait for
+
+
+def test_unpacking_the_shipped_database_says_so_once(user_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benanza.paths import shipped_db
+
+    db = shipped_db()
+    assert db.is_relative_to(user_cache.parent) and "unpacking" in capsys.readouterr().err
+    assert shipped_db() == db and capsys.readouterr().err == ""
