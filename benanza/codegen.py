@@ -5,7 +5,7 @@ Layout of the generated directory::
     CMakeLists.txt      hand-written (templates/CMakeLists.txt), includes benchmarks.cmake
     benchmarks.cmake    generated: the executables and where to look for cuDNN/cuBLAS
     csrc/benanza/       copy of the C++ harness
-    src/bench_<api>.cu  one source per API, rendered from library.APIS[api].template
+    src/bench_<api>.cu  one source per API, rendered from apis.REGISTRY[api].template
     manifest.json       what each executable's jobs are, and every benchmark they measure
 
 Templates get only plain dicts whose strings were checked to be hex keys or enum
@@ -28,9 +28,10 @@ from typing import Any
 import jinja2
 
 from benanza import paths
+from benanza.apis import NAMED_CONFIG_APIS, REGISTRY
 from benanza.errors import BenanzaError
-from benanza.library import ALGORITHM_TOLERANCE, APIS, PRECISIONS, Precision
-from benanza.plan import NAMED_CONFIG_APIS, Benchmark, Job, Plan
+from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Precision
+from benanza.plan import Benchmark, Job, Plan
 
 MANIFEST_SCHEMA = 1
 MANIFEST = "manifest.json"
@@ -136,7 +137,7 @@ def render_source(env: jinja2.Environment, jobs: list[Job], command: str) -> str
                "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}
     # api is a library.Api value (e.g. "cudnn_frontend::graph::conv_fprop"), never model text
     check_plain({k: v for k, v in context.items() if k != "api"})
-    return env.get_template(APIS[api].template).render(command=command, **context)
+    return env.get_template(REGISTRY[api].template).render(command=command, **context)
 
 
 def site_dirs() -> list[str]:
@@ -220,7 +221,7 @@ def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
             stale.unlink()
     _copy_harness(out, manifest)
     _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
-    host_only = sorted(exe for exe, jobs in executables.items() if APIS[jobs[0].api].host_only)
+    host_only = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].host_only)
     cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),
                                                            host_only=host_only, site_dirs=site_dirs())
     _write(out / "benchmarks.cmake", cmake, manifest)

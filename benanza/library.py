@@ -1,7 +1,9 @@
 """The vocabulary of benanza: one Enum per concept and tables to the C++ spellings.
 
-Nothing else in the package branches on a data type, an API or a fusion pattern:
-it looks the answer up here (after CUTLASS's ``cutlass_library/library.py``).
+Code looks a data type, an API or a fusion pattern up in tables rather than branching
+on it (after CUTLASS's ``cutlass_library/library.py``): the names and C++ spellings are
+here; what benanza knows about each API (executable, template, family, layout policy,
+job builder, log recogniser) is its ``benanza.apis`` definition.
 """
 
 from __future__ import annotations
@@ -17,6 +19,16 @@ class Precision(StrEnum):
     TF32 = "tf32"  # fp32 storage, TF32 Tensor Core math
     FP16 = "fp16"  # fp16 storage, fp32 accumulate, Tensor Core math
     BF16 = "bf16"  # bf16 storage, fp32 accumulate, Tensor Core math
+
+
+# Bytes per element of every element type (ONNX / numpy spelling): the one table the IR's
+# costs, the copy bound and the roofline's precision scaling read.
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1,
+    "bool": 1, "float8e4m3fn": 1, "float8e5m2": 1,
+}
 
 
 class Math(StrEnum):
@@ -40,19 +52,22 @@ class PrecisionSpec:
     math: Math
     tolerance: float  # max |out - ref| / max |ref| accepted by the output check
     tensor_core: bool
+    storage: str  # element type of the storage (a DTYPE_BYTES key): fp32 and tf32 share float32
 
 
 PRECISIONS: dict[Precision, PrecisionSpec] = {
     Precision.FP32: PrecisionSpec("float", "CUDNN_DATA_FLOAT", "CUDNN_DATA_FLOAT", "CUDNN_FMA_MATH",
-                                  "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F", Math.FMA, 1e-4, False),
+                                  "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F", Math.FMA, 1e-4, False,
+                                  storage="float32"),
     Precision.TF32: PrecisionSpec("float", "CUDNN_DATA_FLOAT", "CUDNN_DATA_FLOAT", "CUDNN_DEFAULT_MATH",
                                   "CUDNN_TENSOR_NCHW", "CUDA_R_32F", "CUBLAS_COMPUTE_32F_FAST_TF32",
-                                  Math.TF32, 1e-2, True),
+                                  Math.TF32, 1e-2, True, storage="float32"),
     Precision.FP16: PrecisionSpec("__half", "CUDNN_DATA_HALF", "CUDNN_DATA_FLOAT", "CUDNN_TENSOR_OP_MATH",
-                                  "CUDNN_TENSOR_NHWC", "CUDA_R_16F", "CUBLAS_COMPUTE_32F", Math.TENSOR_OP, 1e-2, True),
+                                  "CUDNN_TENSOR_NHWC", "CUDA_R_16F", "CUBLAS_COMPUTE_32F", Math.TENSOR_OP, 1e-2, True,
+                                  storage="float16"),
     Precision.BF16: PrecisionSpec("__nv_bfloat16", "CUDNN_DATA_BFLOAT16", "CUDNN_DATA_FLOAT",
                                   "CUDNN_TENSOR_OP_MATH", "CUDNN_TENSOR_NHWC", "CUDA_R_16BF", "CUBLAS_COMPUTE_32F",
-                                  Math.TENSOR_OP, 5e-2, True),
+                                  Math.TENSOR_OP, 5e-2, True, storage="bfloat16"),
 }
 
 
@@ -77,43 +92,6 @@ class Api(StrEnum):
     SGEMV = "cublasSgemv"
     COPY = "roofline"  # non-library layer: bounded by bytes moved at measured bandwidth
     CEILING = "ceiling"  # the system's measured peaks (device copy bandwidth, GEMM rate per precision)
-
-
-@dataclass(frozen=True)
-class ApiSpec:
-    template: str  # file under templates/ that renders this API's benchmark source
-    tensor_core: bool  # whether Tensor Core precisions make sense for it
-    library: str  # "cudnn", "cublas", "none"
-    # The source defines no kernels of its own (no __global__, no <<<: its references
-    # live in the harness's kernels.cu: conv, GEMM, activation), so the host compiler
-    # builds it: much faster than nvcc, above all for the cudnn-frontend sources.
-    host_only: bool = False
-    # The call reads a layer's weights (a conv filter, a GEMM's constant B), which its template
-    # rotates under --l2 cold-weights (L2.COLD_WEIGHTS); for the others that mode is their warm
-    # state.  BatchNormalization's scale, bias, mean and variance are a few KB: no weights.
-    weights: bool = False
-
-
-APIS: dict[Api, ApiSpec] = {
-    Api.CONV_FWD: ApiSpec("cudnn_conv_fwd.cu.j2", True, "cudnn", host_only=True, weights=True),
-    Api.CONV_BIAS_ACT: ApiSpec("cudnn_conv_bias_act.cu.j2", True, "cudnn", host_only=True, weights=True),
-    Api.GRAPH_CONV: ApiSpec("cudnn_graph_conv.cu.j2", True, "cudnn", host_only=True, weights=True),
-    Api.GRAPH_MATMUL: ApiSpec("cudnn_graph_matmul.cu.j2", True, "cudnn", host_only=True, weights=True),
-    Api.GRAPH_NORM: ApiSpec("cudnn_graph_norm.cu.j2", False, "cudnn", host_only=True),
-    Api.GRAPH_SDPA: ApiSpec("cudnn_graph_sdpa.cu.j2", True, "cudnn", host_only=True),
-    Api.BATCHNORM_INF: ApiSpec("cudnn_batchnorm.cu.j2", False, "cudnn"),
-    Api.ACTIVATION: ApiSpec("cudnn_activation.cu.j2", False, "cudnn", host_only=True),
-    Api.POOLING: ApiSpec("cudnn_pooling.cu.j2", False, "cudnn"),
-    Api.SOFTMAX: ApiSpec("cudnn_softmax.cu.j2", False, "cudnn"),
-    Api.LRN: ApiSpec("cudnn_lrn.cu.j2", False, "cudnn"),
-    Api.ADD_TENSOR: ApiSpec("cudnn_add_tensor.cu.j2", False, "cudnn"),
-    Api.OP_TENSOR: ApiSpec("cudnn_op_tensor.cu.j2", False, "cudnn"),
-    Api.GEMM_EX: ApiSpec("cublas_gemm_ex.cu.j2", True, "cublas", host_only=True, weights=True),
-    Api.LT_MATMUL: ApiSpec("cublaslt_matmul.cu.j2", True, "cublas", host_only=True, weights=True),
-    Api.SGEMV: ApiSpec("cublas_sgemv.cu.j2", False, "cublas", host_only=True, weights=True),
-    Api.COPY: ApiSpec("copy.cu.j2", False, "none", host_only=True),
-    Api.CEILING: ApiSpec("ceilings.cu.j2", True, "cublas", host_only=True),
-}
 
 
 # ONNX op -> library calls (DESIGN.md's table, kept as data).  Ops absent here are
@@ -257,13 +235,5 @@ class L2(StrEnum):
     COLD = "cold"  # L2 flushed before every repetition
     # What a framework leaves at small batches: activations warm (just written by the previous
     # layer), weights cold (each call reads a copy of its weights that the others evicted from
-    # L2), calls back to back.  Measured only for the APIs with weights (ApiSpec.weights).
+    # L2), calls back to back.  Measured only for the APIs with weights (ApiDef.weights, benanza.apis).
     COLD_WEIGHTS = "cold-weights"
-
-
-def has_weights(api: str) -> bool:
-    """Whether a call of ``api`` (an ``Api`` value, as rows and logs spell it) reads a layer's weights."""
-    try:
-        return APIS[Api(api)].weights
-    except ValueError:  # not an API benanza benchmarks
-        return False

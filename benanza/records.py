@@ -1,4 +1,5 @@
-"""One run record, many writers (after google/benchmark's ``BenchmarkReporter::Run``).
+"""The records every stage may import: one run record, many writers (after google/benchmark's
+``BenchmarkReporter::Run``), and what a profile says a framework executed.
 
 The C++ harness prints one JSON line per measured benchmark with exactly these
 fields; the runner parses them into ``Result`` and the database stores them.
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from benanza import SCHEMA_VERSION
-from benanza.library import L2, Status
+from benanza.library import L2, Fusion, Status
 
 _OK = Status.OK.value  # Result.ok runs for every row the analyzer reads: no enum lookup each time
 
@@ -68,6 +71,77 @@ class Result:
         if extra:
             known["notes"] = {**known.get("notes", {}), **extra}
         return cls(**known)
+
+
+# ------------------------------------------------------------- profile records
+# What the profile readers and the mapping produce and the planner and analyzer read.
+
+
+@dataclass(frozen=True)
+class ExecutedCall:
+    """The library call a framework made for one layer, as the cuDNN/cuBLAS logs show it.
+
+    ``algorithm`` is spelled like the benchmarks spell it (legacy enum name, cuBLAS algo
+    id, or the graph API's ``engine_config_name``). ``key`` is the layer key or, when the
+    framework ran a fused call, the fusion key under which the fused benchmark is stored.
+    """
+
+    api: str
+    algorithm: str
+    precision: str  # a Precision value: the math actually used (TF32 for fp32 data on Hopper)
+    fusion: str = Fusion.NONE.value
+    key: str | None = None  # None: the layer's own key
+
+
+@dataclass(frozen=True)
+class KernelSpan:
+    """One GPU kernel or copy of a measured run (times relative to the run's start)."""
+
+    name: str
+    start_us: float
+    dur_us: float
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """What the profile knows about one model layer; None where it does not know."""
+
+    gpu_ms: float | None = None  # union of the layer's kernel intervals in one run
+    kernel_count: int | None = None
+    executed: ExecutedCall | None = None
+    fused_into: int | None = None  # ran inside this other layer's (fused) call
+    kernels: tuple[KernelSpan, ...] = ()
+    # Calls the framework made for this layer after ``executed`` (ONNX Runtime adds a
+    # conv's bias with a cudnnAddTensor of its own): as-executed counts them too.
+    extra: tuple[ExecutedCall, ...] = ()
+
+
+class OverheadKind(StrEnum):
+    """GPU work of a run that belongs to no model layer."""
+
+    KERNEL = "kernel"  # framework-only kernel (e.g. a cast or a fill)
+    COPY = "copy"  # memcpy / memset
+    EXTRA_LAYER = "extra layer"  # a layer the model does not need (inserted transpose, padding)
+
+
+@dataclass(frozen=True)
+class UnmappedWork:
+    name: str
+    ms: float
+    kind: OverheadKind = OverheadKind.KERNEL
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A measured framework run, already mapped onto the model's layer indices."""
+
+    layers: Mapping[int, LayerProfile] = field(default_factory=dict)
+    e2e_ms: float | None = None  # end-to-end latency, median over runs
+    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run (kernels only)
+    copy_ms: float | None = None  # union of the run's memcpy/memset intervals (not in gpu_busy_ms)
+    kernel_count: int | None = None
+    unmapped: tuple[UnmappedWork, ...] = ()
+    framework: str = ""
 
 
 # ---------------------------------------------------------------- checking a harness line

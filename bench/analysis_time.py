@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benanza.cli.analyze import bundle_model
 from benanza.paths import perfdb_dir, shipped_db
+from benanza.pipeline import bundle_model
 from benanza.profile.bundle import read_bundle
 from benanza.profile.parse_cache import CACHE_DIR
 

@@ -18,8 +18,8 @@ import argparse
 import time
 from pathlib import Path
 
-from benanza.cli.analyze import analyze_model, bundle_model
 from benanza.library import Precision
+from benanza.pipeline import analyze_model, bundle_model
 from benanza.profile.bundle import read_bundle
 
 COLUMNS = ("bundle", "framework", "batch", "dtype", "end-to-end (ms)", "GPU busy (ms)", "memcpy/memset (ms)",

@@ -29,8 +29,8 @@ import onnx
 
 from benanza import cluster, runner, system
 from benanza import db as perfdb
-from benanza.cli.run import generate_project
 from benanza.errors import BenanzaError
+from benanza.pipeline import generate_project
 
 ZOO_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 NOISE = (0.05, 0.10)  # relative median differences counted in the table

@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 
 from benanza.analyze import Report
-from benanza.cli.analyze import analyze_model, bundle_model
 from benanza.library import Precision
+from benanza.pipeline import analyze_model, bundle_model
 from benanza.profile.bundle import read_bundle
 
 COLUMNS = ("model", "batch", "change", "predicted (ms)", "as-executed LBL before → after (ms)",

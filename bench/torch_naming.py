@@ -17,7 +17,7 @@ import torch
 from benanza.model.onnx_import import load_model
 from benanza.profile.capture import NODE_RANGE, RUN_RANGE, _node_ranges, materialize
 from benanza.profile.kineto import read_kineto_trace
-from benanza.profile.mapping import torch_range_layers
+from benanza.profile.node_layers import torch_range_layers
 from benanza.profile.onnx_torch import convert_named
 
 for src in sys.argv[1:]:

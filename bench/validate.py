@@ -364,10 +364,10 @@ def cmd_measure(args) -> None:
 
 # ---------------------------------------------------------------- report (asks benanza for the bound)
 def cmd_report(args) -> None:
-    from benanza.cli.analyze import analyze_model
     from benanza.errors import BenanzaError
     from benanza.library import Precision
     from benanza.paths import shipped_db
+    from benanza.pipeline import analyze_model
 
     data = json.loads(Path(args.cells).read_text())
     db = Path(args.db) if args.db else shipped_db()

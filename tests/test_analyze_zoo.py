@@ -15,7 +15,8 @@ from conftest import LIGHT
 
 from benanza.analyze import Ceilings, ExecutedCall, Inputs, LayerProfile, Policy, Profile, analyze
 from benanza.analyze.roofline import bound_ms
-from benanza.library import APIS, Api, Fusion, Precision
+from benanza.apis import REGISTRY
+from benanza.library import Api, Fusion, Precision
 from benanza.model.layer import Model
 from benanza.records import Result
 
@@ -39,14 +40,14 @@ def synthetic_measurements(model: Model) -> dict[str, list[Result]]:
         for api in layer.apis:
             if api is Api.COPY:
                 continue
-            precisions = [Precision.FP32] + ([Precision.TF32] if APIS[api].tensor_core else [])
+            precisions = [Precision.FP32] + ([Precision.TF32] if REGISTRY[api].tensor_core else [])
             for p in precisions:
                 for algo, factor, rank in (("first", 1.5, 0), ("second", 1.2, 1)):
                     rows.append(Result(layer.key, api.value, f"{api.name}_{algo}", p.value, "n/a", "none", "ok",
                                        median_ms=_ms(layer, p, factor), heuristic_rank=rank))
         out[layer.key] = rows
     best = {layer.index: min((r.median_ms for r in out[layer.key] if r.dtype == "tf32" or
-                              not APIS[Api(r.api)].tensor_core), default=None) for layer in model.layers}
+                              not REGISTRY[Api(r.api)].tensor_core), default=None) for layer in model.layers}
     for cand in model.fusions:
         members = [best[i] for i in cand.layers]
         if None in members:

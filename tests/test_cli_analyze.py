@@ -15,8 +15,8 @@ from conftest import LIGHT
 
 from benanza import system
 from benanza.cli import main
-from benanza.cli.analyze import analyze_model
 from benanza.paths import shipped_db
+from benanza.pipeline import analyze_model
 from benanza.profile.bundle import write_meta
 
 RESNET = LIGHT / "light_resnet50.onnx"
@@ -117,7 +117,7 @@ def test_a_gpu_quickstart_starts_from_the_shipped_database_only_on_its_own_syste
     """On the system the shipped database was measured on, a GPU quickstart copies it and
     measures only what it lacks; on any other (another GPU, another cuDNN) it measures all."""
     from benanza import db as perfdb
-    from benanza.cli.quickstart import seed_database
+    from benanza.pipeline import seed_database
 
     (row,) = perfdb.systems(perfdb.open_db(shipped_db()))
     here = {f: row[f] for f in perfdb.SYSTEM_ID_FIELDS}

@@ -11,8 +11,8 @@ from conftest import LIGHT
 
 from benanza import system
 from benanza.cli import main
-from benanza.cli.analyze import analyze_model
 from benanza.paths import perfdb_dir, shipped_db
+from benanza.pipeline import analyze_model
 from benanza.report.fmt import cell
 
 

@@ -23,25 +23,24 @@ import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
 from benanza import codegen
-from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
-from benanza.model.graph import build_graph, find_fusions
-from benanza.model.layer import Layer, Model, Tensor
-from benanza.model.onnx_import import load_model
-from benanza.plan import (
+from benanza.apis.base import Unsupported
+from benanza.apis.copy import COPY_ALGORITHM
+from benanza.apis.cudnn_ops import (
     ADD_TENSOR_ALGORITHM,
     BATCHNORM_ALGORITHM,
-    COPY_ALGORITHM,
     LRN_ALGORITHM,
     LRN_LIMITS,
     OP_TENSOR_OPS,
     POOLING_MODES,
     SOFTMAX_ALGORITHM,
-    Plan,
-    Unsupported,
     broadcast4,
     dims4,
-    plan,
 )
+from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
+from benanza.model.graph import build_graph, find_fusions
+from benanza.model.layer import Layer, Model, Tensor
+from benanza.model.onnx_import import load_model
+from benanza.plan import Plan, plan
 from benanza.records import Result
 
 ZOO_MODELS = sorted(LIGHT.glob("light_*.onnx"))
@@ -295,7 +294,8 @@ def test_elementwise(ops_plan: Plan) -> None:
 
 
 def test_non_float_and_fusions_are_refused() -> None:
-    from benanza.plan import activation_job, copy_job
+    from benanza.apis.copy import copy_job
+    from benanza.apis.cudnn_ops import activation_job
 
     shape_calc = Layer("shape", "Concat", [t("a", (2,), dtype="int64"), t("b", (2,), dtype="int64")],
                        [t("c", (4,), dtype="int64")], {"axis": 0})

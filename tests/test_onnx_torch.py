@@ -18,7 +18,7 @@ pytest.importorskip("onnx2torch")
 ort = pytest.importorskip("onnxruntime")
 
 from benanza.cli.models import ZOO  # noqa: E402
-from benanza.profile.capture import materialize  # noqa: E402
+from benanza.profile.materialize import materialize  # noqa: E402
 from benanza.profile.onnx_torch import convert  # noqa: E402
 
 

@@ -13,16 +13,18 @@ from click.testing import CliRunner
 from conftest import LIGHT
 
 from benanza import codegen
-from benanza.analyze.inputs import ExecutedCall
+from benanza.apis import NAMED_CONFIG_APIS
+from benanza.apis.engine_config import engine_config_name
+from benanza.apis.graph import with_named_configs
 from benanza.cli.main import main
 from benanza.library import Api, Precision
 from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
-from benanza.plan import ALREADY_MEASURED, NAMED_CONFIG_APIS, UNNAMED, plan_executed, with_named_configs
+from benanza.plan import ALREADY_MEASURED, UNNAMED, plan_executed
 from benanza.profile.bundle import read_bundle
-from benanza.profile.cudnn_log import engine_config_name
 from benanza.profile.mapping import executed_calls
+from benanza.records import ExecutedCall
 
 BUNDLES = perfdb_dir() / "bundles"
 

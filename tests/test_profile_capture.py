@@ -21,16 +21,8 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Framework, read_bundle
-from benanza.profile.capture import (
-    LOG_ENV,
-    AlgoSearch,
-    capture,
-    child_command,
-    materialize,
-    run_child,
-    strip_weights,
-    to_fp16,
-)
+from benanza.profile.capture import LOG_ENV, AlgoSearch, capture, child_command, run_child
+from benanza.profile.materialize import materialize, strip_weights, to_fp16
 
 GPU = bool(system.device_info().get("usable"))
 

@@ -9,15 +9,14 @@ from pathlib import Path
 import onnx
 import pytest
 
+from benanza.apis.engine_config import engine_config_name, parse_engine_config_name
 from benanza.errors import BenanzaError
 from benanza.library import Api
 from benanza.profile.cudnn_log import (
-    RecordReader,
     cudnn_version_string,
-    engine_config_name,
-    parse_engine_config_name,
     read_cudnn_log,
 )
+from benanza.profile.cudnn_records import RecordReader
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 TORCH_LOG = SAMPLES / "torch2.11_conv3x3_cudnn_api.log.gz"

@@ -27,19 +27,13 @@ from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
 from benanza.profile import read_cublas_log, read_cudnn_log, read_kineto_trace, read_ort_profile
 from benanza.profile.bundle import read_bundle, write_meta
+from benanza.profile.executed import assign_calls
+from benanza.profile.kernel_runs import ORT_KERNELS, _events_by_run, _ort_offset
 from benanza.profile.kineto import Annotation, GpuEvent, busy_time
-from benanza.profile.mapping import (
-    ORT_KERNELS,
-    _events_by_run,
-    _ort_offset,
-    assign_calls,
-    layer_signature,
-    map_bundle,
-    map_bundle_report,
-    ort_node_layers,
-    top_level_ops,
-)
+from benanza.profile.mapping import map_bundle, map_bundle_report
+from benanza.profile.node_layers import ort_node_layers, top_level_ops
 from benanza.profile.ort_profile import NodeEvent, OrtRun
+from benanza.profile.signatures import layer_signature
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 ZFNET_CUDNN = SAMPLES / "ort1.31_zfnet512_cudnn_api.log.gz"

@@ -16,13 +16,13 @@ from conftest import LIGHT
 
 from benanza import db as perfdb
 from benanza.analyze import OverheadKind, Report
-from benanza.cli.analyze import analyze_model, model_stem
-from benanza.cli.quickstart import shipped_bundle
+from benanza.apis import NAMED_CONFIG_APIS
 from benanza.library import NO_COPY_OPS, Api
 from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir, shipped_db
-from benanza.plan import NAMED_CONFIG_APIS, plan_executed
+from benanza.pipeline import analyze_model, model_stem, shipped_bundle
+from benanza.plan import plan_executed
 from benanza.profile.bundle import read_bundle
 from benanza.profile.mapping import Mapping, executed_calls, map_bundle_report
 

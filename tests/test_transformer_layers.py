@@ -21,11 +21,12 @@ from onnx import TensorProto, helper
 from tiny_transformers import bert_block, gpt2_block, rmsnorm_block, sdpa_block
 
 from benanza import codegen
+from benanza.apis.cudnn_ops import SOFTMAX_MODES
 from benanza.library import Api, Fusion, Precision
 from benanza.model.attention import describe
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
-from benanza.plan import SOFTMAX_MODES, Plan, plan
+from benanza.plan import Plan, plan
 from benanza.records import Result
 
 

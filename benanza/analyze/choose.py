@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
-from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision, has_weights
+from benanza.apis import has_weights
+from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer
 from benanza.records import Result
 

@@ -8,63 +8,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
-from benanza.library import PRECISIONS, Api, Fusion, Precision
+from benanza.apis import REGISTRY, api_family
+from benanza.apis.base import ApiFamily
+from benanza.library import DTYPE_BYTES, PRECISIONS, Api, Precision
 from benanza.model.layer import Model
-from benanza.records import Result
+from benanza.records import (  # noqa: F401  (the profile records, imported from here before they moved)
+    ExecutedCall,
+    KernelSpan,
+    LayerProfile,
+    OverheadKind,
+    Profile,
+    Result,
+    UnmappedWork,
+)
 
-
-class ApiFamily(StrEnum):
-    """Which kind of library entry point a benchmark used (the ``--api`` constraint)."""
-
-    LEGACY = "legacy"  # cuDNN legacy calls and cuBLAS / cuBLASLt
-    GRAPH = "graph"  # the cuDNN graph (backend) API through cudnn-frontend
-    NONE = "none"  # non-library layers: bounded by bytes moved at measured bandwidth
-
-
-API_FAMILY: dict[Api, ApiFamily] = {
-    Api.CONV_FWD: ApiFamily.LEGACY,
-    Api.CONV_BIAS_ACT: ApiFamily.LEGACY,
-    Api.GRAPH_CONV: ApiFamily.GRAPH,
-    Api.GRAPH_MATMUL: ApiFamily.GRAPH,
-    Api.GRAPH_NORM: ApiFamily.GRAPH,
-    Api.GRAPH_SDPA: ApiFamily.GRAPH,
-    Api.BATCHNORM_INF: ApiFamily.LEGACY,
-    Api.ACTIVATION: ApiFamily.LEGACY,
-    Api.POOLING: ApiFamily.LEGACY,
-    Api.SOFTMAX: ApiFamily.LEGACY,
-    Api.LRN: ApiFamily.LEGACY,
-    Api.ADD_TENSOR: ApiFamily.LEGACY,
-    Api.OP_TENSOR: ApiFamily.LEGACY,
-    Api.GEMM_EX: ApiFamily.LEGACY,
-    Api.LT_MATMUL: ApiFamily.LEGACY,
-    Api.SGEMV: ApiFamily.LEGACY,
-    Api.COPY: ApiFamily.NONE,
-    Api.CEILING: ApiFamily.NONE,
-}
+# Which kind of library entry point each API is (ApiDef.family).
+API_FAMILY: dict[Api, ApiFamily] = {api: d.family for api, d in REGISTRY.items()}
 
 # Bytes per element of each precision's storage type (fp32 and tf32 share fp32 storage).
-PRECISION_BYTES: dict[Precision, int] = {
-    Precision.FP32: 4,
-    Precision.TF32: 4,
-    Precision.FP16: 2,
-    Precision.BF16: 2,
-}
+PRECISION_BYTES: dict[Precision, int] = {p: DTYPE_BYTES[spec.storage] for p, spec in PRECISIONS.items()}
 
 TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if spec.tensor_core)
 NON_TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if not spec.tensor_core)
-
-
-@cache  # per row of every layer: the Api lookup once per name
-def api_family(api: str) -> ApiFamily | None:
-    """Family of an ``Api`` value as stored in a Result; None for a name the table does not know."""
-    try:
-        return API_FAMILY[Api(api)]
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -136,73 +104,6 @@ class Ceilings:
         if self.cache_bytes and self.cache_bandwidth_gbs and moved <= self.cache_bytes:
             per_ms = max(per_ms, self.cache_bandwidth_gbs * 1e6)
         return moved / per_ms
-
-
-@dataclass(frozen=True)
-class ExecutedCall:
-    """The library call a framework made for one layer, as the cuDNN/cuBLAS logs show it.
-
-    ``algorithm`` is spelled like the benchmarks spell it (legacy enum name, cuBLAS algo
-    id, or the graph API's ``engine_config_name``). ``key`` is the layer key or, when the
-    framework ran a fused call, the fusion key under which the fused benchmark is stored.
-    """
-
-    api: str
-    algorithm: str
-    precision: str  # a Precision value: the math actually used (TF32 for fp32 data on Hopper)
-    fusion: str = Fusion.NONE.value
-    key: str | None = None  # None: the layer's own key
-
-
-@dataclass(frozen=True)
-class KernelSpan:
-    """One GPU kernel or copy of a measured run (times relative to the run's start)."""
-
-    name: str
-    start_us: float
-    dur_us: float
-
-
-@dataclass(frozen=True)
-class LayerProfile:
-    """What the profile knows about one model layer; None where it does not know."""
-
-    gpu_ms: float | None = None  # union of the layer's kernel intervals in one run
-    kernel_count: int | None = None
-    executed: ExecutedCall | None = None
-    fused_into: int | None = None  # ran inside this other layer's (fused) call
-    kernels: tuple[KernelSpan, ...] = ()
-    # Calls the framework made for this layer after ``executed`` (ONNX Runtime adds a
-    # conv's bias with a cudnnAddTensor of its own): as-executed counts them too.
-    extra: tuple[ExecutedCall, ...] = ()
-
-
-class OverheadKind(StrEnum):
-    """GPU work of a run that belongs to no model layer."""
-
-    KERNEL = "kernel"  # framework-only kernel (e.g. a cast or a fill)
-    COPY = "copy"  # memcpy / memset
-    EXTRA_LAYER = "extra layer"  # a layer the model does not need (inserted transpose, padding)
-
-
-@dataclass(frozen=True)
-class UnmappedWork:
-    name: str
-    ms: float
-    kind: OverheadKind = OverheadKind.KERNEL
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A measured framework run, already mapped onto the model's layer indices."""
-
-    layers: Mapping[int, LayerProfile] = field(default_factory=dict)
-    e2e_ms: float | None = None  # end-to-end latency, median over runs
-    gpu_busy_ms: float | None = None  # union of all kernel intervals of one run (kernels only)
-    copy_ms: float | None = None  # union of the run's memcpy/memset intervals (not in gpu_busy_ms)
-    kernel_count: int | None = None
-    unmapped: tuple[UnmappedWork, ...] = ()
-    framework: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,20 +26,6 @@ GEMM_CEILINGS: dict[str, Precision] = {f"gemm_{p.value}": p for p in Precision}
 COPY_CEILING = "copy_d2d"
 
 
-def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
-    """The system to analyze against: ``wanted`` (id, id prefix or GPU name) or the only one."""
-    rows = perfdb.systems(db)
-    if wanted:
-        rows = [s for s in rows if s["id"].startswith(wanted) or wanted.lower() in str(s.get("gpu", "")).lower()]
-    if not rows:
-        known = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in perfdb.systems(db)) or "none"
-        raise BenanzaError(f"{where}: no system matching '{wanted or '*'}' in the database (it holds: {known})")
-    if len(rows) > 1:
-        names = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in rows)
-        raise BenanzaError(f"{where}: several systems match, choose one with --system: {names}")
-    return rows[0]
-
-
 # What a profile must share with the database system: (meta.json system field, systems column).
 SAME_SYSTEM_FIELDS = (("gpu", "gpu"), ("cudnn_version", "cudnn_version"), ("cublas_version", "cublas_version"))
 

@@ -2,76 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from benanza import db as perfdb
-from benanza import guards, runner, system
-from benanza.analyze import Constraints, analyze
-from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import check_same_system, inputs_from_db, pick_system, run_precisions
+from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import database, parse_precisions
-from benanza.cli.progress import build, working
-from benanza.cli.run import cluster_options, generate_project, run_on_cluster, summary_table
+from benanza.cli.progress import build, generate, working
+from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
-from benanza.guards import model_stem
-from benanza.library import Precision
-from benanza.model.onnx_import import load_model
+from benanza.pipeline import FAMILIES, analyze_model
 from benanza.plain_text import plain
-from benanza.profile.bundle import Bundle, bundle_seq_len, read_bundle
-from benanza.profile.mapping import map_bundle_report
 from benanza.report import print_report, write_csv, write_html, write_json, write_trace
-
-FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
-
-
-def bundle_model(models: Path, bundle: Bundle) -> Path:
-    """Where the model a bundle was recorded with lies in the directory ``models`` (zoo names)."""
-    return models / f"{model_stem(bundle.meta.model)}.onnx"
-
-
-def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
-                  batch: int | None = None, precisions: Iterable[Precision] | None = None,
-                  apis: str = "both", db_label: str | None = None):
-    """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
-
-    Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
-    framework run was allowed: ORT use_tf32=0 or PyTorch strict fp32 {fp32}; TF32 on {fp32, tf32};
-    fp16 {fp16}. The summary's ``LBL_seq (ms)`` / ``LBL_par (ms)`` are the headline bound.
-
-    Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
-    than half of the layers, and a database without rows for this batch and precision.
-    """
-    bundle = read_bundle(bundle_path) if bundle_path else None
-    if bundle is not None:
-        guards.check_bundle_model(bundle, model_path)
-        if batch is not None and batch != bundle.meta.batch:
-            raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
-        batch = bundle.meta.batch
-    model = load_model(model_path, batch, bundle_seq_len(bundle) if bundle is not None else None)
-    mapping = map_bundle_report(model, bundle) if bundle is not None else None
-    if not db_path.exists():
-        raise BenanzaError(f"{db_path}: no such performance database")
-    db = perfdb.open_db(db_path, readonly=True)
-    sys_row = pick_system(db, system_name, str(db_path))
-    if bundle is not None and mapping is not None:
-        check_same_system(bundle, sys_row)  # another GPU or library first: the mapping is then moot
-        guards.check_mapping(bundle, model, model_path, len(mapping.unmapped_layers))
-    constraints = Constraints(families=frozenset(FAMILIES[apis]))
-    if not precisions and bundle is not None:  # the precisions the run's recorded settings allowed
-        precisions, _ = run_precisions(bundle.meta.framework, bundle.meta.dtype, bundle.meta.extra)
-    if precisions:
-        constraints = constraints.with_precisions(frozenset(precisions))
-    guards.check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions)
-    inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
-    report = analyze(inputs)
-    shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
-              + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in model.layers]
-    return replace(report, model={**report.model, "layer shapes": shapes}), mapping
 
 
 @main.command("analyze")
@@ -147,7 +91,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
-    project = generate_project(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch)
+    project = generate(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch)
     build(project, jobs=build_jobs)
     console.print(plain(f"built {project}"), highlight=False)
     if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db

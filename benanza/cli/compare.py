@@ -9,12 +9,12 @@ from rich.table import Table
 from rich.text import Text
 
 from benanza import bundles as bundle_store
-from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import database
 from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
+from benanza.pipeline import analyze_model
 from benanza.plain_text import plain
 from benanza.profile.bundle import read_bundle
 from benanza.report import compare_report

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +10,14 @@ import click
 from rich.table import Table
 
 from benanza import codegen
-from benanza.analyze.inputs import ExecutedCall
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import database as readable
 from benanza.cli.options import parse_precisions
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
-from benanza.model.layer import Model
+from benanza.pipeline import load, profile_calls, skip_predicate
 from benanza.plain_text import labelled, plain
-from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Benchmark, Plan, plan, plan_executed
+from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {
@@ -53,60 +50,6 @@ def parse_apis(text: str | None) -> list[Api] | None:
     return [API_NAMES[a] for a in dict.fromkeys(_csv(text))]
 
 
-def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
-    """Every model of ``path`` at every batch; one error line per file that failed."""
-    from benanza.model.onnx_import import load_models
-
-    models: list[Model] = []
-    errors: list[str] = []
-    for batch in batches:
-        loaded, errs = load_models(path, batch=batch)
-        models += loaded
-        errors += errs
-    return models, errors
-
-
-def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
-    """The database's "already measured" predicate for one system (None: skip nothing)."""
-    if db_path is None:
-        return None
-    try:
-        from benanza import db as perfdb
-    except ImportError as exc:
-        raise BenanzaError(f"{db_path}: --db needs benanza.db, which is not available ({exc})") from None
-    if not db_path.is_file():
-        raise BenanzaError(f"{db_path}: no such database")
-    database = perfdb.open_db(readable(db_path), readonly=True)
-    ids = [s["id"] for s in perfdb.systems(database)]
-    if system is None:
-        if not ids:
-            return None
-        if len(ids) > 1:
-            raise BenanzaError(f"{db_path}: holds {len(ids)} systems; pick one with --system ({', '.join(ids)})")
-        system = ids[0]
-    elif system not in ids:
-        raise BenanzaError(f"{db_path}: no system {system!r} (known: {', '.join(ids) or 'none'})")
-    return perfdb.measured(database, system)
-
-
-def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
-    """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
-    from benanza.bundles import find_model
-    from benanza.guards import check_bundle_model
-    from benanza.model.onnx_import import load_model
-    from benanza.profile.bundle import read_bundle
-    from benanza.profile.mapping import executed_calls
-
-    calls: list[tuple[Model, str, ExecutedCall]] = []
-    for path in bundles:
-        bundle = read_bundle(path)
-        onnx = find_model(bundle, model)
-        check_bundle_model(bundle, onnx)
-        loaded = load_model(onnx, bundle.meta.batch)
-        calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
-    return calls
-
-
 def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
     """Tables for the terminal: jobs per executable, and dropped candidates by reason."""
     jobs = Table("executable", "api", "jobs", "benchmarks", title=plain(f"benchmarks in {out}"))
@@ -131,7 +74,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
               help="Comma-separated APIs to generate (e.g. conv_fwd,conv_bias_act); default all.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database: skip benchmarks it already holds for the system.")
-@click.option("--system", default=None, help="System id in --db (default: its only system).")
+@click.option("--system", default=None, help="System id (prefix) or GPU name in --db (default: its only system).")
 @click.option("--from-profile", "bundles", multiple=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Benchmark exactly the library calls logged in this profile bundle (the engine configs the "

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from benanza import runner
 from benanza.cli.main import err_console
@@ -28,6 +29,15 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None)
                                    "cuDNN/cuBLAS headers and libraries with: pip install -r requirements-cuda.txt "
                                    "(or set CUDNN_INCLUDE_DIR/CUDNN_LIBRARY_DIR)") from None
             raise
+
+
+def generate(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
+             **options: Any) -> Path | None:
+    """``pipeline.generate_project`` under a progress line."""
+    from benanza import pipeline  # the planner and onnx load on the first generate, not at every command
+
+    with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
+        return pipeline.generate_project(models, out, dtypes, batch, **options)
 
 
 @contextmanager

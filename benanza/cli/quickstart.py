@@ -12,13 +12,13 @@ from rich.text import Text
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.analyze.tables import Report
-from benanza.cli.analyze import analyze_model
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import parse_precisions
-from benanza.cli.progress import build, working
-from benanza.cli.run import cluster_options, generate_project, run_on_cluster, summary_table
+from benanza.cli.progress import build, generate, working
+from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import shipped_db
+from benanza.pipeline import analyze_model, seed_database, shipped_bundle
 from benanza.plain_text import plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
@@ -28,12 +28,6 @@ from benanza.report.headline import figures, top_gaps
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)
-
-
-def shipped_bundle(model: Path) -> Path | None:
-    """A profile bundle shipped for this model at batch 1 (perfdb/bundles/<stem>_b1_*), if any."""
-    found = sorted((perfdb_dir() / "bundles").glob(f"{model.stem}_b1_*"))
-    return found[0] if found else None
 
 
 def record_bundle(model: Path, bundles: Path) -> Path | None:
@@ -53,21 +47,6 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
             shutil.rmtree(bundle, ignore_errors=True)  # a failed capture leaves no half bundle behind
             err_console.print(plain(f"{model.name}: no {framework.value} profile: {exc}"), highlight=False)
     return None
-
-
-def seed_database(db_path: Path, here: dict) -> bool:
-    """Start a new database as a copy of the shipped one when that was measured on this very
-    system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
-    so the GPU run measures only what it lacks instead of hours of benchmarks again."""
-    if db_path.exists():
-        return False
-    shipped = shipped_db()
-    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped, readonly=True))}:
-        return False
-    partial = db_path.with_suffix(".partial")
-    shutil.copyfile(shipped, partial)
-    partial.replace(db_path)
-    return True
 
 
 @main.command("quickstart")
@@ -94,7 +73,7 @@ def quickstart(models_dir: Path, out: Path, dtypes: str, cluster: str | None, sc
     gpu = bool(system.fingerprint().get("usable"))
     if cluster or scheduler_file:
         db_path = out / "perf.db"
-        project = generate_project(models, out / "project", precisions, None)
+        project = generate(models, out / "project", precisions, None)
         if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=300.0, shard_jobs=shard_jobs):
             raise SystemExit(1)
     elif gpu:
@@ -105,7 +84,7 @@ def quickstart(models_dir: Path, out: Path, dtypes: str, cluster: str | None, sc
                                     f"(GPU, driver, CUDA, cuDNN, cuBLAS): its jobs are not measured again"),
                               highlight=False)
         db = perfdb.open_db(db_path)
-        project = generate_project(models, out / "project", precisions, None,
+        project = generate(models, out / "project", precisions, None,
                                    skip=perfdb.measured(db, perfdb.system_id(here)))
         if project is None:
             console.print(plain(f"{db_path}: holds every benchmark of these models already"), highlight=False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import parse_precisions
-from benanza.cli.progress import build, working
+from benanza.cli.progress import build, generate
 from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
@@ -49,27 +47,6 @@ def classify(inputs: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
         else:
             raise BenanzaError(f"{path}: neither a generated project directory nor an .onnx model")
     return projects, models
-
-
-def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
-                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
-    """Plan and generate one benchmark project for all ``models`` (the runner skips what is
-    measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
-    and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
-    from benanza import codegen
-    from benanza import plan as planner
-    from benanza.model.onnx_import import load_model
-
-    with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
-        loaded = [load_model(m, batch) for m in models]
-        command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-        p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
-        if not p.jobs and skip is None:
-            raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
-        if not p.jobs:
-            return None
-        codegen.generate(p, out, command)
-    return out
 
 
 def summary_table(summary: runner.RunSummary, title: str) -> Table:
@@ -197,7 +174,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
     if cluster or scheduler_file:
         if models:
-            projects.append(generate_project(models, project_dir, precisions, batch, apis=apis))
+            projects.append(generate(models, project_dir, precisions, batch, apis=apis))
         if not run_on_cluster(projects, db_path, cluster, scheduler_file, build_dir=build_dir,
                               build_jobs=build_jobs, timeout_s=timeout_s, force=force, l2=l2, max_reps=max_reps,
                               max_engines=max_engines, shard_jobs=shard_jobs):
@@ -207,7 +184,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate_project(models, project_dir, precisions, batch, apis=apis))
+        projects.append(generate(models, project_dir, precisions, batch, apis=apis))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:

@@ -35,14 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benanza.library import DTYPE_BYTES
 from benanza.model.layer import Tensor
-
-DTYPE_BYTES: dict[str, int] = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
-    "int64": 8, "int32": 4, "int16": 2, "int8": 1,
-    "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1,
-    "bool": 1, "float8e4m3fn": 1, "float8e5m2": 1,
-}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""ONNX at the edge: the only module that imports ``onnx``.
+"""ONNX at the edge: the only module of the model IR that imports ``onnx`` (the capture's
+``profile.materialize`` and ``profile.capture`` do too: they run models, never the IR).
 
 ``load_model`` turns one ``.onnx`` file into a ``Model`` of layers with concrete
 shapes: it folds constants (``fold``), runs ONNX shape inference once per round
@@ -17,6 +18,9 @@ batch and sequence dims symbolic and compute reshape targets from them
 value, then rounds of onnx shape inference (with data propagation) and constant
 folding resolve every chain; the exporter's own value_info is re-inferred.
 """
+
+# Over ~450 lines on purpose (issue 14 left it whole):
+# the loader is reworked in parallel (transformer models): split it once that lands.
 
 from __future__ import annotations
 

@@ -19,63 +19,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from benanza.errors import BenanzaError
+from benanza.apis import REGISTRY
+from benanza.apis.engine_config import engine_config_name
 from benanza.library import Api
-from benanza.profile._io import iter_lines
+from benanza.profile.cudnn_records import Field, Record, RecordReader
 
-_HEADER = re.compile(r"^([IWE])! CuDNN \(v(\d+)(?: (\d+))?\) function (\w+)\(\) called:\s*$")
-_BODY = re.compile(r"^([iwe])!( *)(.*)$")
-_TYPED = re.compile(r"^type=(?P<type>[^;:]*)(?::\s*$|;\s*(?P<tail>.*)$)")
 _ENUM_SUFFIX = re.compile(r"\s*\(-?\d+\)$")
-_KNOB_PREFIX = "CUDNN_KNOB_TYPE_"
-_KNOB_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-_SNIFF_LINES = 200  # non-blank lines read before deciding a file is not a cuDNN log
 
 # CUDNN_HEUR_MODE_* values in cudnn_graph.h (cuDNN 9.19)
 HEUR_MODES: dict[int, str] = {0: "INSTANT", 1: "B", 2: "FALLBACK", 3: "A"}
 
-# Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api.
-LEGACY_APIS: dict[str, Api] = {
-    api.value: api
-    for api in (Api.CONV_FWD, Api.CONV_BIAS_ACT, Api.ACTIVATION, Api.POOLING, Api.SOFTMAX,
-                Api.BATCHNORM_INF, Api.ADD_TENSOR, Api.OP_TENSOR, Api.LRN)
-}
-# Graph-API op graph -> Api, keyed by the kind of its first (main) operation.
-GRAPH_OP_APIS: dict[str, Api] = {"CONVOLUTION_FORWARD": Api.GRAPH_CONV, "MATMUL": Api.GRAPH_MATMUL}
-
-
-def engine_config_name(engine_id: int, knobs: dict[str, int]) -> str:
-    """Canonical name of a graph-API engine config: ``eng{id}`` + ``_k{KNOB}={value}`` sorted by knob.
-
-    ``KNOB`` is the knob type without ``CUDNN_KNOB_TYPE_`` (either spelling is accepted).
-    The benchmark generator names its graph-API benchmarks with this same function, so
-    the analyzer's lookup of an as-executed engine config is an exact string match.
-    """
-    if isinstance(engine_id, bool) or not isinstance(engine_id, int) or engine_id < 0:
-        raise ValueError(f"engine id must be a non-negative int, got {engine_id!r}")
-    parts = [f"eng{engine_id}"]
-    short: dict[str, int] = {}
-    for name, value in knobs.items():
-        key = name.removeprefix(_KNOB_PREFIX)
-        if not _KNOB_NAME.match(key) or isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"bad knob {name!r}={value!r}")
-        short[key] = value
-    parts += [f"_k{key}={short[key]}" for key in sorted(short)]
-    return "".join(parts)
-
-
-def parse_engine_config_name(name: str) -> tuple[int, dict[str, int]]:
-    """Inverse of :func:`engine_config_name` (knob names come back without the prefix)."""
-    m = re.fullmatch(r"eng(\d+)((?:_k[A-Za-z0-9_]+?=-?\d+)*)", name)
-    if not m:
-        raise ValueError(f"not an engine config name: {name!r}")
-    knobs = {k: int(v) for k, v in re.findall(r"_k([A-Za-z0-9_]+?)=(-?\d+)", m.group(2))}
-    return int(m.group(1)), knobs
+# Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.cudnn_log_call).
+LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.cudnn_log_call}
+# Graph-API op graph -> Api, keyed by the kind of its first (main) operation (ApiDef.graph_op).
+GRAPH_OP_APIS: dict[str, Api] = {d.graph_op: api for api, d in REGISTRY.items() if d.graph_op}
 
 
 def cudnn_version_string(version: int) -> str:
@@ -83,146 +44,6 @@ def cudnn_version_string(version: int) -> str:
     if version >= 90000:
         return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
     return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
-
-
-# ---------------------------------------------------------------- records (generic layer)
-
-
-@dataclass
-class Field:
-    """One ``name: type=...; val=...;`` line of a record with the lines nested under it."""
-
-    name: str
-    type: str | None = None
-    val: str | None = None
-    raw: str = ""
-    children: list[Field] = field(default_factory=list)
-
-    def get(self, name: str) -> Field | None:
-        """First direct child called ``name``."""
-        return next((c for c in self.children if c.name == name), None)
-
-    def all(self, name: str) -> list[Field]:
-        return [c for c in self.children if c.name == name]
-
-    def find(self, name: str) -> Field | None:
-        """First field called ``name`` anywhere below (depth first)."""
-        for c in self.children:
-            if c.name == name:
-                return c
-            hit = c.find(name)
-            if hit is not None:
-                return hit
-        return None
-
-
-@dataclass(frozen=True)
-class Record:
-    """One complete log record: header, argument tree and the Time/Process trailer."""
-
-    severity: str  # "I", "W" or "E"
-    version: int
-    function: str
-    line: int  # 1-based line of the header in the file
-    root: Field
-    time: str  # ISO time as logged (local clock, microseconds)
-    context: dict[str, str]  # Process, Thread, GPU, Handle, StreamId
-
-    @property
-    def is_return(self) -> bool:
-        """A graph-API call's second record, logged on return, holding only its status."""
-        return len(self.root.children) == 1 and self.root.children[0].name == "status"
-
-
-def _parse_field(text: str) -> Field:
-    if ": " in text:
-        name, rest = text.split(": ", 1)
-    elif text.endswith(":"):
-        return Field(name=text[:-1])
-    else:
-        return Field(name=text, raw=text)
-    m = _TYPED.match(rest)
-    if not m:
-        return Field(name=name, raw=rest)
-    tail = m.group("tail")
-    if tail is None:  # "type=T:" opens a nested descriptor
-        return Field(name=name, type=m.group("type"))
-    if tail.startswith("val="):
-        val = tail[4:]
-        return Field(name=name, type=m.group("type"), val=val[:-1] if val.endswith(";") else val, raw=rest)
-    return Field(name=name, type=m.group("type"), raw=rest)
-
-
-def _parse_context(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in text.rstrip(".").split("; "):
-        key, _, value = part.partition("=")
-        out[key.strip()] = value.strip()
-    return out
-
-
-class RecordReader:
-    """Iterate over the complete records of a cuDNN API log, streaming.
-
-    After iteration, ``truncated`` says whether the file ended inside a record (that
-    record is not yielded) and ``dropped`` lists header lines of records that were cut
-    short mid-file. A file with no record header in its first lines is not a cuDNN log.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.truncated = False
-        self.dropped: list[int] = []
-        self.records = 0
-
-    def __iter__(self) -> Iterator[Record]:
-        head: tuple[str, int, str, int] | None = None  # severity, version, function, line
-        root = Field(name="")
-        stack: list[tuple[int, Field]] = []
-        time = ""
-        seen_lines = 0
-        for lineno, line in enumerate(iter_lines(self.path), start=1):
-            if not line.strip():
-                continue
-            seen_lines += 1
-            m = _HEADER.match(line)
-            if m:
-                if head is not None:
-                    self.dropped.append(head[3])
-                head = (m.group(1), int(m.group(2)), m.group(4), lineno)
-                root, stack, time = Field(name=""), [], ""
-                continue
-            if head is None:
-                if self.records == 0 and seen_lines >= _SNIFF_LINES:
-                    break
-                continue
-            b = _BODY.match(line)
-            if not b:  # continuation of a multi-line value (e.g. " at: 0 == newResults")
-                target = stack[-1][1] if stack else root
-                target.raw += "\n" + line
-                continue
-            indent, text = len(b.group(2)), b.group(3)
-            if text.startswith("Time: "):
-                time = text[6:].split(" ", 1)[0]
-                continue
-            if text.startswith("Process="):
-                yield Record(head[0], head[1], head[2], head[3], root, time, _parse_context(text))
-                self.records += 1
-                head = None
-                continue
-            level = max(indent - 1, 0) // 4
-            node = _parse_field(text)
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            (stack[-1][1] if stack else root).children.append(node)
-            stack.append((level, node))
-        if head is not None:
-            self.truncated = True
-        if self.records == 0:
-            if head is not None or self.dropped:
-                raise BenanzaError(f"{self.path}: cuDNN API log holds no complete record (file cut short?)")
-            raise BenanzaError(f"{self.path}: not a cuDNN API log (no 'I! CuDNN (v...) function ...() called:' "
-                               "record; was it written with CUDNN_LOGLEVEL_DBG=3?)")
 
 
 # ---------------------------------------------------------------- typed output

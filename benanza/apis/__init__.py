@@ -1,0 +1,55 @@
+"""One definition per library API benanza benchmarks: ``REGISTRY`` maps every ``Api`` to its
+``ApiDef`` (see docs/GENERATOR.md, "Adding an API").
+
+Every module of this package may list its definitions in ``DEFINITIONS``; the registry
+collects them, so that adding an API adds a module here and touches no table elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from functools import cache
+
+from benanza.apis.base import ApiDef, ApiFamily
+from benanza.library import Api
+
+__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "has_weights"]
+
+
+def _definitions() -> Iterator[ApiDef]:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        yield from getattr(importlib.import_module(f"{__name__}.{info.name}"), "DEFINITIONS", ())
+
+
+def _registry() -> dict[Api, ApiDef]:
+    found: dict[Api, ApiDef] = {}
+    for d in _definitions():
+        if d.api in found:
+            raise RuntimeError(f"benanza.apis: {d.api.value} is defined twice")
+        found[d.api] = d
+    return {api: found[api] for api in Api if api in found}  # in Api order: jobs are numbered in it
+
+
+REGISTRY: dict[Api, ApiDef] = _registry()
+
+# APIs whose jobs can name the engine configs they measure (ApiDef.named_configs).
+NAMED_CONFIG_APIS = frozenset(api for api, d in REGISTRY.items() if d.named_configs)
+
+
+@cache  # per row of every layer: the Api lookup once per name
+def api_family(api: str) -> ApiFamily | None:
+    """Family of an ``Api`` value as stored in a Result; None for a name the registry does not know."""
+    try:
+        return REGISTRY[Api(api)].family
+    except (ValueError, KeyError):
+        return None
+
+
+def has_weights(api: str) -> bool:
+    """Whether a call of ``api`` (an ``Api`` value, as rows and logs spell it) reads a layer's weights."""
+    try:
+        return REGISTRY[Api(api)].weights
+    except (ValueError, KeyError):  # not an API benanza benchmarks
+        return False

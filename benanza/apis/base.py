@@ -1,0 +1,88 @@
+"""What every API definition shares: the job builder's result and refusal, and the checks of
+more than one builder."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from benanza.library import PRECISIONS, Api, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+
+@dataclass(frozen=True)
+class JobFields:
+    """What a job builder returns: the template's numbers plus the manifest's description."""
+
+    row: dict[str, Any]  # fields of one row of the generated job table: numbers, hex keys, enum spellings
+    shapes: dict[str, Any]  # human-readable shapes/attributes for manifest.json
+    algorithms: tuple[str, ...]  # algorithms measured per job; ("*",) when enumerated at run time
+    layout: str = ""
+    math: str = ""  # a Math value when the API has no math mode ("n/a"); "" = the precision's
+
+
+class Unsupported(Exception):
+    """Raised by a job builder: this layer cannot be benchmarked with this API (the message says why)."""
+
+
+JobBuilder = Callable[[Layer | FusionCandidate, Model, Precision], JobFields]
+
+
+FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
+_INT32_MAX = 2**31 - 1
+
+
+def _layout(precision: Precision) -> str:
+    return PRECISIONS[precision].cudnn_layout.removeprefix("CUDNN_TENSOR_")
+
+
+# Activation coefficient (cudnnSetActivationDescriptor's coef) from the ONNX op's attributes.
+ACTIVATION_COEF: dict[str, Callable[[dict[str, Any]], float]] = {
+    "Clip": lambda attrs: float(attrs.get("max", math.inf)),
+    "Elu": lambda attrs: float(attrs.get("alpha", 1.0)),
+}
+
+
+class ApiFamily(StrEnum):
+    """Which kind of library entry point a benchmark used (the ``--api`` constraint)."""
+
+    LEGACY = "legacy"  # cuDNN legacy calls and cuBLAS / cuBLASLt
+    GRAPH = "graph"  # the cuDNN graph (backend) API through cudnn-frontend
+    NONE = "none"  # non-library layers: bounded by bytes moved at measured bandwidth
+
+
+@dataclass(frozen=True)
+class ApiDef:
+    """Everything benanza knows about one ``Api``, in one place: the planner, codegen, the
+    runner, the cuDNN log reader and the analyzer read these fields and branch on no API."""
+
+    api: Api
+    executable: str  # bench_<slug>: the binary of its jobs (generate --api takes the slug)
+    template: str  # file under templates/ that renders this API's benchmark source
+    family: ApiFamily
+    library: str  # "cudnn", "cublas", "none"
+    builder: JobBuilder | None  # layer or fusion -> the template's row; None: planned on its own (ceilings)
+    tensor_core: bool = False  # whether Tensor Core precisions (TF32) make sense for it
+    # The source defines no kernels of its own (no __global__, no <<<: its references
+    # live in the harness's kernels.cu: conv, GEMM, activation), so the host compiler
+    # builds it: much faster than nvcc, above all for the cudnn-frontend sources.
+    host_only: bool = False
+    # The call reads a layer's weights (a conv filter, a GEMM's constant B), which its template
+    # rotates under --l2 cold-weights (L2.COLD_WEIGHTS); for the others that mode is their warm
+    # state.  BatchNormalization's scale, bias, mean and variance are a few KB: no weights.
+    weights: bool = False
+    # Layout policy of a legacy cuDNN call: True gives it the precision's preferred layout
+    # (NHWC for fp16/bf16), False always NCHW.
+    nhwc: bool = False
+    # Named-config codec: the job can name the engine configs it measures
+    # (apis.graph.with_named_configs over apis.engine_config), so that a framework's own
+    # choice read from its cuDNN log is measured even where the heuristics' lists miss it.
+    named_configs: bool = False
+    # Log recogniser: a cuDNN log record of this function name (``Api`` value) is this API's
+    # call (legacy API) ...
+    cudnn_log_call: bool = False
+    # ... or an op graph holding an operation of this kind (graph API, cudnn_log's ``Operation.kind``).
+    graph_op: str = ""

@@ -1,0 +1,80 @@
+"""cuDNN legacy convolutions: cudnnConvolutionForward and cudnnConvolutionBiasActivationForward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benanza.apis.base import ACTIVATION_COEF, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported, _layout
+from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+# Fusions whose chain adds a second tensor (the residual) before the activation.
+RESIDUAL_FUSIONS = frozenset({Fusion.CONV_BIAS_ADD_ACT})
+
+
+def _conv_dims(layer: Layer) -> tuple[list[int], dict[str, Any]]:
+    """The 18 numbers of a bz::ConvDims row, and the manifest's shapes, for one Conv layer."""
+    if len(layer.inputs) < 2 or not layer.outputs:
+        raise Unsupported("Conv without weights or output")
+    x, w, y = layer.inputs[0], layer.inputs[1], layer.outputs[0]
+    if x.dtype not in FLOAT_DTYPES:
+        raise Unsupported(f"input dtype {x.dtype} is not a floating-point type")
+    rank = len(x.shape)
+    if rank not in (3, 4) or len(w.shape) != rank or len(y.shape) != rank:
+        raise Unsupported(f"{rank - 2}-D convolution (only 1-D and 2-D are generated)")
+    a = layer.attrs
+    pads, strides, dil = list(a["pads"]), list(a["strides"]), list(a["dilations"])
+    if rank == 3:  # 1-D: an H of 1
+        x_s, w_s, y_s = (*x.shape[:2], 1, x.shape[2]), (*w.shape[:2], 1, w.shape[2]), (*y.shape[:2], 1, y.shape[2])
+        pads, strides, dil = [0, pads[0], 0, pads[1]], [1, *strides], [1, *dil]
+    else:
+        x_s, w_s, y_s = tuple(x.shape), tuple(w.shape), tuple(y.shape)
+    n, c, h, wd = x_s
+    k, cg, r, s = w_s
+    g = int(a.get("group", 1))
+    if g < 1 or c % g or k % g or cg * g != c:
+        raise Unsupported(f"inconsistent groups: C={c}, K={k}, filter channels={cg}, group={g}")
+    dims = [n, c, h, wd, k, r, s, pads[0], pads[1], pads[2], pads[3], *strides, *dil, g, y_s[2], y_s[3]]
+    shapes = {"x": list(x.shape), "w": list(w.shape), "y": list(y.shape), "pads": list(a["pads"]),
+              "strides": list(a["strides"]), "dilations": list(a["dilations"]), "group": g}
+    return [int(v) for v in dims], shapes
+
+
+CONV_FWD_ALGORITHMS = tuple(a.value for a in ConvFwdAlgo)
+
+
+def conv_fwd_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cudnnConvolutionForward: one Conv layer, all 8 forward algorithms."""
+    if not isinstance(item, Layer) or item.op != "Conv":
+        raise Unsupported("cudnnConvolutionForward takes a single Conv layer")
+    dims, shapes = _conv_dims(item)
+    return JobFields({"dims": dims}, shapes, CONV_FWD_ALGORITHMS, _layout(precision))
+
+
+def conv_bias_act_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cudnnConvolutionBiasActivationForward: a conv fusion chain, act(conv + bias [+ z])."""
+    if not isinstance(item, FusionCandidate):
+        raise Unsupported("cudnnConvolutionBiasActivationForward takes a fusion candidate")
+    fusion = Fusion(item.pattern)
+    conv, last = model.layers[item.layers[0]], model.layers[item.layers[-1]]
+    if conv.op != "Conv":
+        raise Unsupported(f"fusion {fusion.value} does not start with a Conv")
+    dims, shapes = _conv_dims(conv)
+    act = Activation(item.activation) if item.activation else Activation.IDENTITY
+    coef = ACTIVATION_COEF.get(last.op, lambda _: 0.0)(last.attrs) if item.activation else 0.0
+    if last.op == "Clip" and float(last.attrs.get("min", 0.0)) != 0.0:
+        raise Unsupported("Clip with min != 0 is not a clipped ReLU")
+    residual = fusion in RESIDUAL_FUSIONS
+    shapes = {**shapes, "bias": [dims[4]], "activation": act.value, "coef": coef}
+    if residual:
+        shapes["z"] = shapes["y"]
+    row = {"dims": dims, "act": act.value, "coef": coef, "alpha2": 1.0 if residual else 0.0}
+    return JobFields(row, shapes, CONV_FWD_ALGORITHMS, _layout(precision))
+
+
+DEFINITIONS = (
+    ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
+           tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
+    ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
+           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
+)

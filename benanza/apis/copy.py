@@ -1,0 +1,40 @@
+"""Non-library layers: the roofline bound of a device-to-device copy."""
+
+from __future__ import annotations
+
+import math
+
+from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Fusion, Math, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+COPY_ALGORITHM = "cudaMemcpyAsync"
+
+
+
+def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """Roofline bound of a non-library layer: one device-to-device cudaMemcpyAsync of its output's bytes.
+
+    A pointwise chain (Fusion.POINTWISE) is bounded as one pass: its last layer's output.
+    """
+    if isinstance(item, FusionCandidate) and item.pattern == Fusion.POINTWISE.value:
+        item = model.layers[item.layers[-1]]
+    elif not isinstance(item, Layer):
+        raise Unsupported("a copy bound takes a single layer")
+    if item.op in NO_COPY_OPS:
+        raise Unsupported("moves no bytes")
+    outputs = [t for t in item.outputs if t.name]
+    for t in outputs:
+        if t.dtype not in FLOAT_DTYPES:
+            raise Unsupported(f"output dtype {t.dtype} is not a floating-point type (shape arithmetic, not data)")
+    size = DTYPE_BYTES[PRECISIONS[precision].storage]
+    count = sum(math.prod(t.shape) for t in outputs)
+    if count == 0:
+        raise Unsupported("moves no bytes")
+    return JobFields({"bytes": count * size}, {"outputs": [list(t.shape) for t in outputs], "bytes": count * size},
+                     (COPY_ALGORITHM,), "", Math.NONE.value)
+
+
+DEFINITIONS = (
+    ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job, host_only=True),
+)

@@ -1,0 +1,84 @@
+"""The cuDNN graph API through cudnn-frontend: conv_fprop and matmul graphs, every engine config
+or the named ones a framework ran."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import replace
+
+from benanza.apis.base import ApiDef, ApiFamily, JobFields, Unsupported, _layout
+from benanza.apis.conv import _conv_dims, conv_bias_act_job
+from benanza.apis.engine_config import parse_engine_config_name
+from benanza.apis.gemm import _gemm_chain, _weights
+from benanza.library import Activation, Api, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+# Activation -> the graph API's pointwise mode (cudnn_frontend::PointwiseMode_t spelling).
+# A clipped ReLU is RELU_FWD with an upper clip; ELU's alpha is its own attribute.
+GRAPH_POINTWISE: dict[Activation, str] = {
+    Activation.RELU: "RELU_FWD",
+    Activation.SIGMOID: "SIGMOID_FWD",
+    Activation.TANH: "TANH_FWD",
+    Activation.CLIPPED_RELU: "RELU_FWD",
+    Activation.ELU: "ELU_FWD",
+    Activation.IDENTITY: "IDENTITY",
+}
+
+
+def graph_conv_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cuDNN graph API: one operation graph conv_fprop [-> ADD bias -> ADD z -> activation], every engine config.
+
+    A fusion computes what ``conv_bias_act_job`` gives the legacy fused call (BN folded
+    into weights and bias, Clip as a clipped ReLU), so both APIs measure the same chain;
+    the engine configs are enumerated by the binary (heuristics A, B and the fallback list).
+    """
+    if isinstance(item, Layer):
+        if item.op != "Conv":
+            raise Unsupported("the graph-API convolution takes a Conv layer or a conv fusion")
+        dims, shapes = _conv_dims(item)
+        act, coef, alpha2, bias, has_act = Activation.IDENTITY, 0.0, 0.0, False, False
+    else:
+        legacy = conv_bias_act_job(item, model, precision)
+        dims, shapes = legacy.row["dims"], legacy.shapes
+        act, coef, alpha2 = Activation(legacy.row["act"]), float(legacy.row["coef"]), float(legacy.row["alpha2"])
+        bias, has_act = True, bool(item.activation)
+    ops = ["conv_fprop", *(["add_bias"] if bias else []), *(["add_z"] if alpha2 else []),
+           *([GRAPH_POINTWISE[act].lower()] if has_act else [])]
+    row = {"dims": dims, "bias": bias, "alpha2": alpha2, "has_act": has_act, "pointwise": GRAPH_POINTWISE[act],
+           "act": act.value, "coef": coef, "upper_clip": coef if act is Activation.CLIPPED_RELU else math.inf,
+           "elu_alpha": coef if act is Activation.ELU else 1.0, "engines": []}
+    return JobFields(row, {**shapes, "graph": ops}, ("*",), _layout(precision))
+
+
+def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cuDNN graph API: matmul [-> scale alpha -> ADD beta C -> ADD bias -> ReLU] of a Gemm/MatMul, every engine config.
+
+    Operands keep the model's row-major layout (a transpose is a stride); a fusion adds
+    the Add's constant as a length-N bias and ReLU, as the cuBLASLt epilogue does.
+    """
+    shape, bias, relu = _gemm_chain(item, model, "the graph matmul benchmark fuses ReLU only, not {}")
+    ops = ["matmul", *(["scale_alpha"] if shape.alpha != 1.0 else []), *(["add_c"] if shape.c_rows else []),
+           *(["add_bias"] if bias else []), *(["relu_fwd"] if relu else [])]
+    row = {"dims": shape.dims(), "alpha": shape.alpha, "beta": shape.beta, "bias": bias, "relu": relu, "engines": [],
+           **_weights(shape)}
+    return JobFields(row, {**shape.describe(), "bias": [shape.n] if bias else None, "relu": relu, "graph": ops},
+                     ("*",))
+
+
+def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
+    """``fields`` measuring exactly the engine configs ``names`` (canonical, as logs and benchmarks spell them)."""
+    names = sorted(set(names))
+    engines = []
+    for name in names:
+        engine_id, knobs = parse_engine_config_name(name)
+        engines.append({"id": engine_id, "knobs": [[k, v] for k, v in sorted(knobs.items())]})
+    return replace(fields, row={**fields.row, "engines": engines}, algorithms=tuple(names))
+
+
+DEFINITIONS = (
+    ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
+           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="CONVOLUTION_FORWARD"),
+    ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
+           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="MATMUL"),
+)

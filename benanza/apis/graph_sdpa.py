@@ -1,0 +1,44 @@
+"""The cuDNN graph API's fused scaled-dot-product attention (cudnn-frontend sdpa) for an
+attention core (Fusion.ATTENTION)."""
+
+from __future__ import annotations
+
+from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.library import Api, Fusion, Precision
+from benanza.model import attention
+from benanza.model.layer import FusionCandidate, Layer, Model
+
+# The precisions cuDNN's fused flash attention takes (its fp32 path is no fused kernel).
+SDPA_PRECISIONS = frozenset({Precision.FP16, Precision.BF16})
+
+
+def graph_sdpa_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
+    """cuDNN fused scaled-dot-product attention (cudnn-frontend sdpa, inference: no stats) for an attention core.
+
+    Q, K, V and O are [b, h, s, d] in the layout the exporters leave them (contiguous, K
+    read as K not K^T); the scale is 1/sqrt(d); a causal mask is the top-left diagonal
+    band, a padding mask cuDNN's per-batch sequence lengths (the benchmark gives the
+    keys of batch entry i a length below s_kv, so that the mask changes the output).
+    """
+    if not isinstance(item, FusionCandidate) or item.pattern != Fusion.ATTENTION.value:
+        raise Unsupported("the fused SDPA takes an attention-core fusion candidate")
+    if precision not in SDPA_PRECISIONS:
+        raise Unsupported(f"cuDNN's fused SDPA takes fp16 or bf16, not {precision.value}")
+    try:
+        a = attention.describe(item, model.layers)
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    if a.dtype not in FLOAT_DTYPES:
+        raise Unsupported(f"attention dtype {a.dtype} is not a floating-point type")
+    row = {"dims": [a.batch, a.heads, a.s_q, a.s_kv, a.d_qk, a.d_v], "scale": a.scale, "causal": a.causal,
+           "padding": a.padding, "engines": []}
+    shapes = {"q": [a.batch, a.heads, a.s_q, a.d_qk], "k": [a.batch, a.heads, a.s_kv, a.d_qk],
+              "v": [a.batch, a.heads, a.s_kv, a.d_v], "scale": a.scale, "causal": a.causal, "padding": a.padding,
+              "members": [model.layers[i].op for i in item.layers]}
+    return JobFields(row, shapes, ("*",))
+
+
+DEFINITIONS = (
+    ApiDef(Api.GRAPH_SDPA, "bench_graph_sdpa", "cudnn_graph_sdpa.cu.j2", ApiFamily.GRAPH, "cudnn", graph_sdpa_job,
+           tensor_core=True, host_only=True),
+)

@@ -1,0 +1,176 @@
+"""The library functions the CLI, bench/ and the tests share: load models, plan and generate a
+project, seed a database, find a bundle's model, pick a system, analyze a model.
+
+They sit above every stage (model, plan, codegen, runner, db, profile, analyze) and import
+them lazily where a stage is heavy (onnx, the profile readers); ``benanza.cli`` only
+translates flags into calls of these.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benanza import codegen, guards
+from benanza import db as perfdb
+from benanza import plan as planner
+from benanza.analyze import Constraints, analyze
+from benanza.analyze.inputs import ApiFamily
+from benanza.analyze.sources import check_same_system, inputs_from_db, run_precisions
+from benanza.bundles import find_model
+from benanza.errors import BenanzaError
+from benanza.guards import check_bundle_model, model_stem
+from benanza.library import Precision
+from benanza.model.layer import Model
+from benanza.model.onnx_import import load_model, load_models
+from benanza.paths import perfdb_dir, readable_db, shipped_db
+from benanza.plan import Benchmark
+from benanza.profile.bundle import Bundle, bundle_seq_len, read_bundle
+from benanza.profile.mapping import executed_calls, map_bundle_report
+from benanza.records import ExecutedCall
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+
+FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
+
+
+def bundle_model(models: Path, bundle: Bundle) -> Path:
+    """Where the model a bundle was recorded with lies in the directory ``models`` (zoo names)."""
+    return models / f"{model_stem(bundle.meta.model)}.onnx"
+
+
+def shipped_bundle(model: Path) -> Path | None:
+    """A profile bundle shipped for this model at batch 1 (perfdb/bundles/<stem>_b1_*), if any."""
+    found = sorted((perfdb_dir() / "bundles").glob(f"{model.stem}_b1_*"))
+    return found[0] if found else None
+
+
+def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
+    """Every model of ``path`` at every batch; one error line per file that failed."""
+    models: list[Model] = []
+    errors: list[str] = []
+    for batch in batches:
+        loaded, errs = load_models(path, batch=batch)
+        models += loaded
+        errors += errs
+    return models, errors
+
+
+def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
+    """The database's "already measured" predicate for one system (None: skip nothing): the
+    system ``pick_system`` picks, or nothing to skip in a database that holds no system yet."""
+    if db_path is None:
+        return None
+    if not db_path.is_file():
+        raise BenanzaError(f"{db_path}: no such database")
+    try:
+        database = perfdb.open_db(readable_db(db_path), readonly=True)
+    except FileNotFoundError as exc:
+        raise BenanzaError(str(exc)) from None
+    if system is None and not perfdb.systems(database):
+        return None
+    return perfdb.measured(database, pick_system(database, system, str(db_path))["id"])
+
+
+def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
+    """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
+    calls: list[tuple[Model, str, ExecutedCall]] = []
+    for path in bundles:
+        bundle = read_bundle(path)
+        onnx = find_model(bundle, model)
+        check_bundle_model(bundle, onnx)
+        loaded = load_model(onnx, bundle.meta.batch)
+        calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
+    return calls
+
+
+def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
+                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
+    """Plan and generate one benchmark project for all ``models`` (the runner skips what is
+    measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
+    and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
+    loaded = [load_model(m, batch) for m in models]
+    command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
+    p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
+    if not p.jobs and skip is None:
+        raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
+    if not p.jobs:
+        return None
+    codegen.generate(p, out, command)
+    return out
+
+
+def seed_database(db_path: Path, here: dict) -> bool:
+    """Start a new database as a copy of the shipped one when that was measured on this very
+    system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
+    so the GPU run measures only what it lacks instead of hours of benchmarks again."""
+    if db_path.exists():
+        return False
+    shipped = shipped_db()
+    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped, readonly=True))}:
+        return False
+    partial = db_path.with_suffix(".partial")
+    shutil.copyfile(shipped, partial)
+    partial.replace(db_path)
+    return True
+
+
+def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
+    """The system to analyze against: ``wanted`` (id, id prefix or GPU name) or the only one."""
+    rows = perfdb.systems(db)
+    if wanted:
+        rows = [s for s in rows if s["id"].startswith(wanted) or wanted.lower() in str(s.get("gpu", "")).lower()]
+    if not rows:
+        known = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in perfdb.systems(db)) or "none"
+        raise BenanzaError(f"{where}: no system matching '{wanted or '*'}' in the database (it holds: {known})")
+    if len(rows) > 1:
+        names = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in rows)
+        raise BenanzaError(f"{where}: several systems match, choose one with --system: {names}")
+    return rows[0]
+
+
+def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
+                  batch: int | None = None, precisions: Iterable[Precision] | None = None,
+                  apis: str = "both", db_label: str | None = None):
+    """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
+
+    Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
+    framework run was allowed: ORT use_tf32=0 or PyTorch strict fp32 {fp32}; TF32 on {fp32, tf32};
+    fp16 {fp16}. The summary's ``LBL_seq (ms)`` / ``LBL_par (ms)`` are the headline bound.
+
+    Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
+    than half of the layers, and a database without rows for this batch and precision.
+    """
+    bundle = read_bundle(bundle_path) if bundle_path else None
+    if bundle is not None:
+        guards.check_bundle_model(bundle, model_path)
+        if batch is not None and batch != bundle.meta.batch:
+            raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
+        batch = bundle.meta.batch
+    model = load_model(model_path, batch, bundle_seq_len(bundle) if bundle is not None else None)
+    mapping = map_bundle_report(model, bundle) if bundle is not None else None
+    if not db_path.exists():
+        raise BenanzaError(f"{db_path}: no such performance database")
+    db = perfdb.open_db(db_path, readonly=True)
+    sys_row = pick_system(db, system_name, str(db_path))
+    if bundle is not None and mapping is not None:
+        check_same_system(bundle, sys_row)  # another GPU or library first: the mapping is then moot
+        guards.check_mapping(bundle, model, model_path, len(mapping.unmapped_layers))
+    constraints = Constraints(families=frozenset(FAMILIES[apis]))
+    if not precisions and bundle is not None:  # the precisions the run's recorded settings allowed
+        precisions, _ = run_precisions(bundle.meta.framework, bundle.meta.dtype, bundle.meta.extra)
+    if precisions:
+        constraints = constraints.with_precisions(frozenset(precisions))
+    guards.check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions)
+    inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
+    report = analyze(inputs)
+    shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
+              + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in model.layers]
+    return replace(report, model={**report.model, "layer shapes": shapes}), mapping

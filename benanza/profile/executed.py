@@ -1,0 +1,172 @@
+"""Logged cuDNN/cuBLAS calls as the benchmarks spell them (``ExecutedCall``), and their assignment
+to the layers of their signature."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from math import prod
+
+from benanza.library import Api, Fusion, Precision
+from benanza.model.layer import Layer
+from benanza.profile import cudnn_log
+from benanza.profile.bundle import Bundle
+from benanza.profile.cublas_log import GemmCall, lt_algorithm_name
+from benanza.profile.signatures import SUCCESS, Signature, _desc_field, _tensor, call_signature, layer_signature
+from benanza.records import ExecutedCall
+
+# cuDNN data type -> storage precision; fp32 data runs as TF32 when the call allowed it.
+CUDNN_PRECISION: dict[str, Precision] = {
+    "CUDNN_DATA_FLOAT": Precision.FP32, "CUDNN_DATA_HALF": Precision.FP16, "CUDNN_DATA_BFLOAT16": Precision.BF16}
+CUDA_PRECISION: dict[str, Precision] = {
+    "CUDA_R_32F": Precision.FP32, "CUDA_R_16F": Precision.FP16, "CUDA_R_16BF": Precision.BF16}
+# Legacy math types that let fp32 data use TF32 Tensor Cores (library.PRECISIONS: TF32 is CUDNN_DEFAULT_MATH).
+TF32_MATH = frozenset({"CUDNN_DEFAULT_MATH", "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION"})
+# Pointwise modes of a graph-API op graph that are activations.
+ACTIVATION_MODES = frozenset({"RELU_FWD", "SIGMOID_FWD", "TANH_FWD", "ELU_FWD", "GELU_FWD", "SWISH_FWD",
+                              "GELU_APPROX_TANH_FWD", "SOFTPLUS_FWD"})
+# (main op family, roles of the pointwise ops after it) -> fusion pattern, first match wins.
+GRAPH_FUSIONS: list[tuple[str, frozenset[str], Fusion]] = [
+    ("conv", frozenset({"add", "act"}), Fusion.CONV_BIAS_ADD_ACT),
+    ("conv", frozenset({"act"}), Fusion.CONV_BIAS_ACT),
+    ("conv", frozenset({"bias"}), Fusion.CONV_BIAS),
+    ("gemm", frozenset({"act"}), Fusion.GEMM_BIAS_ACT),
+    ("gemm", frozenset({"bias"}), Fusion.GEMM_BIAS),
+]
+GRAPH_FAMILY = {"CONVOLUTION_FORWARD": "conv", "MATMUL": "gemm"}
+# cuBLASLt epilogue -> fusion pattern.
+LT_EPILOGUES: dict[str, Fusion] = {"BIAS": Fusion.GEMM_BIAS, "RELU_BIAS": Fusion.GEMM_BIAS_ACT,
+                                   "GELU_BIAS": Fusion.GEMM_BIAS_ACT, "RELU": Fusion.GEMM_BIAS_ACT}
+
+
+# Legacy cuDNN API -> how its "algorithm" is spelled: the enum the call was made with (the
+# benchmarks of an API with no algorithm choice use the same mode spelling).
+LEGACY_ALGORITHM: dict[str, Callable[[cudnn_log.ExecutedCall], str | None]] = {
+    Api.CONV_FWD.value: lambda c: c.algo,
+    Api.CONV_BIAS_ACT.value: lambda c: c.algo,
+    Api.POOLING.value: lambda c: _desc_field(c, "mode"),
+    Api.ACTIVATION.value: lambda c: _desc_field(c, "mode"),
+    Api.LRN.value: lambda c: c.args.get("lrnMode"),
+    Api.SOFTMAX.value: lambda c: c.args.get("algo") or c.args.get("algorithm"),
+    Api.BATCHNORM_INF.value: lambda c: c.args.get("mode"),
+    Api.OP_TENSOR.value: lambda c: _desc_field(c, "opTensorOp"),
+}
+DEFAULT_ALGORITHM = "default"
+
+
+def _pointwise_roles(call: cudnn_log.ExecutedCall) -> set[str]:
+    roles: set[str] = set()
+    for op in call.operations[1:]:
+        if op.kind != "POINTWISE":
+            continue
+        if op.mode in ACTIVATION_MODES:
+            roles.add("act")
+        elif op.mode == "ADD":
+            b = _tensor(op, "bDesc", "b")
+            roles.add("bias" if b is not None and prod(b.dims[2:]) == 1 and "bias" not in roles else "add")
+    return roles
+
+
+def _graph_fusion(call: cudnn_log.ExecutedCall) -> Fusion:
+    family = GRAPH_FAMILY.get(call.operations[0].kind, "") if call.operations else ""
+    roles = _pointwise_roles(call)
+    return next((f for fam, need, f in GRAPH_FUSIONS if fam == family and need <= roles), Fusion.NONE)
+
+
+def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:
+    """The analyzer's as-executed description of one logged call (the fusion key is set by the caller)."""
+    if isinstance(call, GemmCall):
+        prec = CUDA_PRECISION.get(call.a_type, Precision.FP32)
+        if prec is Precision.FP32 and call.tf32:
+            prec = Precision.TF32
+        if call.function.startswith("cublasLt"):
+            fusion = LT_EPILOGUES.get((call.epilogue or "").removeprefix("CUBLASLT_EPILOGUE_"), Fusion.NONE)
+            return ExecutedCall(Api.LT_MATMUL.value, lt_algorithm_name(call.algo or "") or (call.algo or ""),
+                                prec.value, fusion.value)
+        api = Api.SGEMV if call.kind == "gemv" and call.function.startswith("cublasSgemv") else Api.GEMM_EX
+        return ExecutedCall(api.value, call.algo or "CUBLAS_GEMM_DEFAULT", prec.value)
+    x = call.operations[0].tensors[0] if call.operations and call.operations[0].tensors else \
+        (call.tensors[0] if call.tensors else None)
+    prec = CUDNN_PRECISION.get(x.dtype if x else "", Precision.FP32)
+    if call.engine_id is not None:
+        if prec is Precision.FP32 and call.enable_tf32:
+            prec = Precision.TF32
+        return ExecutedCall(call.api or call.function, call.engine_config or "", prec.value,
+                            _graph_fusion(call).value)
+    if prec is Precision.FP32 and call.math_type in TF32_MATH:
+        prec = Precision.TF32
+    algo = LEGACY_ALGORITHM.get(call.api or "", lambda c: None)(call) or DEFAULT_ALGORITHM
+    fusion = Fusion.CONV_BIAS_ACT if call.api == Api.CONV_BIAS_ACT.value else Fusion.NONE
+    return ExecutedCall(call.api or call.function, algo, prec.value, fusion.value)
+
+
+def _library_calls(bundle: Bundle) -> tuple[list[cudnn_log.ExecutedCall | GemmCall], list[str]]:
+    calls: list[cudnn_log.ExecutedCall | GemmCall] = []
+    notes: list[str] = []
+    if bundle.cudnn_log is not None:
+        calls += [c for c in bundle.cudnn_log.calls
+                  if not c.during_heuristic and (c.status is None or c.status == SUCCESS)]
+        notes += bundle.cudnn_log.notes
+    for log in (bundle.cublas_log, bundle.cublaslt_log):
+        if log is not None:
+            calls += log.calls
+            notes += log.notes
+    return calls, notes
+
+
+def assign_calls(layers: Sequence[Layer], calls: Sequence[cudnn_log.ExecutedCall | GemmCall]
+                 ) -> tuple[dict[int, cudnn_log.ExecutedCall | GemmCall], int | None, list[str]]:
+    """Layer index -> its logged call: per signature, the last run's calls in order onto the layers in order.
+
+    Returns the assignment, the number of runs the logs hold (the most common calls per layer) and notes.
+    """
+    by_layer: dict[Signature, list[int]] = defaultdict(list)
+    for layer in layers:
+        sig = layer_signature(layer)
+        if sig is not None:
+            by_layer[sig].append(layer.index)
+    by_call: dict[Signature, list[cudnn_log.ExecutedCall | GemmCall]] = defaultdict(list)
+    for call in calls:
+        sig = call_signature(call)
+        if sig is not None:
+            by_call[sig].append(call)
+    ratios = Counter(len(by_call[s]) // len(idx) for s, idx in by_layer.items()
+                     if by_call.get(s) and len(by_call[s]) % len(idx) == 0)
+    runs = ratios.most_common(1)[0][0] if ratios else None
+    out: dict[int, cudnn_log.ExecutedCall | GemmCall] = {}
+    notes: list[str] = []
+    for sig, indices in by_layer.items():
+        found = by_call.get(sig, [])
+        if not found:
+            continue
+        if runs is not None and len(found) != runs * len(indices):
+            notes.append(f"{len(found)} logged {sig[0]} call(s) for {len(indices)} layer(s) of one shape "
+                         f"(layers {', '.join(map(str, indices))}) over {runs} runs: the last ones were used")
+        last = found[-len(indices):]
+        for index, call in zip(indices[len(indices) - len(last):], last, strict=True):
+            out[index] = call
+    return out, runs, notes
+
+
+def split_bias_adds(calls: Sequence[cudnn_log.ExecutedCall | GemmCall]
+                    ) -> tuple[list[cudnn_log.ExecutedCall | GemmCall], dict[int, cudnn_log.ExecutedCall]]:
+    """(the calls without bias adds, id(conv call) -> its bias add).
+
+    A bias add is a cudnnAddTensor logged right after a conv call that adds a
+    ``[1, K, 1, 1]`` tensor to exactly that conv's output (ONNX Runtime adds every
+    conv's bias, a folded BatchNormalization's shift included, this way). Taken out
+    first, it cannot be mistaken for a model Add of the same shapes.
+    """
+    rest: list[cudnn_log.ExecutedCall | GemmCall] = []
+    bias: dict[int, cudnn_log.ExecutedCall] = {}
+    conv: Signature | None = None
+    for call in calls:
+        sig = call_signature(call)
+        if conv is not None and getattr(call, "api", None) == Api.ADD_TENSOR.value and sig is not None \
+                and sig[1:] == (conv[3], (1, conv[3][1], *(1,) * (len(conv[3]) - 2))):
+            bias[id(rest[-1])] = call  # type: ignore[assignment]
+            conv = None
+            continue
+        rest.append(call)
+        conv = sig if sig is not None and sig[0] == "conv" else None
+    return rest, bias

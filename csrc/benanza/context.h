@@ -1,0 +1,345 @@
+// benanza harness, bz::Context: one device, its handles and streams, timing (measure) and result lines (emit).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "benanza/common.h"
+#include "benanza/json.h"
+#include "benanza/kernels.h"
+#include "benanza/options.h"
+#include "benanza/result.h"
+#include "benanza/buffers.h"
+#include "benanza/stats.h"
+
+namespace bz {
+
+struct Timing {
+  Stats ms;           // per call
+  double host_ms = 0; // host time to enqueue one call
+  int repetitions = 0;
+  int calls_per_launch = 1;
+  const char* mode = "stream";  // "graph" or "stream"
+  std::optional<int> weight_copies;  // --l2 cold-weights: the ring's n
+  long long weight_bytes_rotated = 0;  // n x the bytes of one copy
+  const char* coarse = nullptr;  // why only kCoarseReps stream repetitions were timed (racing), else null
+};
+
+// Repetitions of a coarsely timed call (--race, --job-budget-s): enough for a median that
+// shows it is far from the best, not for a precise one.
+constexpr int kCoarseReps = 3;
+
+// Why a call is timed coarsely, or null: with --race R its first estimate (ms per call,
+// back to back on the stream) is >= R x the best estimate of the job so far; with
+// --job-budget-s the job has run past its budget. `protect`: the heuristic's choice or an
+// engine config a profile named, always timed in full.
+inline const char* coarse_reason(const Options& o, bool protect, double estimate, double best_estimate,
+                                 double job_ms) {
+  if (protect) return nullptr;
+  if (o.race > 0 && estimate >= o.race * best_estimate) return "raced";
+  if (o.job_budget_ms > 0 && job_ms > o.job_budget_ms) return "job budget";
+  return nullptr;
+}
+
+// Most copies a weight ring gets: tiny weights would otherwise need tens of thousands.
+constexpr int kMaxWeightCopies = 8192;
+
+// Copies in a cold-weights ring for weights of `weight_bytes`: n = max(2, ceil(3 x L2 / bytes)),
+// at most kMaxWeightCopies, so that the n - 1 copies read between two reads of one copy (3x the
+// L2 size together) have evicted it.
+inline int weight_copies(size_t l2_bytes, size_t weight_bytes) {
+  if (weight_bytes == 0) return 1;
+  return int(std::clamp(std::ceil(3.0 * double(l2_bytes) / double(weight_bytes)), 2.0, double(kMaxWeightCopies)));
+}
+
+// Calls per timed launch when `want` are asked for (--launch-ms / time per call), capped by
+// --max-calls: one with --l2 cold (a flush precedes each launch); with cold-weights a multiple
+// of the ring's copies and at least as many, past the cap if need be, so that a captured graph
+// reads every copy equally often, each n calls after its last read.
+inline int calls_per_launch(const Options& o, double want, int copies) {
+  if (o.l2 == L2Mode::Cold) return 1;
+  const int k = int(std::clamp(std::ceil(want), 1.0, double(o.max_calls)));
+  return o.l2 == L2Mode::ColdWeights ? (k + copies - 1) / copies * copies : k;
+}
+
+// Where one job's wall time went (bench/campaign.py): the runner reads these from the job's
+// "end" line ("phases_ms"); what no phase claims (descriptors, allocations, the fp32
+// reference, heuristics/find, graph-API plan builds) is the job's "setup".
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check"};  // in Phase order
+
+class PhaseClock {
+ public:
+  void reset() { std::fill(std::begin(ms_), std::end(ms_), 0.0); }
+  void add(Phase p, double ms) { ms_[int(p)] += ms; }
+  double get(Phase p) const { return ms_[int(p)]; }
+  // Adds the phases and the job's wall time (and its setup: wall minus the host phases) to `j`.
+  void to_json(Json& j, double wall_ms) const {
+    Json phases;
+    double claimed = 0;
+    for (int p = 0; p < int(Phase::kCount); ++p) {
+      phases.add(kPhaseNames[p], ms_[p]);
+      if (Phase(p) != Phase::TimedGpu) claimed += ms_[p];
+    }
+    phases.add("setup", std::max(0.0, wall_ms - claimed)).add("wall", wall_ms);
+    j.raw("phases_ms", phases.str());
+  }
+
+ private:
+  double ms_[int(Phase::kCount)] = {};
+};
+
+// Milliseconds since `t0` on the host's steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class Context {
+ public:
+  Options opt;
+  cudaStream_t stream = nullptr;
+  std::string api;
+  PhaseClock phases;  // of the job being run (reset by start_job)
+
+  // Called by bz::main before each job: phases and the racing state start afresh.
+  void start_job() {
+    phases.reset();
+    job_start_ = std::chrono::steady_clock::now();
+    best_estimate_ = INFINITY;
+  }
+
+  // The heuristic's (or cudnnFind's) first choice: never raced.
+  static bool is_first_choice(const Result& r) { return r.heuristic_rank == 0 || r.find_rank == 0; }
+
+  explicit Context(const Options& o, const char* api_name) : opt(o), api(api_name) {}
+  ~Context() {
+    if (cudnn_) cudnnDestroy(cudnn_);
+    if (cublas_) cublasDestroy(cublas_);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  void init() { BZ_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+
+  // Library handles, created on first use and bound to the benchmark stream.
+  cudnnHandle_t cudnn() {
+    if (!cudnn_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      BZ_CHECK_CUDNN(cudnnCreate(&cudnn_));
+      BZ_CHECK_CUDNN(cudnnSetStream(cudnn_, stream));
+      phases.add(Phase::Handles, ms_since(t0));
+    }
+    return cudnn_;
+  }
+  cublasHandle_t cublas() {
+    if (!cublas_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      BZ_CHECK_CUBLAS(cublasCreate(&cublas_));
+      BZ_CHECK_CUBLAS(cublasSetStream(cublas_, stream));
+      phases.add(Phase::Handles, ms_since(t0));
+    }
+    return cublas_;
+  }
+
+  // Random inputs in [-1, 1): each buffer of a job gets its own seed.
+  void fill(const Buffer& b, size_t count, DType dtype, uint64_t seed) {
+    fill_uniform(b.get(), count, dtype, seed, stream);
+  }
+
+  // Compare an output with its fp32 reference; sets max_rel_error/tolerance and the
+  // status check_failed (keeping the time) when it is off.
+  void check(Result& r, const void* out, DType dtype, const float* ref, size_t count, double tolerance) {
+    const auto t0 = std::chrono::steady_clock::now();
+    double err = max_rel_error(out, dtype, ref, count, stream);
+    phases.add(Phase::Check, ms_since(t0));
+    r.max_rel_error = err;
+    r.tolerance = tolerance;
+    if (!(err <= tolerance)) {
+      r.status = Status::CheckFailed;
+      r.message = std::isfinite(err) ? "output differs from the fp32 reference beyond the tolerance"
+                                     : "output holds NaN or Inf";
+    }
+  }
+
+  // A ring of copies of the weight buffer `w` (WeightRing): weight_copies of them with
+  // --l2 cold-weights when `is_weight`, else `w` alone.
+  WeightRing weight_ring(const Buffer& w, bool is_weight = true) {
+    const int n = is_weight && opt.l2 == L2Mode::ColdWeights ? weight_copies(l2_bytes(), w.bytes()) : 1;
+    return WeightRing(w, n, is_weight, stream);
+  }
+
+  // Time `call(stream)`, which enqueues one library call (and throws bz::Error on failure).
+  // Warm-up, K calls per timed launch (a captured CUDA graph, else back-to-back on the
+  // stream), adaptive repetitions until the median is stable; host cost measured apart.
+  // `ring`: the weight ring `call` takes its weights from (ring.next()), which sets K's policy.
+  // With --race or --job-budget-s a call far slower than the job's best so far (coarse_reason)
+  // gets kCoarseReps stream repetitions and Timing::coarse; `protect` exempts it.
+  template <class F>
+  Timing measure(F&& call, const WeightRing& ring = WeightRing(), bool protect = false) {
+    Timing t;
+    const auto warmup_start = std::chrono::steady_clock::now();
+    const int copies = ring.copies();
+    for (int i = 0; i < 2; ++i) call(stream);  // warm-up
+    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+    Event e0, e1;
+    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+    for (int i = 0; i < 3; ++i) call(stream);
+    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+    double estimate = std::max(1e-4, double(elapsed_ms(e0, e1)) / 3.0);
+    t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+    best_estimate_ = std::min(best_estimate_, estimate);
+    int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / estimate, copies);
+
+    const int host_calls = std::min(k, 64);  // few enough not to fill the launch queue
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < host_calls; ++i) call(stream);
+    auto t1 = std::chrono::steady_clock::now();
+    t.host_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / host_calls;
+    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+
+    GraphExec graph;
+    if (!t.coarse) capture(call, k, graph);
+    if (graph && opt.l2 != L2Mode::Cold && k < opt.max_calls) {
+      // The stream estimate includes host launch cost; re-size K from a timed graph launch.
+      BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
+      BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+      BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
+      BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+      BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+      double launch = std::max(1e-4, double(elapsed_ms(e0, e1)));
+      const int resized = calls_per_launch(opt, k * opt.launch_ms / launch, copies);
+      if (launch < 0.5 * opt.launch_ms && resized != k) {
+        k = resized;
+        graph.reset();
+        capture(call, k, graph);
+      }
+    }
+    t.calls_per_launch = k;
+    t.mode = graph ? "graph" : "stream";
+    auto launch = [&] {
+      if (graph)
+        BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
+      else
+        for (int i = 0; i < k; ++i) call(stream);
+    };
+    launch();  // warm the graph
+    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+
+    std::vector<double> samples;
+    auto start = std::chrono::steady_clock::now();
+    phases.add(Phase::Warmup, std::chrono::duration<double, std::milli>(start - warmup_start).count());
+    for (;;) {
+      if (opt.l2 == L2Mode::Cold) flush_l2();  // cold-weights flushes nothing: its activations stay warm
+      BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+      launch();
+      BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+      BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+      const double launch_ms = double(elapsed_ms(e0, e1));
+      phases.add(Phase::TimedGpu, launch_ms);
+      samples.push_back(launch_ms / k);
+      int n = int(samples.size());
+      double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (n >= opt.max_reps || (t.coarse && n >= kCoarseReps)) break;
+      if (n >= opt.min_reps && (spent > opt.max_ms || median_rel_halfwidth(samples) <= opt.target_rel_err)) break;
+    }
+    phases.add(Phase::Timed, ms_since(start));
+    t.ms = stats_of(samples);
+    t.repetitions = int(samples.size());
+    if (opt.l2 == L2Mode::ColdWeights) {
+      t.weight_copies = copies;
+      t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
+    }
+    return t;
+  }
+
+  // Copy a timing into a result.
+  static void record(Result& r, const Timing& t) {
+    r.median_ms = t.ms.median;
+    r.min_ms = t.ms.min;
+    r.max_ms = t.ms.max;
+    r.stddev_ms = t.ms.stddev;
+    r.host_ms = t.host_ms;
+    r.repetitions = t.repetitions;
+    r.timing = t.mode;
+    r.notes.add("calls_per_launch", t.calls_per_launch);
+    if (t.coarse) r.notes.add("coarse", t.coarse);  // a coarse median: far from the best, not refined
+    if (t.weight_copies)
+      r.notes.add("weight_copies", *t.weight_copies).add("weight_bytes_rotated", t.weight_bytes_rotated);
+  }
+
+  // Print one result line for `job`.
+  void emit(int job, const Result& r) const {
+    Json j;
+    j.add("event", "result").add("job", job).add("layer_key", r.layer_key).add("api", api);
+    j.add("algorithm", r.algorithm).add("dtype", r.dtype).add("math", r.math).add("fusion", r.fusion);
+    j.add("status", status_name(r.status)).add("l2", l2_name(opt.l2)).add("layout", r.layout);
+    j.add("message", r.message).add("median_ms", r.median_ms).add("min_ms", r.min_ms).add("max_ms", r.max_ms);
+    j.add("stddev_ms", r.stddev_ms).add("repetitions", r.repetitions).add("host_ms", r.host_ms);
+    j.add("workspace_bytes", r.workspace_bytes).add("timing", r.timing).add("max_rel_error", r.max_rel_error);
+    j.add("tolerance", r.tolerance).add("heuristic_rank", r.heuristic_rank).add("find_rank", r.find_rank);
+    j.raw("notes", r.notes.str()).add("schema", kSchema);
+    bz::emit(j);
+  }
+
+  // The device's L2 size in bytes (at least 1 MiB, should the attribute read 0).
+  size_t l2_bytes() {
+    if (!l2_bytes_) {
+      int dev = 0, l2 = 0;
+      BZ_CHECK_CUDA(cudaGetDevice(&dev));
+      BZ_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+      l2_bytes_ = size_t(std::max(l2, 1 << 20));
+    }
+    return l2_bytes_;
+  }
+
+  // Evict L2 by writing a buffer twice its size (used with --l2 cold).
+  void flush_l2() {
+    if (!l2_.get()) l2_ = Buffer(2 * l2_bytes());
+    BZ_CHECK_CUDA(cudaMemsetAsync(l2_.get(), ++flushes_ & 0xff, l2_.bytes(), stream));
+  }
+
+ private:
+  // Capture K calls into a graph; leaves `graph` empty when the library refuses capture.
+  template <class F>
+  void capture(F& call, int k, GraphExec& graph) {
+    cudaGraph_t g = nullptr;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    bool ok = true;
+    try {
+      for (int i = 0; i < k; ++i) call(stream);
+    } catch (const Error&) {
+      ok = false;
+    }
+    cudaError_t end = cudaStreamEndCapture(stream, &g);
+    if (ok && end == cudaSuccess && g) ok = cudaGraphInstantiate(graph.out(), g, 0) == cudaSuccess;
+    if (g) cudaGraphDestroy(g);
+    if (!ok || end != cudaSuccess) {
+      graph.reset();
+      cudaGetLastError();
+    }
+  }
+
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  Buffer l2_;
+  size_t l2_bytes_ = 0;
+  unsigned flushes_ = 0;
+  std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
+  double best_estimate_ = INFINITY;
+};
+
+}  // namespace bz

@@ -1,0 +1,132 @@
+// benanza harness, the harness command line: --jobs, --l2, the repetition policy, --list.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace bz {
+
+// The state of L2 a benchmark measures a call in (--l2; benanza/library.py L2):
+//   Warm         K calls back to back: inputs, weights and outputs stay in L2 (the lower bound);
+//   Cold         L2 flushed before every timed call (K = 1);
+//   ColdWeights  what a framework leaves at small batches: activations warm (the previous
+//                layer just wrote them), weights cold (last read one inference ago), calls
+//                back to back.  Each call reads its own copy of the weights (WeightRing).
+enum class L2Mode { Warm, Cold, ColdWeights };
+inline const char* const kL2Names[] = {"warm", "cold", "cold-weights"};  // in L2Mode order
+inline const char* l2_name(L2Mode m) { return kL2Names[int(m)]; }
+inline bool parse_l2(const char* text, L2Mode& out) {
+  for (size_t m = 0; m < std::size(kL2Names); ++m) {
+    if (std::strcmp(text, kL2Names[m]) == 0) {
+      out = L2Mode(m);
+      return true;
+    }
+  }
+  return false;
+}
+
+struct Options {
+  std::vector<int> jobs;   // empty: all
+  L2Mode l2 = L2Mode::Warm;
+  int min_reps = 5;
+  int max_reps = 200;
+  double target_rel_err = 0.01;  // stop once the median's 95% CI half-width / median is below this
+  double max_ms = 2000.0;        // wall-clock budget of the timed repetitions of one benchmark
+  double launch_ms = 1.0;        // aim for one timed launch (graph of K calls) to take this long
+  int max_calls = 1000;          // cap on K
+  int device = 0;
+  bool list = false;
+  int max_engines = 0;           // --max-engines N: at most N engine configs per job (graph API); 0 = all
+  double race = 0;               // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
+  double job_budget_ms = 0;      // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
+};
+
+inline void usage(const char* prog) {
+  std::fprintf(stderr,
+               "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
+               "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
+               "          [--max-engines N] [--race R] [--job-budget-s S]\n",
+               prog);
+}
+
+// "0,3,5-9" -> {0,3,5,6,7,8,9}; false on a malformed or out-of-range spec.
+inline bool parse_jobs(const std::string& spec, int num_jobs, std::vector<int>& out) {
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string part = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t dash = part.find('-');
+    char* end = nullptr;
+    long lo = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || end == part.c_str()) return false;
+    long hi = lo;
+    if (dash != std::string::npos) {
+      const char* h = part.c_str() + dash + 1;
+      hi = std::strtol(h, &end, 10);
+      if (end == h) return false;
+    }
+    if (*end != '\0' || lo < 0 || hi < lo || hi >= num_jobs) return false;
+    for (long j = lo; j <= hi; ++j) out.push_back(int(j));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return true;
+}
+
+inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    auto number = [&](double& dst) {
+      const char* v = value();
+      char* end = nullptr;
+      if (!v) return false;
+      dst = std::strtod(v, &end);
+      return *end == '\0' && std::isfinite(dst) && dst >= 0;
+    };
+    double d = 0;
+    if (a == "--list") {
+      o.list = true;
+    } else if (a == "--jobs") {
+      const char* v = value();
+      if (!v || !parse_jobs(v, num_jobs, o.jobs)) return false;
+    } else if (a == "--l2") {
+      const char* v = value();
+      if (!v || !parse_l2(v, o.l2)) return false;
+    } else if (a == "--max-reps" && number(d) && d >= 1) {
+      o.max_reps = int(d);
+    } else if (a == "--min-reps" && number(d) && d >= 1) {
+      o.min_reps = int(d);
+    } else if (a == "--target-rel-err" && number(d)) {
+      o.target_rel_err = d;
+    } else if (a == "--max-ms" && number(d)) {
+      o.max_ms = d;
+    } else if (a == "--launch-ms" && number(d)) {
+      o.launch_ms = d;
+    } else if (a == "--max-calls" && number(d) && d >= 1) {
+      o.max_calls = int(d);
+    } else if (a == "--device" && number(d)) {
+      o.device = int(d);
+    } else if (a == "--max-engines" && number(d)) {
+      o.max_engines = int(d);
+    } else if (a == "--race" && number(d) && (d == 0 || d >= 1)) {
+      o.race = d;
+    } else if (a == "--job-budget-s" && number(d)) {
+      o.job_budget_ms = 1e3 * d;
+    } else {
+      return false;
+    }
+  }
+  o.min_reps = std::min(o.min_reps, o.max_reps);
+  if (o.jobs.empty())
+    for (int j = 0; j < num_jobs; ++j) o.jobs.push_back(j);
+  return true;
+}
+
+}  // namespace bz
