@@ -37,9 +37,11 @@ browser:
 
 # Two groups: everything but the nvcc builds, then the GPU-free compile tests (marked `compile`:
 # one generated project covering every template, built once against the real headers).
+# The first group runs on two processes (pytest-xdist; a module's tests stay together, so its
+# fixtures are built once); the build of the second already uses every core.
 # bench/ci_time.py times the same steps.
 test: lint browser
-	$(BIN)/python -m pytest -m "not compile"
+	$(BIN)/python -m pytest -m "not compile" -n 2 --dist loadfile
 	$(BIN)/python -m pytest -m compile
 
 clean:

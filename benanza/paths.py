@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -35,7 +36,7 @@ def _unpack(packed: Path, target: Path) -> Path:
         import sys
 
         print(f"unpacking {packed} into {target} (once, a few seconds)", file=sys.stderr, flush=True)
-        partial = target.with_suffix(".db.partial")
+        partial = target.with_suffix(f".db.{os.getpid()}.partial")  # two processes may unpack at once
         with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst)
         partial.replace(target)

@@ -33,7 +33,8 @@ BIN = Path(sys.executable).parent
 # The steps of `make test` (Makefile), in order.
 STEPS: list[tuple[str, list[str]]] = [
     ("ruff", [str(BIN / "ruff"), "check", "."]),
-    ("pytest, not compile", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not compile"]),
+    ("pytest, not compile", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not compile",
+                             "-n", "2", "--dist", "loadfile"]),
     ("pytest, compile", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "compile"]),
 ]
 
