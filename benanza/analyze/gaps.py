@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
-
 from benanza.analyze.choose import (
     Choice,
     Miss,
@@ -22,7 +20,6 @@ from benanza.analyze.choose import (
     fusion_key,
     usable,
 )
-from benanza.analyze.dag import contract, critical_path
 from benanza.analyze.execution import BIAS_OPS, conv_bias_ms, storage, tensor_core_precisions
 from benanza.analyze.inputs import (
     ApiFamily,
@@ -230,65 +227,3 @@ def framework_overhead(inputs: Inputs) -> tuple[Table, float | None]:
     total = sum(r["ms"] for r in rows)
     note = "" if idle is not None else "end-to-end or GPU-busy time missing: idle time not counted"
     return Table("Framework overhead", ("component", "kind", "count", "ms"), tuple(rows), note=note), total
-
-
-# --- joint estimate ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Joint:
-    lbl_par_ms: float
-    lbl_seq_ms: float
-    graph: nx.DiGraph  # contracted: fused groups are one node named by their first layer
-    weights: dict[int, float]
-    groups: dict[int, tuple[int, ...]]  # head -> members, for every node of ``graph``
-    calls: dict[int, Choice]  # head -> chosen call
-    applied: tuple[FusionOutcome, ...]
-    skipped: tuple[str, ...]
-
-
-def select_fusions(outcomes: list[FusionOutcome], graph: nx.DiGraph
-                   ) -> tuple[nx.DiGraph, tuple[FusionOutcome, ...], tuple[str, ...]]:
-    """Fusions worth applying: fused faster than its members, greedily by saving, no shared layer.
-
-    Returns the graph with each applied fusion merged into its first layer, the applied
-    outcomes and one line per candidate left out for a reason other than being slower.
-    """
-    ranked = sorted((o for o in outcomes if (o.gap or 0.0) > 0), key=lambda o: (-(o.gap or 0.0), o.candidate.layers))
-    taken: set[int] = set()
-    applied, skipped = [], []
-    g = graph
-    for o in ranked:
-        members = o.candidate.layers
-        if taken & set(members):
-            skipped.append(f"{o.candidate.pattern} at layers {list(members)}: overlaps a fusion already applied")
-            continue
-        merged = contract(g, [members])
-        if merged is None:
-            skipped.append(f"{o.candidate.pattern} at layers {list(members)}: merging would make a cycle")
-            continue
-        g = merged
-        taken |= set(members)
-        applied.append(o)
-    return g, tuple(applied), tuple(skipped)
-
-
-def joint_estimate(model: Model, inputs: Inputs, graph: nx.DiGraph) -> Joint:
-    """Best algorithm + Tensor Cores + fusion + parallel branches, all applied at once.
-
-    Per layer: best under the Tensor-Core-allowed constraints; fusions chosen by
-    :func:`select_fusions` under the same constraints; then the critical path of the
-    contracted graph.
-    """
-    _, tc = tensor_core_sets(inputs)
-    best = {layer.index: choose(layer, inputs, Policy.BEST, tc) for layer in model.layers}
-    g, applied, skipped = select_fusions(fusion_outcomes(model, inputs, best, tc), graph)
-    groups: dict[int, tuple[int, ...]] = {n: (n,) for n in g.nodes}
-    calls: dict[int, Choice] = {i: c for i, c in best.items() if isinstance(c, Choice) and i in groups}
-    for o in applied:
-        head = o.candidate.layers[0]
-        groups[head] = tuple(o.candidate.layers)
-        assert isinstance(o.fused, Choice)
-        calls[head] = o.fused
-    w = {head: c.latency_ms for head, c in calls.items()}
-    par, _ = critical_path(g, w)
-    return Joint(par, sum(w.values()), g, w, groups, calls, applied, skipped)
