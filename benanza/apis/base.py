@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from benanza.library import PRECISIONS, Api, Precision
+from benanza.library import PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 
@@ -86,3 +86,5 @@ class ApiDef:
     cudnn_log_call: bool = False
     # ... or an op graph holding an operation of this kind (graph API, cudnn_log's ``Operation.kind``).
     graph_op: str = ""
+    # Fusion patterns whose whole chain this API runs as one call (the planner's FUSION_APIS).
+    fusions: tuple[Fusion, ...] = ()
