@@ -11,6 +11,7 @@ from benanza.apis.base import ApiDef, ApiFamily, JobFields, Unsupported, _layout
 from benanza.apis.conv import CONV_FUSIONS, _conv_dims, conv_bias_act_job
 from benanza.apis.engine_config import parse_engine_config_name
 from benanza.apis.gemm import GEMM_FUSIONS, _gemm_chain, _weights
+from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph
 from benanza.library import Activation, Api, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -89,9 +90,9 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
-           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="CONVOLUTION_FORWARD",
+           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_recogniser=is_conv_graph,
            fusions=CONV_FUSIONS),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
-           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="MATMUL",
-           fusions=GEMM_FUSIONS),
+           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True,
+           graph_recogniser=is_matmul_graph, fusions=GEMM_FUSIONS),
 )

@@ -7,6 +7,7 @@ import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.cudnn_ops import _one_layer
+from benanza.apis.graph_ops import is_norm_graph
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -71,5 +72,5 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_NORM, "bench_graph_norm", "cudnn_graph_norm.cu.j2", ApiFamily.GRAPH, "cudnn", graph_norm_job,
-           host_only=True, fusions=(Fusion.RMSNORM,)),
+           host_only=True, fusions=(Fusion.RMSNORM,), graph_recogniser=is_norm_graph),
 )

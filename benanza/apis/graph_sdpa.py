@@ -4,6 +4,7 @@ attention core (Fusion.ATTENTION)."""
 from __future__ import annotations
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.apis.graph_ops import is_sdpa_graph
 from benanza.library import Api, Fusion, Precision
 from benanza.model import attention
 from benanza.model.layer import FusionCandidate, Layer, Model
@@ -51,5 +52,6 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_SDPA, "bench_graph_sdpa", "cudnn_graph_sdpa.cu.j2", ApiFamily.GRAPH, "cudnn", graph_sdpa_job,
-           tensor_core=True, host_only=True, fusions=(Fusion.ATTENTION,)),
+           tensor_core=True, host_only=True, fusions=(Fusion.ATTENTION,),
+           graph_recogniser=is_sdpa_graph),
 )
