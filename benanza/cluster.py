@@ -86,7 +86,7 @@ def shard_size(pending: int, workers: int, shard_jobs: int | None = None) -> int
     return max(1, min(MAX_SHARD_JOBS, math.ceil(pending / max(1, workers * SHARDS_PER_WORKER))))
 
 
-def make_shards(jobs: Mapping[str, list[runner.Job]], size: int) -> list[Shard]:
+def make_shards(jobs: Mapping[str, list[runner.ScheduledJob]], size: int) -> list[Shard]:
     """Cut each executable's jobs (in job order) into shards of ``size``; a shard never spans executables."""
     out = []
     for exe, todo in jobs.items():
@@ -154,7 +154,7 @@ class _ShardRunner(runner.Runner):
 
     system_line: dict[str, Any] | None = None
 
-    def _on_system(self, data: dict[str, Any], todo: list[runner.Job]) -> bool:
+    def _on_system(self, data: dict[str, Any], todo: list[runner.ScheduledJob]) -> bool:
         self.system_line = {k: v for k, v in data.items() if k not in runner.PROCESS_FIELDS}
         return super()._on_system(data, todo)
 
@@ -174,7 +174,7 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     who = _worker_identity()
     done_topic = f"{topic}:{worker.get_current_task()}"
     reported = {int(msg["index"]) for _, msg in get_client().get_events(done_topic)}
-    todo = [runner.Job(shard.executable, int(j["index"]), perfdb.JobKey(**j["key"])) for j in jobs
+    todo = [runner.ScheduledJob(shard.executable, int(j["index"]), perfdb.JobKey(**j["key"])) for j in jobs
             if int(j["index"]) not in reported]
     scratch = perfdb.open_db(":memory:")
     sent: list[dict[str, Any]] = []
@@ -290,8 +290,8 @@ def connect(address: str | None = None, scheduler_file: Path | None = None,
 class _Writer:
     """The one writer: commits job messages from any worker, each job once."""
 
-    def __init__(self, db: Database, jobs: Mapping[str, list[runner.Job]], force: bool, summary: CampaignSummary,
-                 progress: CampaignProgress | None) -> None:
+    def __init__(self, db: Database, jobs: Mapping[str, list[runner.ScheduledJob]], force: bool,
+                 summary: CampaignSummary, progress: CampaignProgress | None) -> None:
         self.db, self.force, self.summary, self.progress = db, force, summary, progress
         self.by_index = {exe: {j.index: j for j in todo} for exe, todo in jobs.items()}
         self.written: set[tuple[str, perfdb.JobKey]] = set()
@@ -333,7 +333,7 @@ def workers_of(client: Any) -> dict[str, dict[str, Any]]:
         return client.scheduler_info()["workers"]
 
 
-def probe(client: Any, build_dir: Path, jobs: Mapping[str, list[runner.Job]], l2: str,
+def probe(client: Any, build_dir: Path, jobs: Mapping[str, list[runner.ScheduledJob]], l2: str,
           timeout_s: float = PROBE_TIMEOUT_S) -> tuple[list[dict[str, Any]], list[str]]:
     """Each worker's identity and system (``probe_worker``), and the workers that could not run."""
     exe, todo = next((e, t) for e, t in jobs.items() if t)
@@ -425,7 +425,8 @@ class _Submitted:
     """
 
     def __init__(self, client: Any, build_dir: str, l2: str, timeout_s: float, max_reps: int | None,
-                 max_engines: int | None, topic: str, by_index: Mapping[str, Mapping[int, runner.Job]]) -> None:
+                 max_engines: int | None, topic: str,
+                 by_index: Mapping[str, Mapping[int, runner.ScheduledJob]]) -> None:
         self.client, self.topic, self.by_index = client, topic, by_index
         self.args = (build_dir, l2, timeout_s, max_reps, max_engines, topic)
         self.addresses: dict[str, list[str]] = {}  # system -> the worker addresses its shards may run on

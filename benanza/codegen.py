@@ -32,9 +32,7 @@ from benanza.apis import NAMED_CONFIG_APIS, REGISTRY
 from benanza.errors import BenanzaError
 from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Precision
 from benanza.plan import Benchmark, Job, Plan
-
-MANIFEST_SCHEMA = 1
-MANIFEST = "manifest.json"
+from benanza.records import MANIFEST, MANIFEST_SCHEMA, ManifestJob
 
 # Strings allowed in a template context: hex keys and C/C++ or benanza enum spellings.
 _SAFE_STR = re.compile(r"[A-Za-z0-9_+.\-]*")
@@ -172,10 +170,9 @@ def _shallow_fields(b: Benchmark) -> dict[str, Any]:
 
 def _manifest_entries(plan: Plan, manifest: Manifest) -> None:
     for job in plan.jobs:
-        manifest.jobs.append({"executable": job.executable, "job": job.index, "layer_key": job.key,
-                              "api": job.api.value, "dtype": job.precision.value, "math": job.math,
-                              "fusion": job.fusion.value, "layout": job.layout, "shapes": job.fields.shapes,
-                              "algorithms": list(job.fields.algorithms)})
+        manifest.jobs.append(dataclasses.asdict(ManifestJob(
+            job.executable, job.index, job.key, job.api.value, job.precision.value, job.math, job.fusion.value,
+            job.layout, job.fields.shapes, list(job.fields.algorithms))))
         for b in job.benchmarks():
             if b.algorithm != "*":
                 manifest.benchmarks.append({**_shallow_fields(b), "name": b.name(),
