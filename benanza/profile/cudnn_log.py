@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from benanza.apis import REGISTRY
+from benanza.apis import REGISTRY, graph_api
 from benanza.apis.engine_config import engine_config_name
-from benanza.apis.graph_ops import GraphOp
 from benanza.library import Api
 from benanza.profile.cudnn_records import Field, Record, RecordReader
 
@@ -37,17 +35,6 @@ HEUR_MODES: dict[int, str] = {0: "INSTANT", 1: "B", 2: "FALLBACK", 3: "A"}
 
 # Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.cudnn_log_call).
 LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.cudnn_log_call}
-# Graph-API op graph recognisers (ApiDef.graph_recogniser): each reads the whole operation list.
-GRAPH_RECOGNISERS: dict[Api, Callable[[Sequence[GraphOp]], bool]] = {
-    api: d.graph_recogniser for api, d in REGISTRY.items() if d.graph_recogniser is not None}
-
-
-def graph_api(ops: Sequence[Operation]) -> Api | None:
-    """The API whose op graph ``ops`` is, from the whole graph (an SDPA graph starts with a MATMUL);
-    None when no recogniser, or more than one, accepts it."""
-    pairs = [(op.kind, op.mode) for op in ops]
-    found = [api for api, recognises in GRAPH_RECOGNISERS.items() if recognises(pairs)]
-    return found[0] if len(found) == 1 else None
 
 
 def cudnn_version_string(version: int) -> str:
@@ -309,7 +296,7 @@ def _graph_execute(rec: Record, version: str, clock: _Clock, probe: bool) -> Exe
     engine_id = engine.get("engine_id") if engine else None
     knob_desc = engine.get("knobDesc") if engine else None
     knobs = {c.name: _int(c.val) for c in knob_desc.children} if knob_desc else {}
-    api = graph_api(ops)
+    api = graph_api([(op.kind, op.mode) for op in ops])  # from the whole graph (ApiDef.graph_recogniser)
     return ExecutedCall(
         function=rec.function, api=api.value if api else None, line=rec.line, time=rec.time,
         time_us=clock.us(rec.time), thread=rec.context.get("Thread", ""), stream=rec.context.get("StreamId", ""),
