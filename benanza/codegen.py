@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 
 from benanza import paths
-from benanza.apis import NAMED_CONFIG_APIS, REGISTRY
+from benanza.apis import NAMED_CONFIG_APIS, REGISTRY, names
 from benanza.errors import BenanzaError
 from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Precision
 from benanza.plan import Benchmark, Job, Plan
@@ -156,11 +156,22 @@ def _write(path: Path, text: str, manifest: Manifest) -> None:
     manifest.written.append(str(path))
 
 
-def _copy_harness(out: Path, manifest: Manifest) -> None:
+NAME_PARTS_H = "name_parts.h"  # the harness header rendered from benanza.apis.names
+
+
+def name_parts_header(env: jinja2.Environment | None = None) -> str:
+    """``benanza/name_parts.h``: the pieces of engine-config and cuBLASLt names, from Python's one spelling."""
+    context = names.header_context()
+    check_plain(context)
+    return (env or environment()).get_template(f"{NAME_PARTS_H}.j2").render(**context)
+
+
+def _copy_harness(out: Path, manifest: Manifest, env: jinja2.Environment) -> None:
     src = paths.csrc_dir() / "benanza"
     for f in sorted(src.iterdir()):
         if f.is_file() and f.suffix in (".h", ".cuh", ".cu"):
             _write(out / "csrc" / "benanza" / f.name, f.read_text(), manifest)
+    _write(out / "csrc" / "benanza" / NAME_PARTS_H, name_parts_header(env), manifest)
 
 
 def _shallow_fields(b: Benchmark) -> dict[str, Any]:
@@ -216,7 +227,7 @@ def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
     for stale in (out / "src").glob("bench_*.cu") if (out / "src").is_dir() else ():
         if stale.stem not in executables:
             stale.unlink()
-    _copy_harness(out, manifest)
+    _copy_harness(out, manifest, env)
     _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
     host_only = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].host_only)
     cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),
