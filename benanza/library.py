@@ -82,7 +82,11 @@ def _vocabulary_entries() -> list[tuple[str, dict[str, Any]]]:
     found: list[tuple[tuple[int, str], list[tuple[str, dict[str, Any]]]]] = []
     for path in sorted((Path(__file__).resolve().parent / "apis").glob("*.py")):
         literals: dict[str, Any] = {}
-        for node in ast.parse(path.read_text(), str(path)).body:
+        try:
+            body = ast.parse(path.read_text(), str(path)).body
+        except SyntaxError as exc:
+            raise RuntimeError(f"{path}:{exc.lineno}: {exc.msg}") from None
+        for node in body:
             target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
                 node.target if isinstance(node, ast.AnnAssign) else None
             if isinstance(target, ast.Name) and target.id in ("ORDER", "VOCABULARY") and node.value is not None:

@@ -96,3 +96,15 @@ def test_a_new_api_module_and_template_are_planned_and_generated(tmp_path: Path)
     assert {k: v for k, v in after.items() if k in before} == before
     assert sorted(set(after) - set(before)) == ["benanza/apis/softplus_example.py",
                                                 "templates/softplus_example.cu.j2"]
+
+
+def test_a_vocabulary_that_is_not_a_literal_is_a_one_line_error(tmp_path: Path) -> None:
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "benanza", copy / "benanza", ignore=shutil.ignore_patterns("__pycache__"))
+    bad = copy / "benanza" / "apis" / "broken_example.py"
+    bad.write_text(MODULE.replace('"call": "softplusExample"', '"call": "softplus" + "Example"'))  # computed
+    code = SCRIPT.split("import benanza\n")[0] + "import benanza.library\n"  # the copy, not the installed package
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(copy)}, cwd=tmp_path)
+    assert done.returncode != 0
+    assert f"{bad}: VOCABULARY must be a literal" in done.stderr.strip().splitlines()[-1]
