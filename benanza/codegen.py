@@ -28,13 +28,11 @@ from typing import Any
 import jinja2
 
 from benanza import paths
-from benanza.apis import NAMED_CONFIG_APIS, REGISTRY
+from benanza.apis import NAMED_CONFIG_APIS, REGISTRY, names
 from benanza.errors import BenanzaError
 from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Precision
 from benanza.plan import Benchmark, Job, Plan
-
-MANIFEST_SCHEMA = 1
-MANIFEST = "manifest.json"
+from benanza.records import MANIFEST, MANIFEST_SCHEMA, ManifestJob
 
 # Strings allowed in a template context: hex keys and C/C++ or benanza enum spellings.
 _SAFE_STR = re.compile(r"[A-Za-z0-9_+.\-]*")
@@ -158,11 +156,22 @@ def _write(path: Path, text: str, manifest: Manifest) -> None:
     manifest.written.append(str(path))
 
 
-def _copy_harness(out: Path, manifest: Manifest) -> None:
+NAME_PARTS_H = "name_parts.h"  # the harness header rendered from benanza.apis.names
+
+
+def name_parts_header(env: jinja2.Environment | None = None) -> str:
+    """``benanza/name_parts.h``: the pieces of engine-config and cuBLASLt names, from Python's one spelling."""
+    context = names.header_context()
+    check_plain(context)
+    return (env or environment()).get_template(f"{NAME_PARTS_H}.j2").render(**context)
+
+
+def _copy_harness(out: Path, manifest: Manifest, env: jinja2.Environment) -> None:
     src = paths.csrc_dir() / "benanza"
     for f in sorted(src.iterdir()):
         if f.is_file() and f.suffix in (".h", ".cuh", ".cu"):
             _write(out / "csrc" / "benanza" / f.name, f.read_text(), manifest)
+    _write(out / "csrc" / "benanza" / NAME_PARTS_H, name_parts_header(env), manifest)
 
 
 def _shallow_fields(b: Benchmark) -> dict[str, Any]:
@@ -172,10 +181,9 @@ def _shallow_fields(b: Benchmark) -> dict[str, Any]:
 
 def _manifest_entries(plan: Plan, manifest: Manifest) -> None:
     for job in plan.jobs:
-        manifest.jobs.append({"executable": job.executable, "job": job.index, "layer_key": job.key,
-                              "api": job.api.value, "dtype": job.precision.value, "math": job.math,
-                              "fusion": job.fusion.value, "layout": job.layout, "shapes": job.fields.shapes,
-                              "algorithms": list(job.fields.algorithms)})
+        manifest.jobs.append(dataclasses.asdict(ManifestJob(
+            job.executable, job.index, job.key, job.api.value, job.precision.value, job.math, job.fusion.value,
+            job.layout, job.fields.shapes, list(job.fields.algorithms))))
         for b in job.benchmarks():
             if b.algorithm != "*":
                 manifest.benchmarks.append({**_shallow_fields(b), "name": b.name(),
@@ -219,7 +227,7 @@ def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
     for stale in (out / "src").glob("bench_*.cu") if (out / "src").is_dir() else ():
         if stale.stem not in executables:
             stale.unlink()
-    _copy_harness(out, manifest)
+    _copy_harness(out, manifest, env)
     _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
     host_only = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].host_only)
     cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),

@@ -2,14 +2,19 @@
 
 Code looks a data type, an API or a fusion pattern up in tables rather than branching
 on it (after CUTLASS's ``cutlass_library/library.py``): the names and C++ spellings are
-here; what benanza knows about each API (executable, template, family, layout policy,
-job builder, log recogniser) is its ``benanza.apis`` definition.
+here.  The ``Api`` members and the ONNX ops each serves are declared by the ``benanza.apis``
+module of each API (its ``VOCABULARY``), as is everything else benanza knows about it
+(executable, template, family, layout policy, job builder, log recogniser): adding an API
+edits no table here.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
+from typing import Any
 
 
 class Precision(StrEnum):
@@ -71,83 +76,53 @@ PRECISIONS: dict[Precision, PrecisionSpec] = {
 }
 
 
-class Api(StrEnum):
-    """A library call a layer maps to; the value is the C/C++ function name as logs print it."""
+def _vocabulary_entries() -> list[tuple[str, dict[str, Any]]]:
+    """(member, entry) of every ``VOCABULARY`` in ``benanza/apis/``, in job order (the modules'
+    ``ORDER``, then their names).  The modules are parsed, not imported: they import this one."""
+    found: list[tuple[tuple[int, str], list[tuple[str, dict[str, Any]]]]] = []
+    for path in sorted((Path(__file__).resolve().parent / "apis").glob("*.py")):
+        literals: dict[str, Any] = {}
+        try:
+            body = ast.parse(path.read_text(), str(path)).body
+        except SyntaxError as exc:
+            raise RuntimeError(f"{path}:{exc.lineno}: {exc.msg}") from None
+        for node in body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+                node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and target.id in ("ORDER", "VOCABULARY") and node.value is not None:
+                try:
+                    literals[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    raise RuntimeError(f"{path}: {target.id} must be a literal (it is read without importing "
+                                       f"the module)") from None
+        if "VOCABULARY" in literals:
+            if not isinstance(literals.get("ORDER"), int):
+                raise RuntimeError(f"{path}: a module with a VOCABULARY needs an integer ORDER (its place in "
+                                   f"the job order)")
+            found.append(((literals["ORDER"], path.stem), list(literals["VOCABULARY"].items())))
+    return [entry for _key, entries in sorted(found) for entry in entries]
 
-    CONV_FWD = "cudnnConvolutionForward"
-    CONV_BIAS_ACT = "cudnnConvolutionBiasActivationForward"
-    GRAPH_CONV = "cudnn_frontend::graph::conv_fprop"  # graph (backend) API, every engine config
-    GRAPH_MATMUL = "cudnn_frontend::graph::matmul"
-    GRAPH_NORM = "cudnn_frontend::graph::norm_fwd"  # LayerNormalization / RMSNormalization, inference phase
-    GRAPH_SDPA = "cudnn_frontend::graph::sdpa"  # fused scaled-dot-product attention (the attention core)
-    BATCHNORM_INF = "cudnnBatchNormalizationForwardInference"
-    ACTIVATION = "cudnnActivationForward"
-    POOLING = "cudnnPoolingForward"
-    SOFTMAX = "cudnnSoftmaxForward"
-    LRN = "cudnnLRNCrossChannelForward"
-    ADD_TENSOR = "cudnnAddTensor"
-    OP_TENSOR = "cudnnOpTensor"
-    GEMM_EX = "cublasGemmEx"
-    LT_MATMUL = "cublasLtMatmul"
-    SGEMV = "cublasSgemv"
-    COPY = "roofline"  # non-library layer: bounded by bytes moved at measured bandwidth
-    CEILING = "ceiling"  # the system's measured peaks (device copy bandwidth, GEMM rate per precision)
+
+_VOCABULARY = _vocabulary_entries()
+
+# A library call a layer maps to; the value is the C/C++ function name as logs print it.
+# Each ``benanza/apis`` module declares its members in ``VOCABULARY`` (member -> {"call": the
+# name, "ops": the ONNX ops it serves}); the member order is the job order.
+Api = StrEnum("Api", [(member, entry["call"]) for member, entry in _VOCABULARY], module=__name__,  # type: ignore[misc]
+              qualname="Api")
 
 
-# ONNX op -> library calls (DESIGN.md's table, kept as data).  Ops absent here are
-# unknown: the model processor reports them and still lists every other layer.
-OP_APIS: dict[str, tuple[Api, ...]] = {
-    "Conv": (Api.CONV_FWD, Api.GRAPH_CONV),
-    "BatchNormalization": (Api.BATCHNORM_INF,),
-    "Relu": (Api.ACTIVATION,),
-    "Sigmoid": (Api.ACTIVATION,),
-    "Tanh": (Api.ACTIVATION,),
-    "Clip": (Api.ACTIVATION,),
-    "Elu": (Api.ACTIVATION,),
-    "LeakyRelu": (Api.ACTIVATION,),
-    "MaxPool": (Api.POOLING,),
-    "AveragePool": (Api.POOLING,),
-    "GlobalAveragePool": (Api.POOLING,),
-    "GlobalMaxPool": (Api.POOLING,),
-    "Softmax": (Api.SOFTMAX,),
-    "LRN": (Api.LRN,),
-    "Add": (Api.ADD_TENSOR, Api.OP_TENSOR),
-    "Sum": (Api.OP_TENSOR,),
-    "Mul": (Api.OP_TENSOR,),
-    "Gemm": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL, Api.SGEMV),  # cublasSgemv: matrix-vector, fp32 only
-    "MatMul": (Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL, Api.SGEMV),
-    "Concat": (Api.COPY,),
-    "Reshape": (Api.COPY,),
-    "Flatten": (Api.COPY,),
-    "Transpose": (Api.COPY,),
-    "Dropout": (Api.COPY,),
-    "Unsqueeze": (Api.COPY,),
-    "Squeeze": (Api.COPY,),
-    "Identity": (Api.COPY,),
-    "Pad": (Api.COPY,),
-    # --- transformer layers (issue 16).  Normalizations: the cuDNN graph API's norm forward.
-    "LayerNormalization": (Api.GRAPH_NORM,),
-    "RMSNormalization": (Api.GRAPH_NORM,),  # ONNX opset 23
-    # Embeddings and slices read and write their output's bytes: the copy roofline.
-    "Gather": (Api.COPY,),
-    "Slice": (Api.COPY,),
-    "Split": (Api.COPY,),
-    "Expand": (Api.COPY,),
-    "Cast": (Api.COPY,),
-    # Pointwise ops outside cuDNN's legacy calls (the GELU / SiLU / RMSNorm chains' members):
-    # the copy roofline is their floor (one read-and-write pass, Transpose's bound).
-    "Erf": (Api.COPY,),
-    "Div": (Api.COPY,),
-    "Sub": (Api.COPY,),
-    "Pow": (Api.COPY,),
-    "Sqrt": (Api.COPY,),
-    "Reciprocal": (Api.COPY,),
-    "Neg": (Api.COPY,),
-    "Exp": (Api.COPY,),
-    "Where": (Api.COPY,),
-    "Gelu": (Api.COPY,),
-    "ReduceMean": (Api.COPY,),
-}
+def _op_apis() -> dict[str, tuple[Api, ...]]:
+    out: dict[str, tuple[Api, ...]] = {}
+    for member, entry in _VOCABULARY:
+        for op in entry.get("ops", ()):
+            out[op] = (*out.get(op, ()), Api[member])
+    return out
+
+
+# ONNX op -> library calls (DESIGN.md's table, kept as data in each API module's VOCABULARY).
+# Ops absent here are unknown: the model processor reports them and still lists every other layer.
+OP_APIS: dict[str, tuple[Api, ...]] = _op_apis()
 
 # Ops that only alias or reshape memory: their roofline bound moves no bytes.
 NO_COPY_OPS = frozenset({"Reshape", "Flatten", "Dropout", "Unsqueeze", "Squeeze", "Identity"})

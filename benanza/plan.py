@@ -119,19 +119,9 @@ class Plan:
 # One executable per API: bench_<slug> (ApiDef.executable).
 EXECUTABLES: dict[Api, str] = {api: d.executable for api, d in REGISTRY.items()}
 
-# Fusion pattern -> fused calls that can replace the chain.
+# Fusion pattern -> fused calls that can replace the chain (ApiDef.fusions).
 FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
-    Fusion.CONV_BIAS: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),
-    Fusion.CONV_BIAS_ACT: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),
-    Fusion.CONV_BIAS_ADD_ACT: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),
-    Fusion.CONV_BN: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),  # inference BN folds into weights and bias
-    Fusion.CONV_BN_ACT: (Api.CONV_BIAS_ACT, Api.GRAPH_CONV),
-    Fusion.GEMM_BIAS: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
-    Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
-    Fusion.ATTENTION: (Api.GRAPH_SDPA,),
-    Fusion.RMSNORM: (Api.GRAPH_NORM,),
-    Fusion.POINTWISE: (Api.COPY,),  # one fused pass: the chain's output at the copy roofline
-}
+    fusion: apis for fusion in Fusion if (apis := tuple(api for api, d in REGISTRY.items() if fusion in d.fusions))}
 
 # API -> job builder (ApiDef.builder).  An API without one is dropped with "no benchmark template".
 JOB_BUILDERS: dict[Api, JobBuilder] = {api: d.builder for api, d in REGISTRY.items() if d.builder is not None}

@@ -184,3 +184,26 @@ def checked_result(data: dict[str, Any]) -> Result:
     if data["status"] == Status.OK.value and data.get("median_ms") is None:
         raise ValueError("status ok without a median_ms")
     return Result.from_dict(data)
+
+
+# ---------------------------------------------------------------- the generated project's manifest
+
+MANIFEST = "manifest.json"  # in every generated project: codegen writes it, the runner reads it
+MANIFEST_SCHEMA = 1  # the runner refuses a manifest of another schema
+
+
+@dataclass(frozen=True)
+class ManifestJob:
+    """One entry of a manifest's ``jobs``, as codegen writes it: where the job is (executable, its
+    index in the job table) and what it measures (``db.JobKey.of`` reads the identity fields)."""
+
+    executable: str
+    job: int
+    layer_key: str
+    api: str  # a benanza.library.Api value
+    dtype: str  # a benanza.library.Precision value
+    math: str
+    fusion: str
+    layout: str
+    shapes: Any  # the builder's readable description
+    algorithms: list[str]

@@ -39,11 +39,9 @@ from benanza import db as perfdb
 from benanza.apis import has_weights
 from benanza.errors import BenanzaError
 from benanza.library import L2, Status
-from benanza.records import Result, checked_result
+from benanza.records import MANIFEST, MANIFEST_SCHEMA, Result, checked_result
 from benanza.system import merge_system
 
-MANIFEST = "manifest.json"
-MANIFEST_SCHEMA = 1
 MAX_LINE_BYTES = 1 << 20  # a longer "line" is garbage, not something to buffer forever
 MESSAGE_CHARS = 240  # how much of a garbage line or of stderr a status message keeps
 
@@ -103,8 +101,10 @@ def build(project_dir: str | Path, build_dir: str | Path | None = None, jobs: in
 
 
 @dataclass(frozen=True)
-class Job:
-    """One manifest job: an executable's job index plus the identity the database knows it by."""
+class ScheduledJob:
+    """A job the runner runs: where it is (an executable's job index, from the manifest's
+    ``records.ManifestJob``) and the identity the database records it under.  (``plan.Job`` is
+    the planned job that codegen renders; this is its run-time handle.)"""
 
     executable: str
     index: int
@@ -125,10 +125,10 @@ def load_manifest(project_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
-def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -> dict[str, list[Job]]:
+def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -> dict[str, list[ScheduledJob]]:
     """Jobs per executable, in job order."""
     executables = manifest.get("executables", {})
-    out: dict[str, list[Job]] = {name: [] for name in executables}
+    out: dict[str, list[ScheduledJob]] = {name: [] for name in executables}
     for n, spec in enumerate(manifest.get("jobs", [])):
         try:
             exe, index = str(spec["executable"]), int(spec["job"])
@@ -137,13 +137,13 @@ def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -
             raise BenanzaError(f"{where}: job {n} is malformed (missing or bad {exc})") from exc
         if exe not in out:
             raise BenanzaError(f"{where}: job {n} names executable {exe!r}, which 'executables' does not list")
-        out[exe].append(Job(exe, index, key))
+        out[exe].append(ScheduledJob(exe, index, key))
     for jobs in out.values():
         jobs.sort(key=lambda j: j.index)
     return out
 
 
-def jobs_to_run(jobs: Mapping[str, list[Job]], l2: str) -> dict[str, list[Job]]:
+def jobs_to_run(jobs: Mapping[str, list[ScheduledJob]], l2: str) -> dict[str, list[ScheduledJob]]:
     """The jobs an ``--l2`` setting measures. Cold-weights measures only the jobs of APIs with
     weights (``apis.ApiDef.weights``): for the others, weights cold and warm are one state,
     so their warm rows stand for them (the analyzer's cold-weights check takes those)."""
@@ -173,7 +173,7 @@ def job_ranges(indices: Iterable[int]) -> str:
 
 @dataclass
 class JobOutcome:
-    job: Job
+    job: ScheduledJob
     status: str  # a JOB_STATUSES value, or "skipped" (already in the database)
     message: str = ""
     results: list[Result] = field(default_factory=list)
@@ -367,7 +367,7 @@ class _Child:
 class _Open:
     """The job a process is running: its results so far and its first problem."""
 
-    job: Job
+    job: ScheduledJob
     results: list[Result] = field(default_factory=list)
     status: str = Status.OK.value
     message: str = ""
@@ -452,7 +452,7 @@ class Runner:
         outcome.phases["db_write"] = (time.perf_counter() - t0) * 1e3
         self._emit(outcome)
 
-    def _skip_completed(self, todo: list[Job], finished: set[int]) -> list[Job]:
+    def _skip_completed(self, todo: list[ScheduledJob], finished: set[int]) -> list[ScheduledJob]:
         if self.system_id is None or self.force:
             return todo
         done = perfdb.completed_jobs(self.db, self.system_id)
@@ -462,7 +462,7 @@ class Runner:
                 self._emit(JobOutcome(job, "skipped"))
         return [j for j in todo if j.key not in done]
 
-    def run_executable(self, name: str, jobs: list[Job]) -> None:
+    def run_executable(self, name: str, jobs: list[ScheduledJob]) -> None:
         path = self.build_dir / name
         finished: set[int] = set()
         abnormal = False
@@ -473,7 +473,7 @@ class Runner:
             self.summary.restarts += abnormal
             abnormal = self._run_process(path, todo, finished)
 
-    def _on_system(self, data: dict[str, Any], todo: list[Job]) -> bool:
+    def _on_system(self, data: dict[str, Any], todo: list[ScheduledJob]) -> bool:
         """Learn the system from a "system" line; True when the process must restart (jobs already done)."""
         if self.fixed_system:
             return False
@@ -485,7 +485,7 @@ class Runner:
             return not self.force and any(j.key in done for j in todo)
         return False
 
-    def _run_process(self, path: Path, todo: list[Job], finished: set[int]) -> bool:
+    def _run_process(self, path: Path, todo: list[ScheduledJob], finished: set[int]) -> bool:
         """Run one process over ``todo``; True when it ended abnormally (crash, hang, early exit)."""
         by_index = {j.index: j for j in todo}
         argv = [str(path), "--jobs", job_ranges(by_index), "--l2", self.l2]

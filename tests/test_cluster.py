@@ -97,7 +97,7 @@ def jobs_by_system(db) -> dict[str, collections.Counter]:
 
 
 def test_shards_and_sizes() -> None:
-    jobs = {"a": [runner.Job("a", i, None) for i in range(10)], "b": [runner.Job("b", 3, None)]}
+    jobs = {"a": [runner.ScheduledJob("a", i, None) for i in range(10)], "b": [runner.ScheduledJob("b", 3, None)]}
     shards = cluster.make_shards(jobs, 4)
     assert [s.name for s in shards] == ["a:0-3", "a:4-7", "a:8-9", "b:3"]
     assert cluster.shard_size(1000, 2) == cluster.MAX_SHARD_JOBS

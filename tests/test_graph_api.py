@@ -110,8 +110,10 @@ def names_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("needs a C++ compiler and the cuDNN / CUDA headers")
     out = tmp_path_factory.mktemp("names")
     (out / "main.cpp").write_text(NAMES_MAIN)
-    done = subprocess.run([CXX, "-std=c++17", "-Wall", "-Werror", f"-I{paths.csrc_dir()}", f"-I{CUDNN_INCLUDE}",
-                           f"-I{CUDA_INCLUDE}", str(out / "main.cpp"), "-o", str(out / "names")],
+    (out / "benanza").mkdir()
+    (out / "benanza" / codegen.NAME_PARTS_H).write_text(codegen.name_parts_header())  # codegen writes it too
+    done = subprocess.run([CXX, "-std=c++17", "-Wall", "-Werror", f"-I{paths.csrc_dir()}", f"-I{out}",
+                           f"-I{CUDNN_INCLUDE}", f"-I{CUDA_INCLUDE}", str(out / "main.cpp"), "-o", str(out / "names")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return out / "names"

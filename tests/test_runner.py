@@ -204,10 +204,10 @@ def test_run_summary_says_what_cold_weights_left_out() -> None:
                if left_out in line]
     assert line.replace(left_out, "").strip(" │|") == "3"
     assert left_out not in rendered(runner.RunSummary(jobs=5, ran=5))
-    jobs = {"bench_conv_fwd": [runner.Job("bench_conv_fwd", 0, perfdb.JobKey("k", Api.CONV_FWD.value, "fp32",
-                                                                              "none", "cold-weights", "[]"))],
-            "bench_pooling": [runner.Job("bench_pooling", 0, perfdb.JobKey("p", Api.POOLING.value, "fp32", "none",
-                                                                            "cold-weights", "[]"))]}
+    conv = perfdb.JobKey("k", Api.CONV_FWD.value, "fp32", "none", "cold-weights", "[]")
+    pool = perfdb.JobKey("p", Api.POOLING.value, "fp32", "none", "cold-weights", "[]")
+    jobs = {"bench_conv_fwd": [runner.ScheduledJob("bench_conv_fwd", 0, conv)],
+            "bench_pooling": [runner.ScheduledJob("bench_pooling", 0, pool)]}
     assert runner.jobs_to_run(jobs, L2.COLD_WEIGHTS.value) == {"bench_conv_fwd": jobs["bench_conv_fwd"],
                                                                 "bench_pooling": []}
     assert runner.jobs_to_run(jobs, L2.COLD.value) == jobs

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
 from benanza.analyze.choose import fastest, usable
 from benanza.analyze.dag import contract, critical_path
+from benanza.analyze.folding import COMPUTE_OPS, FOLDABLE_OPS, _consumers, _sole_consumer, folds  # noqa: F401 (FOLDABLE_OPS: importable here as before)
 from benanza.analyze.inputs import PRECISION_BYTES, Ceilings, Constraints, Inputs
 from benanza.analyze.roofline import layer_bytes
 from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
@@ -37,11 +38,9 @@ from benanza.model.costs import DTYPE_BYTES
 from benanza.model.layer import Layer, Model, Tensor, bias_add
 from benanza.records import Result
 
-COMPUTE_OPS = frozenset({"Conv", "Gemm", "MatMul"})  # charged their measured calls (FLOP-bound work)
 # Layers a framework runs as one elementwise kernel with their neighbours.
 ELEMENTWISE_OPS = frozenset({"Relu", "Sigmoid", "Tanh", "Clip", "Elu", "LeakyRelu", "Add", "Mul", "Sum",
                              "BatchNormalization"})
-FOLDABLE_OPS = frozenset({"BatchNormalization", "Mul", "Add"})  # into a conv/GEMM's weights and bias
 # Followers that give the folded conv a bias (a Mul only rescales the weights).
 BIAS_GIVING = frozenset({"BatchNormalization", "Add"})
 BIAS_OPS = frozenset({"Conv"})  # whose benchmarks leave the bias out: it is charged as a bias add
@@ -244,59 +243,6 @@ class _Coster:
             self.unmeasured[layer.index] = NO_IMPLEMENTATION
         kind = GroupKind.MEMORY if rows else GroupKind.UNMEASURED
         return Group((layer.index,), kind, bound, f"{layer_bytes(layer, self.store):.4g} B")
-
-
-def _consumers(model: Model) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = defaultdict(list)
-    for layer in model.layers:
-        for t in layer.inputs:
-            out[t.name].append(layer.index)
-    return out
-
-
-def _sole_consumer(layer: Layer, consumers: Mapping[str, list[int]]) -> int | None:
-    """The one layer that reads ``layer``'s only output, if exactly one does."""
-    if len(layer.outputs) != 1:
-        return None
-    readers = set(consumers.get(layer.outputs[0].name, ()))
-    return next(iter(readers)) if len(readers) == 1 else None
-
-
-def _per_channel_constant(follower: Layer, producer: Layer) -> bool:
-    """Whether ``follower`` applies constants per output channel (or one scalar) to ``producer``'s output."""
-    out = producer.outputs[0]
-    if follower.op == "BatchNormalization":
-        return follower.inputs[0].name == out.name and all(t.constant for t in follower.inputs[1:])
-    others = [t for t in follower.inputs if t.name != out.name]
-    if len(others) != 1 or not others[0].constant or len(follower.inputs) != 2:
-        return False
-    shape, channels = others[0].shape, out.shape[1] if len(out.shape) > 1 else 1
-    n = math.prod(shape) if shape else 1
-    if n == 1:
-        return True
-    if producer.op == "Conv":  # [C,1,1] or [1,C,1,1]: broadcast along the channel axis
-        trailing = shape[-(len(out.shape) - 1):] if len(shape) >= len(out.shape) - 1 else ()
-        return n == channels and len(trailing) == len(out.shape) - 1 and trailing[0] == channels
-    return n == out.shape[-1] and shape[-1] == out.shape[-1]  # a GEMM's bias/scale over its columns
-
-
-def folds(model: Model) -> dict[int, tuple[int, ...]]:
-    """conv/GEMM index -> the followers folded into its weights (BatchNormalization, Mul/Add by constants)."""
-    consumers = _consumers(model)
-    out: dict[int, tuple[int, ...]] = {}
-    for layer in model.layers:
-        if layer.op not in COMPUTE_OPS or len(layer.outputs) != 1:
-            continue
-        chain, cur = [], layer
-        while (nxt := _sole_consumer(cur, consumers)) is not None:
-            follower = model.layers[nxt]
-            if follower.op not in FOLDABLE_OPS or not _per_channel_constant(follower, cur):
-                break
-            chain.append(nxt)
-            cur = follower
-        if chain:
-            out[layer.index] = tuple(chain)
-    return out
 
 
 def _has_bias(layer: Layer) -> bool:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cache
 
 from benanza.apis.base import ApiDef, ApiFamily
+from benanza.apis.graph_ops import GraphOp
 from benanza.library import Api
 
-__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "has_weights"]
+__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "graph_api", "has_weights"]
 
 
 def _definitions() -> Iterator[ApiDef]:
@@ -53,3 +54,10 @@ def has_weights(api: str) -> bool:
         return REGISTRY[Api(api)].weights
     except (ValueError, KeyError):  # not an API benanza benchmarks
         return False
+
+
+def graph_api(ops: Sequence[GraphOp]) -> Api | None:
+    """The API of a graph-API op graph, from its whole operation list (``(kind, mode)`` pairs; an
+    SDPA graph starts with a MATMUL): the one whose ``graph_recogniser`` accepts it, else None."""
+    found = [api for api, d in REGISTRY.items() if d.graph_recogniser is not None and d.graph_recogniser(ops)]
+    return found[0] if len(found) == 1 else None

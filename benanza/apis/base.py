@@ -4,12 +4,13 @@ more than one builder."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from benanza.library import PRECISIONS, Api, Precision
+from benanza.apis.graph_ops import GraphOp
+from benanza.library import PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 
@@ -84,5 +85,8 @@ class ApiDef:
     # Log recogniser: a cuDNN log record of this function name (``Api`` value) is this API's
     # call (legacy API) ...
     cudnn_log_call: bool = False
-    # ... or an op graph holding an operation of this kind (graph API, cudnn_log's ``Operation.kind``).
-    graph_op: str = ""
+    # ... or an op graph whose whole operation list, ``(kind, mode)`` pairs, this accepts
+    # (graph API; benanza.apis.graph_ops, exclusive of each other).
+    graph_recogniser: Callable[[Sequence[GraphOp]], bool] | None = None
+    # Fusion patterns whose whole chain this API runs as one call (the planner's FUSION_APIS).
+    fusions: tuple[Fusion, ...] = ()

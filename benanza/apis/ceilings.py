@@ -21,6 +21,16 @@ def ceiling_jobs() -> list[tuple[Precision, JobFields]]:
 
 
 # Planned on its own (plan's ``ceilings``), not from a layer: no builder.
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 80
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    "CEILING": {"call": "ceiling"},  # the system's measured peaks (device copy bandwidth, GEMM rate per precision)
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.CEILING, "bench_ceilings", "ceilings.cu.j2", ApiFamily.NONE, "cublas", None, tensor_core=True,
            host_only=True),

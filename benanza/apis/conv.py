@@ -10,6 +10,8 @@ from benanza.model.layer import FusionCandidate, Layer, Model
 
 # Fusions whose chain adds a second tensor (the residual) before the activation.
 RESIDUAL_FUSIONS = frozenset({Fusion.CONV_BIAS_ADD_ACT})
+# Conv chains one fused call runs (inference BN folds into the weights and bias).
+CONV_FUSIONS = (Fusion.CONV_BIAS, Fusion.CONV_BIAS_ACT, Fusion.CONV_BIAS_ADD_ACT, Fusion.CONV_BN, Fusion.CONV_BN_ACT)
 
 
 def _conv_dims(layer: Layer) -> tuple[list[int], dict[str, Any]]:
@@ -72,9 +74,21 @@ def conv_bias_act_job(item: Layer | FusionCandidate, model: Model, precision: Pr
     return JobFields(row, shapes, CONV_FWD_ALGORITHMS, _layout(precision))
 
 
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 10
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    "CONV_FWD": {"call": "cudnnConvolutionForward", "ops": ("Conv",)},
+    "CONV_BIAS_ACT": {"call": "cudnnConvolutionBiasActivationForward"},  # fusions only
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
            tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
     ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
-           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
+           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, cudnn_log_call=True,
+           fusions=CONV_FUSIONS),
 )

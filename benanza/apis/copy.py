@@ -35,6 +35,24 @@ def copy_job(item: Layer | FusionCandidate, model: Model, precision: Precision) 
                      (COPY_ALGORITHM,), "", Math.NONE.value)
 
 
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 70
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    # Non-library layers, bounded by bytes moved at measured bandwidth: data movement, the
+    # transformer's embeddings and slices (they read and write their output's bytes), and
+    # pointwise ops outside cuDNN's legacy calls (the GELU / SiLU / RMSNorm chains' members:
+    # one read-and-write pass, Transpose's bound).
+    "COPY": {"call": "roofline", "ops": (
+        "Concat", "Reshape", "Flatten", "Transpose", "Dropout", "Unsqueeze", "Squeeze", "Identity", "Pad",
+        "Gather", "Slice", "Split", "Expand", "Cast",
+        "Erf", "Div", "Sub", "Pow", "Sqrt", "Reciprocal", "Neg", "Exp", "Where", "Gelu", "ReduceMean")},
+}
+
+
 DEFINITIONS = (
-    ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job, host_only=True),
+    ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job, host_only=True,
+           fusions=(Fusion.POINTWISE,)),  # one fused pass: the chain's output at the copy roofline
 )

@@ -247,6 +247,23 @@ def op_tensor_job(item: Layer | FusionCandidate, model: Model, precision: Precis
 
 # LRN stays NCHW (nhwc=False): whether cudnnLRNCrossChannelForward takes NHWC is not
 # documented, and NCHW is the layout every framework gives it.
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 50
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    "BATCHNORM_INF": {"call": "cudnnBatchNormalizationForwardInference", "ops": ("BatchNormalization",)},
+    "ACTIVATION": {"call": "cudnnActivationForward", "ops": ("Relu", "Sigmoid", "Tanh", "Clip", "Elu", "LeakyRelu")},
+    "POOLING": {"call": "cudnnPoolingForward",
+                "ops": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")},
+    "SOFTMAX": {"call": "cudnnSoftmaxForward", "ops": ("Softmax",)},
+    "LRN": {"call": "cudnnLRNCrossChannelForward", "ops": ("LRN",)},
+    "ADD_TENSOR": {"call": "cudnnAddTensor", "ops": ("Add",)},
+    "OP_TENSOR": {"call": "cudnnOpTensor", "ops": ("Add", "Sum", "Mul")},
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.BATCHNORM_INF, "bench_batchnorm", "cudnn_batchnorm.cu.j2", ApiFamily.LEGACY, "cudnn", batchnorm_job,
            nhwc=True, cudnn_log_call=True),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from benanza.apis.names import ENGINE_TAG, KNOB_TAG
+
 _KNOB_PREFIX = "CUDNN_KNOB_TYPE_"
 _KNOB_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -18,21 +20,22 @@ def engine_config_name(engine_id: int, knobs: dict[str, int]) -> str:
     """
     if isinstance(engine_id, bool) or not isinstance(engine_id, int) or engine_id < 0:
         raise ValueError(f"engine id must be a non-negative int, got {engine_id!r}")
-    parts = [f"eng{engine_id}"]
+    parts = [f"{ENGINE_TAG}{engine_id}"]
     short: dict[str, int] = {}
     for name, value in knobs.items():
         key = name.removeprefix(_KNOB_PREFIX)
         if not _KNOB_NAME.match(key) or isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"bad knob {name!r}={value!r}")
         short[key] = value
-    parts += [f"_k{key}={short[key]}" for key in sorted(short)]
+    parts += [f"{KNOB_TAG}{key}={short[key]}" for key in sorted(short)]
     return "".join(parts)
 
 
 def parse_engine_config_name(name: str) -> tuple[int, dict[str, int]]:
     """Inverse of :func:`engine_config_name` (knob names come back without the prefix)."""
-    m = re.fullmatch(r"eng(\d+)((?:_k[A-Za-z0-9_]+?=-?\d+)*)", name)
+    eng, knob = re.escape(ENGINE_TAG), re.escape(KNOB_TAG)
+    m = re.fullmatch(rf"{eng}(\d+)((?:{knob}[A-Za-z0-9_]+?=-?\d+)*)", name)
     if not m:
         raise ValueError(f"not an engine config name: {name!r}")
-    knobs = {k: int(v) for k, v in re.findall(r"_k([A-Za-z0-9_]+?)=(-?\d+)", m.group(2))}
+    knobs = {k: int(v) for k, v in re.findall(rf"{knob}([A-Za-z0-9_]+?)=(-?\d+)", m.group(2))}
     return int(m.group(1)), knobs

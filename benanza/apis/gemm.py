@@ -9,8 +9,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benanza.apis.base import _INT32_MAX, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
-from benanza.library import Activation, Api, Precision
+from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
+
+# GEMM chains one fused call runs (bias and activation as epilogues).
+GEMM_FUSIONS = (Fusion.GEMM_BIAS, Fusion.GEMM_BIAS_ACT)
 
 _OP = {False: "CUBLAS_OP_N", True: "CUBLAS_OP_T"}
 
@@ -228,11 +231,23 @@ def sgemv_job(item: Layer | FusionCandidate, model: Model, precision: Precision)
     return JobFields(row, {**shape.describe(), "gemv": gemv}, ("CUBLAS_GEMM_DEFAULT",))
 
 
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 60
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    "GEMM_EX": {"call": "cublasGemmEx", "ops": ("Gemm", "MatMul")},
+    "LT_MATMUL": {"call": "cublasLtMatmul", "ops": ("Gemm", "MatMul")},
+    "SGEMV": {"call": "cublasSgemv", "ops": ("Gemm", "MatMul")},  # matrix-vector, fp32 only
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.GEMM_EX, "bench_gemm_ex", "cublas_gemm_ex.cu.j2", ApiFamily.LEGACY, "cublas", gemm_ex_job,
            tensor_core=True, host_only=True, weights=True),
     ApiDef(Api.LT_MATMUL, "bench_lt_matmul", "cublaslt_matmul.cu.j2", ApiFamily.LEGACY, "cublas", lt_matmul_job,
-           tensor_core=True, host_only=True, weights=True),
+           tensor_core=True, host_only=True, weights=True, fusions=GEMM_FUSIONS),
     ApiDef(Api.SGEMV, "bench_sgemv", "cublas_sgemv.cu.j2", ApiFamily.LEGACY, "cublas", sgemv_job,
            host_only=True, weights=True),
 )

@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from benanza.apis.base import ApiDef, ApiFamily, JobFields, Unsupported, _layout
-from benanza.apis.conv import _conv_dims, conv_bias_act_job
+from benanza.apis.conv import CONV_FUSIONS, _conv_dims, conv_bias_act_job
 from benanza.apis.engine_config import parse_engine_config_name
-from benanza.apis.gemm import _gemm_chain, _weights
+from benanza.apis.gemm import GEMM_FUSIONS, _gemm_chain, _weights
+from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph
 from benanza.library import Activation, Api, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -76,9 +77,22 @@ def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
     return replace(fields, row={**fields.row, "engines": engines}, algorithms=tuple(names))
 
 
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 20
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    "GRAPH_CONV": {"call": "cudnn_frontend::graph::conv_fprop", "ops": ("Conv",)},  # every engine config
+    "GRAPH_MATMUL": {"call": "cudnn_frontend::graph::matmul", "ops": ("Gemm", "MatMul")},
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
-           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="CONVOLUTION_FORWARD"),
+           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_recogniser=is_conv_graph,
+           fusions=CONV_FUSIONS),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
-           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="MATMUL"),
+           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True,
+           graph_recogniser=is_matmul_graph, fusions=GEMM_FUSIONS),
 )

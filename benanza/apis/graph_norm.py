@@ -7,6 +7,7 @@ import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.cudnn_ops import _one_layer
+from benanza.apis.graph_ops import is_norm_graph
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -58,7 +59,18 @@ def _rmsnorm_chain(item: FusionCandidate, model: Model) -> JobFields:
     return JobFields(row, shapes, ("*",), "", Math.NONE.value)
 
 
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 30
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    # LayerNormalization / RMSNormalization (ONNX opset 23), inference phase
+    "GRAPH_NORM": {"call": "cudnn_frontend::graph::norm_fwd", "ops": ("LayerNormalization", "RMSNormalization")},
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.GRAPH_NORM, "bench_graph_norm", "cudnn_graph_norm.cu.j2", ApiFamily.GRAPH, "cudnn", graph_norm_job,
-           host_only=True),
+           host_only=True, fusions=(Fusion.RMSNORM,), graph_recogniser=is_norm_graph),
 )

@@ -4,6 +4,7 @@ attention core (Fusion.ATTENTION)."""
 from __future__ import annotations
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.apis.graph_ops import is_sdpa_graph
 from benanza.library import Api, Fusion, Precision
 from benanza.model import attention
 from benanza.model.layer import FusionCandidate, Layer, Model
@@ -38,7 +39,19 @@ def graph_sdpa_job(item: Layer | FusionCandidate, model: Model, precision: Preci
     return JobFields(row, shapes, ("*",))
 
 
+# Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
+ORDER = 40
+# The vocabulary entries of this module's APIs: benanza.library builds ``Api`` (member -> the
+# call as logs print it) and ``OP_APIS`` (the ONNX ops each serves) from them, reading this
+# literal without importing the module.
+VOCABULARY = {
+    # fused scaled-dot-product attention (the attention core): Fusion.ATTENTION only
+    "GRAPH_SDPA": {"call": "cudnn_frontend::graph::sdpa"},
+}
+
+
 DEFINITIONS = (
     ApiDef(Api.GRAPH_SDPA, "bench_graph_sdpa", "cudnn_graph_sdpa.cu.j2", ApiFamily.GRAPH, "cudnn", graph_sdpa_job,
-           tensor_core=True, host_only=True),
+           tensor_core=True, host_only=True, fusions=(Fusion.ATTENTION,),
+           graph_recogniser=is_sdpa_graph),
 )

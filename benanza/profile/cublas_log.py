@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benanza.apis import names
 from benanza.errors import BenanzaError
 from benanza.profile._io import iter_lines
 
@@ -270,21 +271,22 @@ def read_cublas_log(path: str | Path) -> CublasLog:
 
 
 # cuBLASLt's log prints an algo's configuration fields only where they differ from the
-# default: (log field, name part, default, value spelling) in the order of the harness's
-# canonical name (csrc/benanza/cublaslt_names.h). Swizzle and inner shape were never seen
-# printed in the H100 logs, so they stay at their defaults.
-LT_NAME_FIELDS: tuple[tuple[str, str, str, Callable[[str], str]], ...] = (
-    ("tile", "tile", "UNDEFINED", lambda v: v.removeprefix("MATMUL_TILE_")),
-    ("stages", "stages", "UNDEFINED", lambda v: v.removeprefix("MATMUL_STAGES_")),
-    ("numSplitsK", "splitk", "1", str),
-    ("reductionScheme", "red", "none", lambda v: LT_REDUCTIONS.get(v, v)),
-    ("", "swizzle", "0", str),
-    ("customOption", "custom", "0", str),
-    ("", "inner", "UNDEFINED", str),
-    ("clusterShape", "cluster", "AUTO", lambda v: v.removeprefix("CLUSTER_SHAPE_")),
-)
-LT_REDUCTIONS = {"REDUCTION_SCHEME_NONE": "none", "REDUCTION_SCHEME_INPLACE": "inplace",
-                 "REDUCTION_SCHEME_COMPUTE_TYPE": "compute", "REDUCTION_SCHEME_OUTPUT_TYPE": "output"}
+# default: (log field, name part, default, value spelling) in the order of the canonical name,
+# whose parts and defaults are apis.names.LT_PARTS (the harness's name_parts.h is rendered from
+# them). Swizzle and inner shape were never seen printed in the H100 logs, so they stay at their
+# defaults.
+LT_REDUCTIONS = {f"REDUCTION_SCHEME_{suffix}": name for suffix, name in names.LT_REDUCTIONS.items()}
+_LT_LOG_FIELDS: dict[str, tuple[str, Callable[[str], str]]] = {  # name part -> (log field, value spelling)
+    "tile": ("tile", lambda v: v.removeprefix("MATMUL_TILE_")),
+    "stages": ("stages", lambda v: v.removeprefix("MATMUL_STAGES_")),
+    "splitk": ("numSplitsK", str),
+    "red": ("reductionScheme", lambda v: LT_REDUCTIONS.get(v, v)),
+    "custom": ("customOption", str),
+    "cluster": ("clusterShape", lambda v: v.removeprefix("CLUSTER_SHAPE_")),
+}
+LT_NAME_FIELDS: tuple[tuple[str, str, str, Callable[[str], str]], ...] = tuple(
+    (field, part, default, spell)
+    for part, default in names.LT_PARTS for field, spell in [_LT_LOG_FIELDS.get(part, ("", str))])
 
 
 def lt_algorithm_name(algo: str) -> str | None:
@@ -292,5 +294,5 @@ def lt_algorithm_name(algo: str) -> str | None:
     fields = dict(item.split("=", 1) for item in algo.split() if "=" in item)
     if not fields.get("algoId", "").isdigit():
         return None
-    return f"algo{fields['algoId']}" + "".join(
+    return f"{names.LT_ALGO_TAG}{fields['algoId']}" + "".join(
         f"_{part}{spell(fields[key]) if key in fields else default}" for key, part, default, spell in LT_NAME_FIELDS)

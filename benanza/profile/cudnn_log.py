@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from benanza.apis import REGISTRY
+from benanza.apis import REGISTRY, graph_api
 from benanza.apis.engine_config import engine_config_name
 from benanza.library import Api
 from benanza.profile.cudnn_records import Field, Record, RecordReader
@@ -35,8 +35,6 @@ HEUR_MODES: dict[int, str] = {0: "INSTANT", 1: "B", 2: "FALLBACK", 3: "A"}
 
 # Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.cudnn_log_call).
 LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.cudnn_log_call}
-# Graph-API op graph -> Api, keyed by the kind of its first (main) operation (ApiDef.graph_op).
-GRAPH_OP_APIS: dict[str, Api] = {d.graph_op: api for api, d in REGISTRY.items() if d.graph_op}
 
 
 def cudnn_version_string(version: int) -> str:
@@ -298,7 +296,7 @@ def _graph_execute(rec: Record, version: str, clock: _Clock, probe: bool) -> Exe
     engine_id = engine.get("engine_id") if engine else None
     knob_desc = engine.get("knobDesc") if engine else None
     knobs = {c.name: _int(c.val) for c in knob_desc.children} if knob_desc else {}
-    api = GRAPH_OP_APIS.get(ops[0].kind) if ops else None
+    api = graph_api([(op.kind, op.mode) for op in ops])  # from the whole graph (ApiDef.graph_recogniser)
     return ExecutedCall(
         function=rec.function, api=api.value if api else None, line=rec.line, time=rec.time,
         time_us=clock.us(rec.time), thread=rec.context.get("Thread", ""), stream=rec.context.get("StreamId", ""),

@@ -33,7 +33,7 @@ GRAPH_FUSIONS: list[tuple[str, frozenset[str], Fusion]] = [
     ("gemm", frozenset({"act"}), Fusion.GEMM_BIAS_ACT),
     ("gemm", frozenset({"bias"}), Fusion.GEMM_BIAS),
 ]
-GRAPH_FAMILY = {"CONVOLUTION_FORWARD": "conv", "MATMUL": "gemm"}
+GRAPH_FAMILY = {Api.GRAPH_CONV.value: "conv", Api.GRAPH_MATMUL.value: "gemm"}  # by the whole graph's Api
 # cuBLASLt epilogue -> fusion pattern.
 LT_EPILOGUES: dict[str, Fusion] = {"BIAS": Fusion.GEMM_BIAS, "RELU_BIAS": Fusion.GEMM_BIAS_ACT,
                                    "GELU_BIAS": Fusion.GEMM_BIAS_ACT, "RELU": Fusion.GEMM_BIAS_ACT}
@@ -68,7 +68,7 @@ def _pointwise_roles(call: cudnn_log.ExecutedCall) -> set[str]:
 
 
 def _graph_fusion(call: cudnn_log.ExecutedCall) -> Fusion:
-    family = GRAPH_FAMILY.get(call.operations[0].kind, "") if call.operations else ""
+    family = GRAPH_FAMILY.get(call.api or "", "")
     roles = _pointwise_roles(call)
     return next((f for fam, need, f in GRAPH_FUSIONS if fam == family and need <= roles), Fusion.NONE)
 

@@ -19,6 +19,8 @@
 #include <iterator>
 #include <string>
 
+#include "benanza/name_parts.h"  // generated from benanza/apis/names.py: the name's pieces
+
 namespace bz {
 
 // cublasLtMatmulTile_t -> CUBLASLT_MATMUL_TILE_<name>
@@ -114,11 +116,12 @@ inline std::string lt_spelling(const char* const (&table)[N], unsigned value) {
 
 inline const char* lt_reduction_name(uint32_t scheme) {
   switch (scheme) {
-    case CUBLASLT_REDUCTION_SCHEME_NONE: return "none";
-    case CUBLASLT_REDUCTION_SCHEME_INPLACE: return "inplace";
-    case CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE: return "compute";
-    case CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE: return "output";
-    default: return "other";
+#define BZ_LT_REDUCTION_CASE(suffix, name) \
+  case CUBLASLT_REDUCTION_SCHEME_##suffix:  \
+    return name;
+    BZ_LT_REDUCTIONS(BZ_LT_REDUCTION_CASE)
+#undef BZ_LT_REDUCTION_CASE
+    default: return kLtOtherReduction;
   }
 }
 
@@ -143,10 +146,11 @@ inline std::string lt_algo_name(const cublasLtMatmulAlgo_t& algo) {
   const uint32_t custom = lt_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 0);
   const uint16_t inner = lt_config<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, 0);
   const uint16_t cluster = lt_config<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 0);
-  return "algo" + std::to_string(id) + "_tile" + lt_spelling(kLtTileNames, tile) + "_stages" +
-         lt_spelling(kLtStagesNames, stages) + "_splitk" + std::to_string(splitk) + "_red" +
-         lt_reduction_name(reduction) + "_swizzle" + std::to_string(swizzle) + "_custom" + std::to_string(custom) +
-         "_inner" + lt_spelling(kLtInnerShapeNames, inner) + "_cluster" + lt_spelling(kLtClusterNames, cluster);
+  return kLtAlgoTag + std::to_string(id) + kLtPart_tile + lt_spelling(kLtTileNames, tile) + kLtPart_stages +
+         lt_spelling(kLtStagesNames, stages) + kLtPart_splitk + std::to_string(splitk) + kLtPart_red +
+         lt_reduction_name(reduction) + kLtPart_swizzle + std::to_string(swizzle) + kLtPart_custom +
+         std::to_string(custom) + kLtPart_inner + lt_spelling(kLtInnerShapeNames, inner) + kLtPart_cluster +
+         lt_spelling(kLtClusterNames, cluster);
 }
 
 }  // namespace bz

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "benanza/name_parts.h"  // generated from benanza/apis/names.py: the name's pieces
+
 namespace bz {
 
 // cudnnBackendKnobType_t (cuDNN 9.19), index = enum value, without the CUDNN_KNOB_TYPE_ prefix.
@@ -109,8 +111,8 @@ using KnobChoice = std::pair<std::string, long long>;
 
 inline std::string engine_config_name(long long engine_id, std::vector<KnobChoice> knobs) {
   std::sort(knobs.begin(), knobs.end());  // by name (bytewise, as Python sorts ASCII strings)
-  std::string out = "eng" + std::to_string(engine_id);
-  for (const auto& [name, value] : knobs) out += "_k" + name + "=" + std::to_string(value);
+  std::string out = kEngineTag + std::to_string(engine_id);
+  for (const auto& [name, value] : knobs) out += kKnobTag + name + "=" + std::to_string(value);
   return out;
 }
 

@@ -1,0 +1,138 @@
+"""What a Dask worker runs for a campaign (``benanza run --cluster``, ``benanza/cluster.py``):
+probe its GPU's system, and run one shard through the runner, streaming every finished job
+back as an event.  Split from the client side (cluster.py: shards, the one writer) because
+these functions execute in the worker processes and import only what they need there.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benanza import db as perfdb
+from benanza import runner
+from benanza.system import fingerprint, merge_system
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One work unit: some jobs of one executable, run by one process on one worker's GPU."""
+
+    executable: str
+    indices: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.executable}:{runner.job_ranges(self.indices)}"
+
+
+
+# ---------------------------------------------------------------- worker side
+
+_HOST_SYSTEM: dict[str, Any] | None = None
+
+
+def _host_system() -> dict[str, Any] | None:
+    """This worker's GPU fingerprint, as ``benanza run`` takes it (measured once per worker process);
+    None without a usable GPU: the executable's own system line then describes the system."""
+    global _HOST_SYSTEM
+    if _HOST_SYSTEM is None:
+        _HOST_SYSTEM = fingerprint(bandwidth=True)
+    return _HOST_SYSTEM if _HOST_SYSTEM.get("usable") else None
+
+
+def _worker_identity() -> dict[str, Any]:
+    from distributed import get_worker
+
+    worker = get_worker()
+    return {"address": worker.address, "name": worker.name, "host": socket.gethostname(), "pid": os.getpid(),
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+
+def probe_worker(build_dir: str, executable: str, index: int, l2: str, timeout_s: float) -> dict[str, Any]:
+    """Run on a worker: its identity and its system, from the "system" line an executable prints
+    before its first job (the process is killed right after that line)."""
+    out = _worker_identity()
+    path = Path(build_dir) / executable
+    try:
+        child = runner._Child([str(path), "--jobs", str(index), "--l2", l2], Path(build_dir))
+    except OSError as exc:
+        return {**out, "error": f"{out['host']}: {path}: cannot start ({exc.strerror})"}
+    deadline = time.monotonic() + timeout_s
+    errors: list[str] = []
+    try:
+        while True:
+            try:
+                raw = child.readline(deadline)
+            except runner._Timeout:
+                return {**out, "error": f"{out['host']}: {path.name} printed no system line within {timeout_s:g} s"}
+            if raw is None:
+                said = f" ({'; '.join(errors)})" if errors else ""
+                return {**out, "error": f"{out['host']}: {path.name}: {child.exit_text()} before its system line"
+                                       f"{said}"}
+            event, data = runner._parse(raw.decode("utf-8", "replace").strip())
+            if event == "error":
+                errors.append(str(data.get("message", ""))[:runner.MESSAGE_CHARS])
+            elif event == "system":
+                merged = merge_system(_host_system(), {k: v for k, v in data.items()
+                                                       if k not in runner.PROCESS_FIELDS})
+                return {**out, "system": merged, "system_id": perfdb.system_id(merged)}
+    finally:
+        child.close()
+
+
+class _ShardRunner(runner.Runner):
+    """The runner, remembering the system line it saw (the client stores that system)."""
+
+    system_line: dict[str, Any] | None = None
+
+    def _on_system(self, data: dict[str, Any], todo: list[runner.ScheduledJob]) -> bool:
+        self.system_line = {k: v for k, v in data.items() if k not in runner.PROCESS_FIELDS}
+        return super()._on_system(data, todo)
+
+
+def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str, timeout_s: float,
+              max_reps: int | None, max_engines: int | None, topic: str) -> dict[str, Any]:
+    """Run on a worker: one shard through the runner; every finished job goes out at once as an event.
+
+    A retry (Dask re-queued the shard after a worker died) skips the jobs an earlier attempt
+    reported: each attempt of this task (one Dask key) lists them on the scheduler, in the
+    topic named after the key. Returns every job message this attempt
+    sent, so that the client misses none even if an event were late.
+    """
+    from distributed import get_client, get_worker
+
+    worker = get_worker()
+    who = _worker_identity()
+    done_topic = f"{topic}:{worker.get_current_task()}"
+    reported = {int(msg["index"]) for _, msg in get_client().get_events(done_topic)}
+    todo = [runner.ScheduledJob(shard.executable, int(j["index"]), perfdb.JobKey(**j["key"])) for j in jobs
+            if int(j["index"]) not in reported]
+    scratch = perfdb.open_db(":memory:")
+    sent: list[dict[str, Any]] = []
+
+    def stream(outcome: runner.JobOutcome, summary: runner.RunSummary) -> None:
+        msg = {"shard": shard.name, "executable": outcome.job.executable, "index": outcome.job.index,
+               "status": outcome.status, "message": outcome.message,
+               "results": [asdict(r) for r in outcome.results], "system_id": summary.system_id,
+               "system": merge_system(shard_runner.system, shard_runner.system_line), "sender": who}
+        worker.log_event(topic, msg)  # the results first: a job marked done is a job sent
+        worker.log_event(done_topic, {"index": outcome.job.index})
+        sent.append(msg)
+
+    shard_runner = _ShardRunner(db=scratch, build_dir=Path(build_dir), timeout_s=timeout_s, force=False, l2=l2,
+                                system_id=None, system=_host_system(), progress=stream, max_reps=max_reps,
+                                max_engines=max_engines)
+    error = ""
+    if todo:
+        try:
+            shard_runner.run_executable(shard.executable, todo)
+        except runner._ExecutableFailed as exc:
+            error = f"{who['host']} ({who['name']}): {exc}"
+    scratch.close()
+    return {"messages": sent, "restarts": shard_runner.summary.restarts, "error": error, "worker": who,
+            "skipped_retry": len(jobs) - len(todo)}
