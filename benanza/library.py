@@ -80,6 +80,7 @@ class Api(StrEnum):
     GRAPH_MATMUL = "cudnn_frontend::graph::matmul"
     GRAPH_NORM = "cudnn_frontend::graph::norm_fwd"  # LayerNormalization / RMSNormalization, inference phase
     GRAPH_SDPA = "cudnn_frontend::graph::sdpa"  # fused scaled-dot-product attention (the attention core)
+    GRAPH_POINTWISE = "cudnn_frontend::graph::pointwise"  # a fused chain of pointwise ops (GELU, SiLU...)
     BATCHNORM_INF = "cudnnBatchNormalizationForwardInference"
     ACTIVATION = "cudnnActivationForward"
     POOLING = "cudnnPoolingForward"

@@ -130,7 +130,7 @@ FUSION_APIS: dict[Fusion, tuple[Api, ...]] = {
     Fusion.GEMM_BIAS_ACT: (Api.LT_MATMUL, Api.GRAPH_MATMUL),
     Fusion.ATTENTION: (Api.GRAPH_SDPA,),
     Fusion.RMSNORM: (Api.GRAPH_NORM,),
-    Fusion.POINTWISE: (Api.COPY,),  # one fused pass: the chain's output at the copy roofline
+    Fusion.POINTWISE: (Api.COPY, Api.GRAPH_POINTWISE),  # its copy roofline, and cuDNN's fused chain
 }
 
 # API -> job builder (ApiDef.builder).  An API without one is dropped with "no benchmark template".

@@ -13,6 +13,7 @@ from benanza.model.layer import Layer, Model
 from benanza.profile.kineto import Annotation, CpuEvent
 from benanza.profile.ort_profile import NodeEvent
 from benanza.profile.ranges import NODE_RANGE
+from benanza.profile.torch_module import module_of_node
 from benanza.records import OverheadKind
 
 
@@ -163,11 +164,17 @@ def _norm(name: str) -> str:
 
 
 def torch_range_layers(model: Model, ranges: Sequence[Annotation]) -> list[NodeLayers]:
-    """``benanza.node:<module>`` ranges (written by ``benanza profile``) matched to layers by name."""
+    """``benanza.node:<name>`` ranges (written by ``benanza profile``) matched to layers: by the ONNX
+    node's name (onnx2torch capture), else as a module path (``--torch-module`` capture) to the
+    layers whose node scope is that module (``torch_module.module_of_node``; "" = the root's own)."""
     by_name = {_norm(layer.name): layer.index for layer in model.layers}
+    by_module: dict[str, list[int]] = {}
+    for layer in model.layers:
+        by_module.setdefault(module_of_node(layer.name) or "", []).append(layer.index)
     out = []
     for r in ranges:
         name = r.name.removeprefix(NODE_RANGE)
         index = by_name.get(_norm(name))
-        out.append(NodeLayers(name, "", () if index is None else (index,)))
+        layers = (index,) if index is not None else tuple(by_module.get(name, ()))
+        out.append(NodeLayers(name, "", layers))
     return out
