@@ -122,6 +122,10 @@ def test_as_executed_charges_the_groups_rows_and_rooflines(tmp_path: Path) -> No
     assert got.latency_ms == pytest.approx(0.25 + roof) and roof > 0
     for member in skip.layers[1:]:
         assert choose(model.layers[member], inputs, Policy.AS_EXECUTED) == Choice(0.0, Source.FUSED)
+    gemms = [n for n in mapping if n.op == "Gemm" and len(n.layers) > 1]  # ORT's MatMul + bias Add
+    assert gemms and all([(c.api, c.fusion) for c in charged[n.layers[0]]] == [(ANY, Fusion.GEMM_BIAS.value)]
+                         for n in gemms)
+    assert not any(contrib_calls(model, "Gemm", (n.layers[0],), "fp32") for n in gemms)  # one layer: no fusion
     roofline_call = next(c for c in charged[skip.layers[0]] if c.algorithm == ROOFLINE)
     assert isinstance(executed_row(roofline_call, "", inputs), RooflineRow)
 

@@ -37,8 +37,10 @@ ORT_CONTRIB: dict[str, Contrib] = {
     "SkipSimplifiedLayerNormalization": Contrib.NORM, "SimplifiedLayerNormalization": Contrib.NORM,
     "BiasGelu": Contrib.POINTWISE, "FastGelu": Contrib.POINTWISE, "Gelu": Contrib.POINTWISE,
     "QuickGelu": Contrib.POINTWISE, "BiasSoftmax": Contrib.POINTWISE,
-    "FusedMatMul": Contrib.GEMM, "FusedGemm": Contrib.GEMM,
+    "FusedMatMul": Contrib.GEMM, "FusedGemm": Contrib.GEMM, "Gemm": Contrib.GEMM, "MatMul": Contrib.GEMM,
 }
+# Standard ops that are a fusion only when ORT's node covers several layers (MatMul + bias Add -> Gemm).
+FUSED_ONLY_WHEN_SEVERAL = frozenset({"Gemm", "MatMul"})
 
 # Fusion pattern inside a node -> the api of its fused benchmark (ANY: every api planned for it).
 FUSED_API: dict[str, str] = {Fusion.ATTENTION.value: Api.GRAPH_SDPA.value, Fusion.RMSNORM.value: Api.GRAPH_NORM.value,
@@ -55,7 +57,7 @@ def contrib_calls(model: Model, op: str, layers: tuple[int, ...], precision: str
     ``logged``: calls the library logs assign to layers; a GEMM member that has one keeps it
     (ORT's FusedMatMul is a cuBLAS call).
     """
-    if op not in ORT_CONTRIB or not layers:
+    if op not in ORT_CONTRIB or not layers or (op in FUSED_ONLY_WHEN_SEVERAL and len(layers) < 2):
         return ()
     logged = logged or {}
     covered = set(layers)
