@@ -165,3 +165,42 @@ def test_bound_charges_a_gelu_chain_one_pass(tmp_path: Path) -> None:
         consts = {t.name: np.prod(t.shape) for i in chain.layers for t in model.layers[i].inputs if t.constant}
         moved = 4 * (np.prod(x.shape) + np.prod(out.shape) + sum(consts.values()))  # x read once, y written once
         assert len(consts) == 3 and group.ms == pytest.approx(moved / 3000e9 * 1e3)
+
+
+def test_map_bundle_report_puts_the_charges_on_each_nodes_anchor(tmp_path: Path) -> None:
+    """A bundle of a real ORT run (CPU EP: its profile, its optimized graph, meta.json from the run's own
+    latencies; no kernel trace, so no GPU times): the mapping itself gives each contrib node's anchor
+    the group's calls and its members none, fused into the anchor."""
+    import shutil
+    import time
+
+    from benanza.profile.bundle import write_meta
+    from benanza.profile.mapping import map_bundle_report
+
+    mat = materialize(EXPORTS / "tinygpt2_dynamo20.onnx", 2, tmp_path / "model.onnx", seq_len=16)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "ort")
+    options.optimized_model_filepath = str(bundle / "optimized_model.onnx")
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(str(mat.path), options, providers=["CPUExecutionProvider"])
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        sess.run(None, {i.name: np.ones((2, 16), np.int64) for i in sess.get_inputs()})
+        times.append((time.perf_counter() - start) * 1e3)
+    shutil.copyfile(sess.end_profiling(), bundle / "ort_profile.json")
+    write_meta(bundle, framework="onnxruntime", framework_version=ort.__version__, model="tinygpt2_dynamo20.onnx",
+               batch=2, dtype="fp16", latencies_ms=times, extra={"seq_len": 16})
+    model = load_model(EXPORTS / "tinygpt2_dynamo20.onnx", 2, 16)
+    mapping = map_bundle_report(model, bundle)
+    layers = mapping.profile.layers
+    nodes = ort_node_layers(model, read_ort_profile(bundle / "ort_profile.json").runs[-1].nodes,
+                            bundle / "optimized_model.onnx")
+    for node in (n for n in nodes if n.op in ("SkipLayerNormalization", "FastGelu")):
+        anchor = layers[node.layers[0]]
+        calls = (anchor.executed, *anchor.extra)
+        assert calls == contrib_calls(model, node.op, node.layers, "fp16")
+        assert all(layers[m].executed is None and layers[m].fused_into == node.layers[0] for m in node.layers[1:])
