@@ -1,6 +1,6 @@
 """Today's transformers end to end on one GPU, in one call: export, benchmark, profile, analyze.
 
-    python bench/transformer_campaign.py [--out build/tcamp] [--budget-s 530] [--max-engines 4] \\
+    python bench/transformer_campaign.py [--out build/tcamp] [--budget-s 500] [--max-engines 4] \\
         [--models bert_base:dynamo,gpt2_small:dynamo,vit_b_16:ts] [--batch 1,32] [--dtype fp16,fp32,tf32] \\
         [--dry-run] [--export-only]
 
@@ -96,7 +96,8 @@ def export_models(specs: list[tuple[str, str]], out: Path, log: list[str], tiny:
 
 
 def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], project: Path, db_path: Path,
-              max_engines: int | None, clock: Clock, timeout_s: float, dry_run: bool) -> dict[str, Any]:
+              max_engines: int | None, clock: Clock, timeout_s: float, dry_run: bool, max_reps: int,
+              max_ms: float) -> dict[str, Any]:
     loaded = [load_model(path, b, SEQ) for path in models.values() for b in batches]
     p = plan(loaded, dtypes, ceilings=True)
     manifest = codegen.generate(p, project, "python bench/transformer_campaign.py")
@@ -111,9 +112,9 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
     s = runner.run(project, open_db(db_path), timeout_s=timeout_s, build_dir=build, system=fingerprint,
-                   max_engines=max_engines)
+                   max_engines=max_engines, max_reps=max_reps, harness_args=("--max-ms", str(max_ms)))
     out.update({"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,
-                "max_engines": max_engines, "gpu": fingerprint.get("gpu")})
+                "max_engines": max_engines, "max_reps": max_reps, "max_ms": max_ms, "gpu": fingerprint.get("gpu")})
     print(f"[{clock.used():.0f} s] ran: {s.ok} ok of {s.results}, {s.check_failed} check_failed", flush=True)
     return out
 
@@ -233,7 +234,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="fp16,fp32,tf32", help="in the order they are profiled")
     ap.add_argument("--framework", default="torch,ort", help="ort only where onnxruntime has the CUDA EP")
     ap.add_argument("--max-engines", type=int, default=4, help="engine configs per graph-API job (0: all)")
-    ap.add_argument("--budget-s", type=float, default=530.0, help="stop starting new steps after this many seconds")
+    ap.add_argument("--max-reps", type=int, default=50, help="timed repetitions per benchmark at most")
+    ap.add_argument("--max-ms", type=float, default=100.0, help="time budget of one benchmark's repetitions")
+    ap.add_argument("--budget-s", type=float, default=500.0, help="stop starting new steps after this many seconds")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per profile")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per benchmark executable")
     ap.add_argument("--dry-run", action="store_true", help="export and generate only (no GPU needed)")
@@ -262,7 +265,8 @@ def main() -> None:
     db_path = work / "perf.db"
     try:
         record["benchmarks"] = benchmark(models, args.batch, dtypes, work / "project", db_path,
-                                         args.max_engines or None, clock, args.timeout, args.dry_run)
+                                         args.max_engines or None, clock, args.timeout, args.dry_run,
+                                         args.max_reps, args.max_ms)
     except BenanzaError as exc:
         record["benchmarks"] = {"error": str(exc)}
         print(f"benchmarks: {exc}", flush=True)
