@@ -158,7 +158,7 @@ def analyze_bundle(model_path: Path, db_path: Path, bundle: Path) -> dict[str, A
             "as-executed / measured": rs.get("as-executed / measured, mapped layers"),
             "mapped layers (as-executed check)": rs.get("mapped layers (measured and as-executed)"),
             "fusion gap (ms)": rs.get("fusion gap (ms)"), "attention": attention_ran(report, mapping, model),
-            "no implementation": sorted({r.get("op", "") for r in report.tables["missing"].rows})[:20]}
+            "ops of the missing table": sorted({r.get("op", "") for r in report.tables["missing"].rows})[:20]}
 
 
 def read_batch(bundle: Path) -> int:
