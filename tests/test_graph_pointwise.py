@@ -1,20 +1,18 @@
 """The graph API's fused pointwise chain (apis.graph_pointwise): GELU's Erf form (BERT, TorchScript
 export), its tanh form (GPT-2, dynamo export) and a bias + SiLU chain become one program that the
-template renders and kernels.cu evaluates; the generated project compiles against the real
-cudnn-frontend headers (compile test)."""
+template renders and kernels.cu evaluates.  The generated source is rendered, built against the real
+cudnn-frontend headers and listed by test_transformer_layers's project (GELU in both forms), so the
+harness is compiled once for all transformer APIs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import NVCC, listed_jobs
 from onnx import TensorProto, helper, numpy_helper
 
-from benanza import codegen
 from benanza.apis.base import Unsupported
 from benanza.apis.graph_pointwise import graph_pointwise_job
 from benanza.library import Api, Fusion, Precision
@@ -82,18 +80,3 @@ def test_planned_beside_the_copy_roofline(models: dict[str, Model]) -> None:
     fused = [j for j in p.jobs if j.fusion is Fusion.POINTWISE]
     assert {j.api for j in fused} == {Api.COPY, Api.GRAPH_POINTWISE}
     assert {j.precision for j in fused if j.api is Api.GRAPH_POINTWISE} == {Precision.FP32, Precision.FP16}
-
-
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_pointwise_benchmark_builds_and_lists(models: dict[str, Model], tmp_path: Path,
-                                              cmake_build: Callable[[Path], Path]) -> None:
-    p = plan(models.values(), [Precision.FP16, Precision.FP32], apis=[Api.GRAPH_POINTWISE])
-    manifest = codegen.generate(p, tmp_path, "benanza generate pointwise")
-    source = (tmp_path / "src" / "bench_graph_pointwise.cu").read_text()
-    assert "fe::PointwiseMode_t::ERF" in source and "fe::PointwiseMode_t::TANH_FWD" in source
-    assert "bz::pointwise_reference(" in source  # checked against the reference, never unchecked
-    build = cmake_build(tmp_path)
-    lines, planned = listed_jobs(build, "bench_graph_pointwise", manifest.jobs)
-    assert [(d["layer_key"], d["dtype"]) for d in lines] == [(j["layer_key"], j["dtype"]) for j in planned]
-    assert len(lines) == manifest.executables["bench_graph_pointwise"]["num_jobs"] >= 6
