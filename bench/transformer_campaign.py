@@ -97,7 +97,7 @@ def export_models(specs: list[tuple[str, str]], out: Path, log: list[str], tiny:
 
 def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], project: Path, db_path: Path,
               max_engines: int | None, clock: Clock, timeout_s: float, dry_run: bool, max_reps: int,
-              max_ms: float) -> dict[str, Any]:
+              max_ms: float, race: float) -> dict[str, Any]:
     loaded = [load_model(path, b, SEQ) for path in models.values() for b in batches]
     p = plan(loaded, dtypes, ceilings=True)
     manifest = codegen.generate(p, project, "python bench/transformer_campaign.py")
@@ -112,9 +112,11 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
     s = runner.run(project, open_db(db_path), timeout_s=timeout_s, build_dir=build, system=fingerprint,
-                   max_engines=max_engines, max_reps=max_reps, harness_args=("--max-ms", str(max_ms)))
+                   max_engines=max_engines, max_reps=max_reps,
+                   harness_args=("--max-ms", str(max_ms), "--race", str(race)))
     out.update({"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,
-                "max_engines": max_engines, "max_reps": max_reps, "max_ms": max_ms, "gpu": fingerprint.get("gpu")})
+                "max_engines": max_engines, "max_reps": max_reps, "max_ms": max_ms, "race": race,
+                "gpu": fingerprint.get("gpu")})
     print(f"[{clock.used():.0f} s] ran: {s.ok} ok of {s.results}, {s.check_failed} check_failed", flush=True)
     return out
 
@@ -236,6 +238,8 @@ def main() -> None:
     ap.add_argument("--max-engines", type=int, default=4, help="engine configs per graph-API job (0: all)")
     ap.add_argument("--max-reps", type=int, default=50, help="timed repetitions per benchmark at most")
     ap.add_argument("--max-ms", type=float, default=100.0, help="time budget of one benchmark's repetitions")
+    ap.add_argument("--race", type=float, default=1.5,
+                    help="time coarsely the algorithms this much slower than a job's best (harness --race; 0: off)")
     ap.add_argument("--budget-s", type=float, default=500.0, help="stop starting new steps after this many seconds")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per profile")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per benchmark executable")
@@ -266,7 +270,7 @@ def main() -> None:
     try:
         record["benchmarks"] = benchmark(models, args.batch, dtypes, work / "project", db_path,
                                          args.max_engines or None, clock, args.timeout, args.dry_run,
-                                         args.max_reps, args.max_ms)
+                                         args.max_reps, args.max_ms, args.race)
     except BenanzaError as exc:
         record["benchmarks"] = {"error": str(exc)}
         print(f"benchmarks: {exc}", flush=True)
