@@ -29,6 +29,7 @@ import jinja2
 
 from benanza import paths
 from benanza.apis import NAMED_CONFIG_APIS, REGISTRY, names
+from benanza.apis.base import ApiFamily
 from benanza.errors import BenanzaError
 from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Precision
 from benanza.plan import Benchmark, Job, Plan
@@ -230,8 +231,10 @@ def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
     _copy_harness(out, manifest, env)
     _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
     host_only = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].host_only)
+    frontend = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].family is ApiFamily.GRAPH)
     cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),
-                                                           host_only=host_only, site_dirs=site_dirs())
+                                                           host_only=host_only, frontend=frontend,
+                                                           site_dirs=site_dirs())
     _write(out / "benchmarks.cmake", cmake, manifest)
     _manifest_entries(plan, manifest)
     # compact: an indented dump goes through json's pure-Python encoder (half of generate's time for the zoo)

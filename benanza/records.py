@@ -93,6 +93,13 @@ class ExecutedCall:
     key: str | None = None  # None: the layer's own key
 
 
+# Spellings of an ExecutedCall that stands for a framework's own fused kernel (ONNX Runtime's
+# contrib nodes, benanza.profile.contrib): ANY api and/or algorithm = the fastest benchmark of
+# that fusion and precision; api COPY with algorithm ROOFLINE = the layer's bytes at peak bandwidth.
+ANY = "*"
+ROOFLINE = "roofline bytes"
+
+
 @dataclass(frozen=True)
 class KernelSpan:
     """One GPU kernel or copy of a measured run (times relative to the run's start)."""

@@ -45,6 +45,10 @@ TORCHVISION = {  # model builder -> weights enum (for the published _ops) and in
 TEXT = {"bert_base": (encoder_macs(12, SEQ, 768) + 768 * 768), "gpt2_small": encoder_macs(12, SEQ, 768)}
 
 
+# Config fields that override the published sizes (bench/transformer_campaign.py --tiny: a CPU check).
+CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {}
+
+
 def _text_model(name: str) -> tuple[Any, tuple, list[str]]:
     import torch
     from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
@@ -59,10 +63,10 @@ def _text_model(name: str) -> tuple[Any, tuple, list[str]]:
             return out[0] if name == "gpt2_small" else out[:2]  # BERT: hidden states and the pooler
 
     if name == "bert_base":
-        inner = BertModel(BertConfig(attn_implementation="eager"))
+        inner = BertModel(BertConfig(attn_implementation="eager", **CONFIG_OVERRIDES.get(name, {})))
         ids = torch.ones(2, SEQ, dtype=torch.int64)
         return Last(inner).eval(), (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"]
-    inner = GPT2Model(GPT2Config(use_cache=False, attn_implementation="eager"))
+    inner = GPT2Model(GPT2Config(use_cache=False, attn_implementation="eager", **CONFIG_OVERRIDES.get(name, {})))
     return Last(inner).eval(), (torch.ones(2, SEQ, dtype=torch.int64),), ["input_ids"]
 
 

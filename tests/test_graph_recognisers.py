@@ -116,14 +116,18 @@ def test_an_sdpa_graph_starting_with_matmul_is_filed_as_sdpa(calls: list) -> Non
 
 
 def test_every_graph_is_recognised_by_at_most_one_api(calls: list) -> None:
-    from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph, is_norm_graph, is_sdpa_graph
+    from benanza.apis.graph_ops import (is_conv_graph, is_matmul_graph, is_norm_graph, is_pointwise_graph,
+                                        is_sdpa_graph)
 
     recognisers = [d.graph_recogniser for d in REGISTRY.values() if d.graph_recogniser is not None]
-    assert len(recognisers) == 4  # conv, matmul, norm, sdpa
+    assert len(recognisers) == 5  # conv, matmul, norm, sdpa, pointwise
     for call in calls:
         ops = [(op.kind, op.mode) for op in call.operations]
         assert sum(r(ops) for r in recognisers) == 1
     conv_relu = [("CONVOLUTION_FORWARD", "CROSS_CORRELATION"), ("POINTWISE", "ADD"), ("POINTWISE", "RELU_FWD")]
-    assert is_conv_graph(conv_relu) and not any(r(conv_relu) for r in (is_matmul_graph, is_sdpa_graph, is_norm_graph))
+    assert is_conv_graph(conv_relu) and not any(r(conv_relu) for r in (is_matmul_graph, is_sdpa_graph, is_norm_graph,
+                                                                        is_pointwise_graph))
+    gelu = [("POINTWISE", "MUL"), ("POINTWISE", "ERF"), ("POINTWISE", "ADD"), ("POINTWISE", "MUL")]
+    assert [r(gelu) for r in recognisers].count(True) == 1 and is_pointwise_graph(gelu)
     # two matmuls without a softmax between them are neither a GEMM nor attention
     assert not any(r([("MATMUL", None), ("POINTWISE", "ADD"), ("MATMUL", None)]) for r in recognisers)

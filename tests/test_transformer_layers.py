@@ -213,17 +213,22 @@ def test_last_axis_softmax_keys_agree_across_opsets(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def transformer_project(blocks: dict[str, Model], tmp_path_factory: pytest.TempPathFactory
                         ) -> tuple[Path, codegen.Manifest, Plan]:
-    p = plan(blocks.values(), list(Precision), apis=[Api.GRAPH_SDPA, Api.GRAPH_NORM, Api.SOFTMAX])
+    p = plan(blocks.values(), list(Precision), apis=[Api.GRAPH_SDPA, Api.GRAPH_NORM, Api.SOFTMAX,
+                                                     Api.GRAPH_POINTWISE])
     out = tmp_path_factory.mktemp("transformer")
     return out, codegen.generate(p, out, "benanza generate blocks"), p
 
 
 def test_generated_sources_name_every_mask(transformer_project: tuple[Path, codegen.Manifest, Plan]) -> None:
     out, manifest, _ = transformer_project
-    assert set(manifest.executables) == {"bench_graph_sdpa", "bench_graph_norm", "bench_softmax"}
+    assert set(manifest.executables) == {"bench_graph_sdpa", "bench_graph_norm", "bench_softmax",
+                                         "bench_graph_pointwise"}
     sdpa = (out / "src" / "bench_graph_sdpa.cu").read_text()
     assert "set_causal_mask(true)" in sdpa and "set_padding_mask(true)" in sdpa
     assert "bz::attention_reference(" in sdpa  # checked against the reference, never unchecked
+    pointwise = (out / "src" / "bench_graph_pointwise.cu").read_text()  # GELU's Erf (BERT) and tanh (GPT-2) forms
+    assert "fe::PointwiseMode_t::ERF" in pointwise and "fe::PointwiseMode_t::TANH_FWD" in pointwise
+    assert "bz::pointwise_reference(" in pointwise
 
 
 @pytest.mark.compile

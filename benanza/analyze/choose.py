@@ -15,7 +15,7 @@ from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
 from benanza.apis import has_weights
 from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer
-from benanza.records import Result
+from benanza.records import ANY, ROOFLINE, Result
 
 
 class Policy(StrEnum):
@@ -133,11 +133,28 @@ def _non_library(layer: Layer, inputs: Inputs) -> Choice | Miss:
 def choose(layer: Layer, inputs: Inputs, policy: Policy, constraints: Constraints | None = None) -> Choice | Miss:
     """The latency that stands for ``layer`` under ``policy`` (constraints default to the inputs')."""
     constraints = constraints or inputs.constraints
+    if policy is Policy.AS_EXECUTED and _in_contrib_group(layer, inputs):
+        return _choose_as_executed(layer, inputs, constraints)
     if not layer.apis:
         return Miss(MissingReason.NO_MAPPING, layer.op)
     if is_copy_layer(layer):
         return _non_library(layer, inputs)
     return _POLICIES[policy](layer, inputs, constraints)
+
+
+def _charges(call: ExecutedCall | None) -> bool:
+    return call is not None and (ANY in (call.api, call.algorithm) or call.algorithm == ROOFLINE)
+
+
+def _in_contrib_group(layer: Layer, inputs: Inputs) -> bool:
+    """Whether an ORT contrib node ran ``layer`` (profile.contrib): its anchor's calls charge the whole
+    group, copy layers included, so the members' own rooflines must not count again."""
+    layers = inputs.profile.layers if inputs.profile is not None else {}
+    prof = layers.get(layer.index)
+    if prof is None:
+        return False
+    anchor = layers.get(prof.fused_into) if prof.fused_into is not None and prof.executed is None else prof
+    return anchor is not None and any(_charges(c) for c in (anchor.executed, *anchor.extra))
 
 
 def _choose_best(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
@@ -163,20 +180,61 @@ def _choose_as_executed(layer: Layer, inputs: Inputs, constraints: Constraints) 
     if isinstance(main, Miss):
         return main
     extra = [executed_row(call, layer.key, inputs) for call in prof.extra]
+    if any(isinstance(r, RooflineRow) for r in (main, *extra)):  # a contrib node's group (profile.contrib)
+        return _charged_group(main, extra)
     rows = tuple(r for r in extra if not isinstance(r, Miss))
     return Choice((main.median_ms or 0.0) + sum(r.median_ms or 0.0 for r in rows), Source.BENCHMARK, main,
                   extra=rows, unbenchmarked=tuple(m.detail for m in extra if isinstance(m, Miss)))
 
 
-def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2.WARM) -> Result | Miss:
+@dataclass(frozen=True)
+class RooflineRow:
+    """A contrib node's member charged the bytes it moves at the measured bandwidth (no benchmark)."""
+
+    median_ms: float
+    what: str
+
+
+def _charged_group(main: Result | RooflineRow, extra: Sequence[Result | RooflineRow | Miss]) -> Choice:
+    """A contrib node's group: its benchmarks' medians plus its members' rooflines, the first
+    benchmark as the Choice's row (its source is ROOFLINE when every part is a roofline)."""
+    parts = [main, *(r for r in extra if not isinstance(r, Miss))]
+    rows = [r for r in parts if isinstance(r, Result)]
+    ms = sum(r.median_ms or 0.0 for r in parts)
+    if not rows:
+        return Choice(ms, Source.ROOFLINE)
+    return Choice(ms, Source.BENCHMARK, rows[0], extra=tuple(rows[1:]),
+                  unbenchmarked=tuple(m.detail for m in extra if isinstance(m, Miss)))
+
+
+def _roofline_of_key(key: str, inputs: Inputs) -> RooflineRow | Miss:
+    layer = next((x for x in inputs.model.layers if x.key == key), None)
+    bound = None if layer is None else roofline_copy_ms(layer, inputs.ceilings)
+    if bound is None:
+        return Miss(MissingReason.NO_BANDWIDTH, key[:40])
+    return RooflineRow(bound, f"{layer.op} roofline" if layer else "roofline")
+
+
+def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2.WARM
+                 ) -> Result | RooflineRow | Miss:
     """The fastest ok benchmark of exactly the call the framework made (api, algorithm, precision,
     fusion), among the rows measured with ``l2``: warm for the as-executed policy, cold or
-    cold-weights for the checks against a run that streams each layer's weights from HBM."""
+    cold-weights for the checks against a run that streams each layer's weights from HBM.
+
+    A call of ORT's own fused kernels (``profile.contrib``) names ``ANY`` api and/or algorithm:
+    the fastest benchmark of that fusion and precision stands for it; a ``ROOFLINE`` member is
+    charged its bytes (warm only: a check under another L2 state leaves its layer out)."""
+    if call.api == Api.COPY.value and call.algorithm == ROOFLINE:
+        return _roofline_of_key(call.key or layer_key, inputs) if l2 is L2.WARM else \
+            Miss(MissingReason.NOT_BENCHMARKED, f"roofline charge ({l2.value})")
     measured = [r for r in inputs.measurements.get(call.key or layer_key, ()) if r.l2 == l2.value]
 
+    def same(want: str, got: str) -> bool:
+        return want in (ANY, got)
+
     def of_call(dtype: str) -> list[Result]:
-        return [r for r in measured if (r.api, r.algorithm, r.dtype, r.fusion) == (call.api, call.algorithm, dtype,
-                                                                                   call.fusion)]
+        return [r for r in measured if same(call.api, r.api) and same(call.algorithm, r.algorithm)
+                and (r.dtype, r.fusion) == (dtype, call.fusion)]
 
     rows = of_call(call.precision)
     if call.precision == Precision.TF32.value and not any(_tensor_core_engine(r) for r in rows):
@@ -209,7 +267,7 @@ def executed_ms(layer_key: str, calls: Sequence[ExecutedCall], inputs: Inputs, l
     rows = [executed_row(call, layer_key, inputs, call_l2(call, l2)) for call in calls]
     if not rows or any(isinstance(r, Miss) for r in rows):
         return None
-    return sum(r.median_ms or 0.0 for r in rows if isinstance(r, Result))
+    return sum(r.median_ms or 0.0 for r in rows if not isinstance(r, Miss))
 
 
 def heuristic_pick(rows: Sequence[Result]) -> Result | None:

@@ -15,6 +15,9 @@ This module charges an *equivalent execution* instead (docs/METRICS.md, "Executi
 - memory-bound layers, and trees of elementwise layers whose intermediate outputs feed only the
   next member, are charged the bytes they must move at the peak bandwidth (a chain reads its
   inputs once and writes its output once), or their best measured call when that is cheaper;
+- an attention core or an RMSNorm chain is charged its measured fused call (cuDNN's SDPA, the
+  graph API's norm forward) when that beats its members one by one; a pointwise chain (GELU's
+  Erf and tanh forms, SiLU, bias + GELU) is one pass at the copy roofline, never less;
 - a layer with no measured implementation is charged its roofline at the measured peaks, never 0,
   and is listed.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
@@ -301,6 +304,52 @@ def _fused_choice(model: Model, inputs: Inputs, constraints: Constraints) -> lis
     return out
 
 
+# Fusion candidates whose head is no conv/GEMM: the fused call replaces every member's own cost.
+CHAIN_FUSIONS = frozenset({Fusion.ATTENTION.value, Fusion.RMSNORM.value})
+
+
+def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: _Coster,
+                  unfused: Callable[[int], float | None], folded_into: Mapping[int, int]
+                  ) -> tuple[float, tuple[int, ...], Result] | None:
+    """(saving, members, row) of a measured attention / RMSNorm fused call against its members
+    charged one by one (GEMMs their best call, the rest their bytes); None when it saves nothing."""
+    if row.fusion not in CHAIN_FUSIONS or any(folded_into.get(m, m) not in members for m in members):
+        return None
+    alone = 0.0
+    for m in members:
+        layer = model.layers[m]
+        if layer.op in NO_COPY_OPS or m in folded_into:
+            continue
+        cost = unfused(m) if layer.op in COMPUTE_OPS else coster.bytes_ms(layer_bytes(layer, coster.store))
+        if cost is None:
+            return None
+        alone += cost
+    saving = alone - (row.median_ms or 0.0)
+    return (saving, members, row) if saving > 0 else None
+
+
+def _chain_group(model: Model, members: tuple[int, ...], coster: _Coster) -> Group | None:
+    """A pointwise chain (GELU, SiLU, bias+GELU) as one pass: its external inputs read and its
+    output written once at the peak bandwidth (the copy roofline is the floor a fused chain
+    benchmark cannot beat); its measured fused call only when cheaper than that."""
+    consumers = _consumers(model)
+    inside = {t.name for i in members for t in model.layers[i].outputs}
+    read = {t.name: t for i in members for t in model.layers[i].inputs if t.name not in inside and t.name}
+    written = {t.name: t for i in members for t in model.layers[i].outputs
+               if any(c not in members for c in consumers.get(t.name, ())) or not consumers.get(t.name)}
+    moved = sum(tensor_bytes(t, coster.store) for t in (*read.values(), *written.values()))
+    bound = coster.bytes_ms(moved)
+    cand = next((f for f in model.fusions if tuple(sorted(f.layers)) == members), None)
+    rows = _allowed(coster.inputs.measurements.get(cand.key, ()), coster.constraints, cand.pattern) \
+        if cand is not None and cand.key else []
+    best = fastest(rows)
+    if best is not None and (bound is None or (best.median_ms or 0.0) < bound):
+        return Group(members, GroupKind.FUSED, best.median_ms or 0.0, _describe(best))
+    if bound is None:
+        return None
+    return Group(members, GroupKind.CHAIN, bound, f"{moved:.4g} B")
+
+
 def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, graph: nx.DiGraph,
                     ceil: Ceilings | None = None, fused_calls: bool = True) -> Execution:
     """The cost of the cheapest equivalent execution this module knows (see the module doc)."""
@@ -323,6 +372,9 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
         for members, row in _fused_choice(model, inputs, constraints):
             head = members[0]
             if model.layers[head].op not in COMPUTE_OPS:
+                option = _chain_option(model, members, row, coster, unfused, folded_into)
+                if option is not None:
+                    options.append(option)
                 continue
             rest = [m for m in members[1:] if m not in folded_into]
             alone = unfused(head)
@@ -343,6 +395,14 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             extra = tuple(f for f in folded.get(members[0], ()) if f not in members)
             groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, _describe(row),
                                 folded=extra))
+    for cand in model.fusions:  # pointwise chains: one pass at the copy roofline, whatever was measured
+        members = set(cand.layers)
+        if cand.pattern != Fusion.POINTWISE.value or members & taken or members & set(folded_into):
+            continue
+        group = _chain_group(model, tuple(sorted(members)), coster)
+        if group is not None:
+            taken |= members
+            groups.append(group)
     coster.unmeasured.clear()  # ranking charged rooflines it may not keep
     coster.uncharged.clear()
     for layer in model.layers:

@@ -44,3 +44,8 @@ def is_norm_graph(ops: Sequence[GraphOp]) -> bool:
     """A normalization forward (LayerNorm, RMSNorm) and its pointwise neighbours."""
     kinds = _kinds(ops)
     return kinds.count("NORM_FORWARD") == 1 and "MATMUL" not in kinds and "CONVOLUTION_FORWARD" not in kinds
+
+
+def is_pointwise_graph(ops: Sequence[GraphOp]) -> bool:
+    """A chain of pointwise operations alone (GELU, SiLU, bias + activation fused into one pass)."""
+    return bool(ops) and all(kind == "POINTWISE" for kind in _kinds(ops))

@@ -14,7 +14,14 @@ from benanza.library import Precision
 from benanza.model.onnx_import import load_model
 from benanza.plain_text import plain
 from benanza.profile.bundle import Framework, bundle_seq_len, read_bundle
-from benanza.profile.capture import CAPTURE_PRECISIONS, PROFILED_RUNS, AlgoSearch, capture
+from benanza.profile.capture import (
+    CAPTURE_PRECISIONS,
+    EXPORTED,
+    PROFILED_RUNS,
+    AlgoSearch,
+    capture,
+    capture_torch_module,
+)
 from benanza.profile.mapping import map_bundle_report, summary
 
 # --framework spellings -> the bundle's framework.
@@ -23,7 +30,7 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
 
 
 @main.command("profile")
-@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)), default="onnxruntime", show_default=True,
               help="Framework to run the model in (ONNX Runtime CUDA EP, or PyTorch through onnx2torch).")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size.")
@@ -41,21 +48,39 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
 @click.option("--algo-search", type=click.Choice([a.value for a in AlgoSearch]), default=AlgoSearch.EXHAUSTIVE.value,
               show_default=True, help="ONNX Runtime cudnn_conv_algo_search (PyTorch: exhaustive = cudnn.benchmark).")
 @click.option("--map-only", is_flag=True, help="Do not run anything: map the existing bundle --out onto MODEL.")
+@click.option("--torch-module", "torch_module", default=None, metavar="PKG.MODULE:FACTORY",
+              help="Profile your own nn.Module instead of MODEL: the factory returns the module (random weights) "
+                   "and its example inputs; it is exported to ONNX (the bundle's exported.onnx, module-path node "
+                   "names) and run natively in PyTorch, kernels mapped to layers through the module hierarchy.")
 @friendly_errors
-def profile_command(model: Path, framework: str, batch: int, seq_len: int | None, dtype: str, out: Path, runs: int,
-                    profiled_runs: int, warmup: int, algo_search: str, map_only: bool) -> None:
+def profile_command(model: Path | None, framework: str, batch: int, seq_len: int | None, dtype: str, out: Path,
+                    runs: int, profiled_runs: int, warmup: int, algo_search: str, map_only: bool,
+                    torch_module: str | None) -> None:
     """Run MODEL in a framework on the GPU and write a profile bundle (docs/PROFILES.md).
 
     The bundle holds the framework profile, the GPU kernel trace, the cuDNN/cuBLAS API
     logs and meta.json with the end-to-end latency (measured in a separate run without
     logging). Afterwards the bundle is mapped onto MODEL's layers and summarized.
+    With --torch-module no MODEL is given: the module's export is the model.
     """
     precisions = parse_precisions(dtype)
     if len(precisions) != 1 or precisions[0] not in CAPTURE_PRECISIONS:
         raise BenanzaError(f"--dtype: a profile runs in one of {', '.join(p.value for p in CAPTURE_PRECISIONS)}, "
                            f"got {dtype!r}")
     dtype = precisions[0].value
-    if not map_only:
+    if torch_module is not None:
+        if model is not None:
+            raise BenanzaError("--torch-module profiles the module's own export: give no MODEL")
+        if not map_only:
+            capture_torch_module(torch_module, dtype, out, batch=batch, runs=runs, warmup=warmup,
+                                 algo_search=algo_search, profiled_runs=profiled_runs)
+            console.print(plain(f"wrote profile bundle {out}"), highlight=False)
+        model = out / EXPORTED
+        if not model.is_file():
+            raise BenanzaError(f"{out}: no {EXPORTED} (not a --torch-module bundle)")
+    elif model is None:
+        raise BenanzaError("give MODEL (an ONNX file) or --torch-module pkg.module:factory")
+    elif not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
                 algo_search=algo_search, profiled_runs=profiled_runs, seq_len=seq_len)
         console.print(plain(f"wrote profile bundle {out}"), highlight=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from benanza.library import Fusion
 from benanza.model.attention import consumers_of, producers_of
-from benanza.model.layer import FusionCandidate, Layer
+from benanza.model.layer import FusionCandidate, Layer, Tensor
 
 # Elementwise ops a chain may hold: every input is the chain's input, an earlier member's
 # output, or a constant that broadcasts to it.
@@ -18,7 +18,8 @@ POINTWISE_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Erf", "Tanh", "Si
 
 
 def find_pointwise_chains(layers: list[Layer], model_outputs: set[str], taken: set[int]) -> list[FusionCandidate]:
-    """Chains of >= 2 elementwise layers over one tensor x (GELU's Erf and tanh forms, SiLU's x * sigmoid(x)).
+    """Chains of >= 2 elementwise layers over one tensor x (GELU's Erf and tanh forms, SiLU's x * sigmoid(x)),
+    with a bias add before them when only the chain reads its output.
 
     One fused pass reads x and writes the chain's output: its floor is the copy roofline of
     that output, against one pass per member unfused.  Each member but the last feeds only
@@ -51,12 +52,27 @@ def find_pointwise_chains(layers: list[Layer], model_outputs: set[str], taken: s
             members += [*(i for i in side if i is not None), nxt.index]
             inside.update({layers[i].outputs[0].name for i in side if i is not None} | {nxt.outputs[0].name})
             current = nxt
+        while (src := producers.get(x.name)) is not None and _bias_before(layers[src], x, members, taken, consumers,
+                                                                          model_outputs):
+            members.insert(0, src)  # a bias add whose output only the chain reads: bias + GELU, bias + SiLU
+            x = next(t for t in layers[src].inputs if not t.constant)
         if len(members) < 2:
             continue
         members = sorted(members)
         taken.update(members)
         found.append(FusionCandidate(Fusion.POINTWISE.value, tuple(members), tuple(layers[i].key for i in members)))
     return found
+
+
+def _bias_before(layer: Layer, x: Tensor, members: list[int], taken: set[int], consumers: dict[str, list[int]],
+                 outputs: set[str]) -> bool:
+    """A pointwise layer of one variable tensor (of x's shape) and constants whose output x only
+    the chain reads (a bias add before GELU) joins the chain at its front."""
+    variable = [t for t in layer.inputs if not t.constant]
+    return (layer.op in POINTWISE_OPS and layer.index not in taken and layer.index not in members
+            and len(layer.outputs) == 1 and x.name not in outputs
+            and len({t.name for t in variable}) == 1 and tuple(variable[0].shape) == tuple(x.shape)
+            and all(c in members for c in consumers.get(x.name, ())))
 
 
 def _side_branch(layer: Layer, x: str, taken: set[int], consumers: dict[str, list[int]], outputs: set[str]) -> bool:

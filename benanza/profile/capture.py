@@ -96,11 +96,14 @@ class ChildRun:
 
 
 def child_command(framework: Framework, model: Path, bundle: Path, precision: Precision, runs: int, warmup: int,
-                  algo_search: AlgoSearch, profiled: bool, python: str = sys.executable) -> ChildRun:
+                  algo_search: AlgoSearch, profiled: bool, python: str = sys.executable, torch_module: str = "",
+                  batch: int | None = None) -> ChildRun:
     """The child's argument list (never a shell string: paths and model text stay data) and environment."""
     argv = (python, "-m", "benanza.profile.capture", "--framework", framework.value, "--model", str(model),
             "--bundle", str(bundle), "--dtype", precision.value, "--runs", str(runs), "--warmup", str(warmup),
             "--algo-search", algo_search.value, "--mode", "profile" if profiled else "latency")
+    if torch_module:
+        argv += ("--torch-module", torch_module, *(("--batch", str(batch)) if batch is not None else ()))
     env = {k: v.format(bundle=str(bundle)) for k, v in LOG_ENV.items()} if profiled else dict(QUIET_ENV)
     return ChildRun(argv, env)
 
@@ -202,6 +205,59 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
                        **timed.get("system", {})},
                extra=extra, model_sha256=model_digest(src))
+    return bundle
+
+
+EXPORTED = "exported.onnx"  # a --torch-module bundle's ONNX export of the module (the model its layers come from)
+
+
+def export_torch_module(spec: str, path: str | Path, batch: int | None = None) -> tuple[Path, int]:
+    """Build the module of ``pkg.module:factory`` (random weights, eval) and export it to ``path``
+    with module-path node names; returns (path, the example inputs' batch). One-line errors."""
+    from benanza.profile import torch_module
+
+    parsed = torch_module.parse_spec(spec)
+    module, inputs = torch_module.build(parsed, batch)
+    out = torch_module.export(module, inputs, Path(path), parsed)
+    return out, int(inputs[0].shape[0]) if inputs[0].dim() else 1
+
+
+def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: int | None = None, runs: int = 50,
+                         warmup: int = 10, algo_search: str = AlgoSearch.EXHAUSTIVE.value,
+                         python: str = sys.executable, profiled_runs: int = PROFILED_RUNS) -> Path:
+    """Profile a PyTorch user's own module natively (``benanza profile --torch-module``) into the bundle
+    ``out_dir``, with its ONNX export beside the profile (``EXPORTED``, the model to map onto)."""
+    prec = Precision(precision)
+    if prec not in CAPTURE_PRECISIONS:
+        raise BenanzaError(f"dtype {prec.value} cannot be captured yet (one of "
+                           f"{', '.join(p.value for p in CAPTURE_PRECISIONS)})")
+    search = AlgoSearch(algo_search)
+    bundle = Path(out_dir)
+    if bundle.exists() and (not bundle.is_dir() or any(bundle.iterdir())):
+        raise BenanzaError(f"{bundle}: bundle directory exists and is not empty (choose a new --out)")
+    with tempfile.TemporaryDirectory(prefix="benanza-module-") as work:
+        exported, batch_run = export_torch_module(spec, Path(work) / EXPORTED, batch)
+        sys_info = check_gpu()
+        bundle.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(exported, bundle / EXPORTED)
+    model = bundle / EXPORTED
+    label = f"--torch-module {spec}"
+    fw = Framework.PYTORCH
+    profiled = run_child(child_command(fw, model, bundle, prec, profiled_runs, warmup, search, True, python,
+                                       torch_module=spec, batch=batch), f"{label} (profiled run)")
+    timed = run_child(child_command(fw, model, bundle, prec, runs, warmup, search, False, python,
+                                    torch_module=spec, batch=batch), f"{label} (latency run)")
+    for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
+        log = bundle / name
+        if log.is_file() and log.stat().st_size == 0:
+            log.unlink()
+    extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
+             "torch_module": spec, "latency_without": "API logs and profiler", "clock": profiled.get("clock", {})}
+    write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
+               model=EXPORTED, batch=batch_run, dtype=prec.value, latencies_ms=timed["latencies_ms"],
+               system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
+                       **timed.get("system", {})},
+               extra=extra, model_sha256=model_digest(model))
     return bundle
 
 
@@ -357,7 +413,6 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
 
     if not torch.cuda.is_available():
         raise NoGpu(f"torch {torch.__version__}: torch.cuda.is_available() is False")
-    import onnx2torch
 
     prec = Precision(args.dtype)
     bundle = Path(args.bundle)
@@ -365,27 +420,44 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = AlgoSearch(args.algo_search) is AlgoSearch.EXHAUSTIVE
     torch.backends.cudnn.allow_tf32 = ALLOW_TF32[prec]
     torch.backends.cuda.matmul.allow_tf32 = ALLOW_TF32[prec]
-    from benanza.profile.onnx_torch import ConversionError, convert_named  # onnx2torch plus fixes
-
-    try:
-        module, node_names = convert_named(args.model)
-    except ConversionError as exc:
-        raise Refused(str(exc)) from None
-    module = module.cuda().eval()
     dtype = torch.float16 if prec is Precision.FP16 else torch.float32
-    if prec is Precision.FP16:
-        module = module.half()
-    if profiled:
-        _node_ranges(module, node_names)
-    proto = onnx.load(args.model, load_external_data=False)
-    init = {t.name for t in proto.graph.initializer}
-    rng = np.random.default_rng(SEED)
-    specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim],
-              onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
-             for v in proto.graph.input if v.name not in init]
-    # float inputs in the run's precision; token ids and masks keep their integer type
-    inputs = [torch.from_numpy(a).to("cuda", dtype) if a.dtype.kind == "f" else torch.from_numpy(a).to("cuda")
-              for a in _random_feeds(specs, rng).values()]
+    if args.torch_module:  # the user's own module, run natively; ranges per module (profile.torch_module)
+        from benanza.profile import torch_module
+
+        torch.manual_seed(SEED)
+        try:
+            module, example = torch_module.build(torch_module.parse_spec(args.torch_module), args.batch)
+        except BenanzaError as exc:
+            raise Refused(str(exc)) from None
+        module = module.cuda().eval()
+        if prec is Precision.FP16:
+            module = module.half()
+        if profiled:
+            torch_module.module_ranges(module)
+        inputs = [t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in example]
+    else:
+        import onnx2torch  # noqa: F401 -- an ImportError here is the child's "needs it installed" line
+
+        from benanza.profile.onnx_torch import ConversionError, convert_named  # onnx2torch plus fixes
+
+        try:
+            module, node_names = convert_named(args.model)
+        except ConversionError as exc:
+            raise Refused(str(exc)) from None
+        module = module.cuda().eval()
+        if prec is Precision.FP16:
+            module = module.half()
+        if profiled:
+            _node_ranges(module, node_names)
+        proto = onnx.load(args.model, load_external_data=False)
+        init = {t.name for t in proto.graph.initializer}
+        rng = np.random.default_rng(SEED)
+        specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim],
+                  onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
+                 for v in proto.graph.input if v.name not in init]
+        # float inputs in the run's precision; token ids and masks keep their integer type
+        inputs = [torch.from_numpy(a).to("cuda", dtype) if a.dtype.kind == "f" else torch.from_numpy(a).to("cuda")
+                  for a in _random_feeds(specs, rng).values()]
 
     def run() -> None:
         with torch.no_grad():
@@ -396,7 +468,8 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "latencies_ms": latencies, "framework_version": torch.__version__,
         "settings": {"cudnn.benchmark": torch.backends.cudnn.benchmark, "allow_tf32": ALLOW_TF32[prec],
-                     "onnx2torch": getattr(onnx2torch, "__version__", "")},
+                     **({"torch_module": args.torch_module} if args.torch_module else
+                        {"onnx2torch": getattr(sys.modules.get("onnx2torch"), "__version__", "")})},
         "system": {"gpu": torch.cuda.get_device_name(0), "cudnn": str(torch.backends.cudnn.version())}}
     if profiled:
         profiler.export_chrome_trace(str(bundle / "torch_trace.json"))
@@ -421,6 +494,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, required=True)
     p.add_argument("--algo-search", required=True, choices=[a.value for a in AlgoSearch])
     p.add_argument("--mode", required=True, choices=["profile", "latency"])
+    p.add_argument("--torch-module", default="", help="pkg.module:factory: run this module natively (torch only)")
+    p.add_argument("--batch", type=int, default=None, help="the factory's batch= argument, when it takes one")
     return p.parse_args(list(argv))
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile.bundle import Bundle, Framework, read_bundle
+from benanza.profile.contrib import contrib_calls
 from benanza.profile.executed import CUDNN_PRECISION, _library_calls, assign_calls, executed_call, split_bias_adds
 from benanza.profile.kernel_runs import RunWork, ort_runs, torch_runs
 from benanza.profile.kineto import GpuEvent, busy_time
@@ -132,6 +133,21 @@ def executed_calls(model: Model, bundle: Bundle) -> list[tuple[str, ExecutedCall
             for call in (logged.calls[i], *logged.extra.get(i, ()))]
 
 
+def contrib_charges(model: Model, framework_nodes: Sequence[NodeLayers], precision: str,
+                    calls: dict[int, ExecutedCall]) -> dict[int, tuple[ExecutedCall, ...]]:
+    """Layer -> the benchmarks standing for it, for the layers of ORT's fused contrib nodes
+    (``contrib.contrib_calls``): the anchor holds the whole group's, each other member ()."""
+    out: dict[int, tuple[ExecutedCall, ...]] = {}
+    for node in framework_nodes:
+        got = contrib_calls(model, node.op, node.layers, precision, calls)
+        if not got:
+            continue
+        out[node.layers[0]] = got
+        for member in node.layers[1:]:
+            out[member] = ()
+    return out
+
+
 def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     """Map every part of a bundle that is there onto the model's layers (see the module doc)."""
     if not isinstance(bundle, Bundle):
@@ -166,6 +182,8 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
             for member in node.layers[1:]:
                 fused.setdefault(member, node.layers[0])
     _fused_members(model, nodes, fused)
+    charged = contrib_charges(model, framework_nodes, bundle.meta.dtype, calls) \
+        if bundle.ort_profile is not None else {}
 
     per_layer: dict[int, list[list[GpuEvent]]] = defaultdict(list)
     run_busy: list[float] = []
@@ -190,6 +208,8 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     for layer in model.layers:
         i = layer.index
         call = calls.get(i)
+        if i in charged:  # a contrib node: its anchor carries every member's benchmark, the members none
+            call = charged[i][0] if charged[i] else None
         runs = per_layer.get(i, [])
         gpu_ms = statistics.median(busy_time(e.interval for e in evs) / 1e3 for evs in runs) if runs else None
         spans: tuple[KernelSpan, ...] = ()
@@ -198,7 +218,8 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
             mine = [ev for ev, node in rep.events if node and node.layers and node.layers[0] == i]
             spans = tuple(KernelSpan(ev.name, ev.start_us - rep.origin_us, ev.dur_us) for ev in mine)
             count = len(mine) if (mine or i in nodes) else None
-        extra = bias_calls.get(i, ()) or _kernel_bias_add(bundle, layer, call, spans)
+        extra = charged[i][1:] if i in charged else \
+            (bias_calls.get(i, ()) or _kernel_bias_add(bundle, layer, call, spans))
         layers[i] = LayerProfile(gpu_ms=gpu_ms, kernel_count=count, executed=call, fused_into=fused.get(i),
                                  kernels=spans, extra=extra)
 

@@ -13,6 +13,7 @@ from benanza.model.layer import Layer, Model
 from benanza.profile.kineto import Annotation, CpuEvent
 from benanza.profile.ort_profile import NodeEvent
 from benanza.profile.ranges import NODE_RANGE
+from benanza.profile.torch_module import module_of_node
 from benanza.records import OverheadKind
 
 
@@ -64,7 +65,52 @@ def _optimized_nodes(path: Path | None, model: Model) -> dict[str, tuple[str, tu
         proto = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # onnx raises several types; all mean the file is not a readable model
         raise BenanzaError(f"{path}: cannot read ORT's optimized model: {str(exc).splitlines()[0]}") from None
-    return {n.name: (n.op_type, covered_layers(model, n.input, n.output)) for n in proto.graph.node if n.name}
+    out = {n.name: (n.op_type, covered_layers(model, n.input, n.output)) for n in proto.graph.node if n.name}
+    _through_internal_tensors(model, proto.graph.node, out)
+    return out
+
+
+# ONNX Runtime nodes that move no data when they reshape a tensor of their own between two of its nodes.
+ORT_ALIASES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+
+
+def _through_internal_tensors(model: Model, nodes: Sequence[object], graph: dict[str, tuple[str, tuple[int, ...]]]
+                              ) -> None:
+    """Nodes joined by tensors ORT made up (none of the model's) ran one computation between them:
+    ORT's MatMul + Add -> Reshape, Gemm, Reshape covers the layers from the last Reshape (the one
+    writing a model tensor), but the Gemm launched the kernels.  Within each such group the
+    coverage goes to its first node that is no reshape (in place)."""
+    known = {t.name for layer in model.layers for t in (*layer.inputs, *layer.outputs)}
+    parent: dict[str, str] = {}
+
+    def root(a: str) -> str:
+        while parent.get(a, a) != a:
+            a = parent[a]
+        return a
+
+    writer: dict[str, str] = {}
+    order = [n for n in nodes if getattr(n, "name", "")]
+    for n in order:
+        for t in n.output:  # type: ignore[attr-defined]
+            writer[t] = n.name  # type: ignore[attr-defined]
+    for n in order:
+        for t in n.input:  # type: ignore[attr-defined]
+            if t and t not in known and t in writer:
+                parent[root(n.name)] = root(writer[t])  # type: ignore[attr-defined]
+    groups: dict[str, list[object]] = {}
+    for n in order:
+        groups.setdefault(root(n.name), []).append(n)  # type: ignore[attr-defined]
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        worker = next((m for m in members if m.op_type not in ORT_ALIASES), None)  # type: ignore[attr-defined]
+        inside = {t for m in members for t in m.output if t not in known}  # type: ignore[attr-defined]
+        covered = covered_layers(model, [t for m in members for t in m.input if t not in inside],  # type: ignore
+                                 [t for m in members for t in m.output if t in known])  # type: ignore[attr-defined]
+        if worker is None or not covered:
+            continue
+        for m in members:
+            graph[m.name] = (graph[m.name][0], covered if m is worker else ())  # type: ignore[attr-defined]
 
 
 def _shape_match(node: NodeEvent, layer: Layer) -> bool:
@@ -163,11 +209,17 @@ def _norm(name: str) -> str:
 
 
 def torch_range_layers(model: Model, ranges: Sequence[Annotation]) -> list[NodeLayers]:
-    """``benanza.node:<module>`` ranges (written by ``benanza profile``) matched to layers by name."""
+    """``benanza.node:<name>`` ranges (written by ``benanza profile``) matched to layers: by the ONNX
+    node's name (onnx2torch capture), else as a module path (``--torch-module`` capture) to the
+    layers whose node scope is that module (``torch_module.module_of_node``; "" = the root's own)."""
     by_name = {_norm(layer.name): layer.index for layer in model.layers}
+    by_module: dict[str, list[int]] = {}
+    for layer in model.layers:
+        by_module.setdefault(module_of_node(layer.name) or "", []).append(layer.index)
     out = []
     for r in ranges:
         name = r.name.removeprefix(NODE_RANGE)
         index = by_name.get(_norm(name))
-        out.append(NodeLayers(name, "", () if index is None else (index,)))
+        layers = (index,) if index is not None else tuple(by_module.get(name, ()))
+        out.append(NodeLayers(name, "", layers))
     return out

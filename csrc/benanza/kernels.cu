@@ -234,6 +234,44 @@ __global__ void norm_kernel(int rows, int cols, bool rms, float eps, const T* x,
   }
 }
 
+__device__ float pw_operand(const PwProgram& p, const float* reg, int operand, size_t col) {
+  if (operand >= 0) return reg[operand];
+  const int k = -2 - operand;
+  return p.const_data[k][p.const_cols[k] == 1 ? 0 : col];
+}
+
+// One thread per element: the program's steps in order, in fp32 registers.
+template <class T>
+__global__ void pointwise_kernel(PwProgram p, size_t count, int cols, const T* x, float* ref) {
+  for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < count; e += size_t(gridDim.x) * blockDim.x) {
+    float reg[kMaxPwSteps + 1];
+    reg[0] = load(x, e);
+    const size_t col = e % size_t(cols);
+    for (int i = 0; i < p.steps; ++i) {
+      const float a = pw_operand(p, reg, p.a[i], col);
+      const float b = p.b[i] == kNoOperand ? 0.f : pw_operand(p, reg, p.b[i], col);
+      float r = 0.f;
+      switch (PwOp(p.op[i])) {
+        case PwOp::Add: r = a + b; break;
+        case PwOp::Sub: r = a - b; break;
+        case PwOp::Mul: r = a * b; break;
+        case PwOp::Div: r = a / b; break;
+        case PwOp::Pow: r = powf(a, b); break;
+        case PwOp::Erf: r = erff(a); break;
+        case PwOp::Tanh: r = tanhf(a); break;
+        case PwOp::Sigmoid: r = 1.f / (1.f + expf(-a)); break;
+        case PwOp::Relu: r = fmaxf(a, 0.f); break;
+        case PwOp::Sqrt: r = sqrtf(a); break;
+        case PwOp::Exp: r = expf(a); break;
+        case PwOp::Neg: r = -a; break;
+        case PwOp::Reciprocal: r = 1.f / a; break;
+      }
+      reg[i + 1] = r;
+    }
+    ref[e] = reg[p.steps];
+  }
+}
+
 // Call f with the typed pointer type matching dtype (the one place that switches on it).
 template <class F>
 void dispatch(DType dtype, F&& f) {
@@ -322,6 +360,16 @@ void norm_reference(int rows, int cols, bool rms, float eps, const void* x, cons
     using T = std::remove_pointer_t<decltype(tag)>;
     norm_kernel<T><<<blocks_for(size_t(rows)), kThreads, 0, stream>>>(rows, cols, rms, eps, static_cast<const T*>(x),
                                                                       scale, bias, ref);
+  });
+  check_launch();
+}
+
+void pointwise_reference(const PwProgram& p, int rows, int cols, const void* x, DType dtype, float* ref,
+                         cudaStream_t stream) {
+  const size_t count = size_t(rows) * cols;
+  dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    pointwise_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(p, count, cols, static_cast<const T*>(x), ref);
   });
   check_launch();
 }

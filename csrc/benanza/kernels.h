@@ -81,6 +81,23 @@ void attention_reference(const AttentionDims& d, float scale, bool causal, const
 void norm_reference(int rows, int cols, bool rms, float eps, const void* x, const float* scale, const float* bias,
                     DType dtype, float* ref, cudaStream_t stream);
 
+// A chain of elementwise ops over x (rows x cols, storage type `dtype`), evaluated per element in
+// fp32 into ref: step i computes register i + 1 = op_i(a_i[, b_i]) (register 0 is x; the last
+// register is the output).  An operand >= 0 names a register, kNoOperand none, and -2 - k the
+// constant k: `const_cols[k]` fp32 values (1: a scalar, cols: one per column) at `consts[k]`.
+enum class PwOp : int { Add, Sub, Mul, Div, Pow, Erf, Tanh, Sigmoid, Relu, Sqrt, Exp, Neg, Reciprocal };
+constexpr int kMaxPwSteps = 16, kMaxPwConsts = 8, kNoOperand = -1;
+struct PwProgram {
+  int steps;
+  int op[kMaxPwSteps];  // PwOp values
+  int a[kMaxPwSteps], b[kMaxPwSteps];
+  int consts;
+  int const_cols[kMaxPwConsts];
+  const float* const_data[kMaxPwConsts];
+};
+void pointwise_reference(const PwProgram& p, int rows, int cols, const void* x, DType dtype, float* ref,
+                         cudaStream_t stream);
+
 // Elementwise activation on an fp32 buffer (a cudnnActivationMode_t value).
 void activation_reference(float* data, size_t count, int act, double coef, cudaStream_t stream);
 

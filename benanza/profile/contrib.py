@@ -1,0 +1,85 @@
+"""ONNX Runtime's fused contrib nodes charged against benanza's fused benchmarks (the as-executed model).
+
+ORT's CUDA EP runs Attention, SkipLayerNormalization, FastGelu... as kernels of its own: no
+cuDNN/cuBLAS log names them, so the library-call link leaves them without an as-executed
+call.  Each such node covers a group of layers (``node_layers.ort_node_layers``); this module
+says which benchmarks stand for that group: the fusion candidates it holds (the attention
+core -> cuDNN's fused SDPA, an RMSNorm chain -> the graph API's norm forward, a pointwise
+chain -> the fused pointwise benchmark or its copy roofline), its normalization layers ->
+the graph API's norm forward, its MatMuls -> their GEMM rows (with the bias epilogue where
+the model has a gemm+bias candidate), and every other member (SkipLayerNorm's residual add,
+a bias add) -> its copy roofline.  Kept as data: one table entry per contrib op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from enum import StrEnum
+
+from benanza.library import NO_COPY_OPS, Api, Fusion
+from benanza.model.layer import Model
+from benanza.records import ANY, ROOFLINE, ExecutedCall
+
+
+class Contrib(StrEnum):
+    """What an ORT contrib node does, for the charge."""
+
+    ATTENTION = "attention"
+    NORM = "normalization"
+    POINTWISE = "pointwise"
+    GEMM = "gemm"
+
+
+# ORT op -> what it is.  Nodes of ops absent here keep the library-call link alone.
+ORT_CONTRIB: dict[str, Contrib] = {
+    "Attention": Contrib.ATTENTION, "MultiHeadAttention": Contrib.ATTENTION,
+    "SkipLayerNormalization": Contrib.NORM, "LayerNormalization": Contrib.NORM,
+    "SkipSimplifiedLayerNormalization": Contrib.NORM, "SimplifiedLayerNormalization": Contrib.NORM,
+    "BiasGelu": Contrib.POINTWISE, "FastGelu": Contrib.POINTWISE, "Gelu": Contrib.POINTWISE,
+    "QuickGelu": Contrib.POINTWISE, "BiasSoftmax": Contrib.POINTWISE,
+    "FusedMatMul": Contrib.GEMM, "FusedGemm": Contrib.GEMM, "Gemm": Contrib.GEMM, "MatMul": Contrib.GEMM,
+}
+# Standard ops that are a fusion only when ORT's node covers several layers (MatMul + bias Add -> Gemm).
+FUSED_ONLY_WHEN_SEVERAL = frozenset({"Gemm", "MatMul"})
+
+# Fusion pattern inside a node -> the api of its fused benchmark (ANY: every api planned for it).
+FUSED_API: dict[str, str] = {Fusion.ATTENTION.value: Api.GRAPH_SDPA.value, Fusion.RMSNORM.value: Api.GRAPH_NORM.value,
+                             Fusion.POINTWISE.value: ANY, Fusion.GEMM_BIAS.value: ANY,
+                             Fusion.GEMM_BIAS_ACT.value: ANY}
+NORM_OPS = frozenset({"LayerNormalization", "RMSNormalization"})
+GEMM_OPS = frozenset({"MatMul", "Gemm"})
+
+
+def contrib_calls(model: Model, op: str, layers: tuple[int, ...], precision: str,
+                  logged: dict[int, ExecutedCall] | None = None) -> tuple[ExecutedCall, ...]:
+    """The benchmarks standing for one contrib node (ORT op ``op`` over ``layers``), in layer order; () for others.
+
+    ``logged``: calls the library logs assign to layers; a GEMM member that has one keeps it
+    (ORT's FusedMatMul is a cuBLAS call).
+    """
+    if op not in ORT_CONTRIB or not layers or (op in FUSED_ONLY_WHEN_SEVERAL and len(layers) < 2):
+        return ()
+    logged = logged or {}
+    covered = set(layers)
+    calls: list[tuple[int, ExecutedCall]] = []
+    charged: set[int] = set()
+    for cand in model.fusions:
+        api = FUSED_API.get(cand.pattern)
+        if api is None or not cand.key or not set(cand.layers) <= covered or any(i in logged for i in cand.layers):
+            continue
+        calls.append((min(cand.layers), ExecutedCall(api, ANY, precision, cand.pattern, key=cand.key)))
+        charged.update(cand.layers)
+    for i in layers:
+        layer = model.layers[i]
+        if i in charged or layer.op in NO_COPY_OPS:
+            continue
+        if i in logged:
+            call = logged[i] if logged[i].key else replace(logged[i], key=layer.key)
+        elif layer.op in NORM_OPS:
+            call = ExecutedCall(Api.GRAPH_NORM.value, ANY, precision, key=layer.key)
+        elif layer.op in GEMM_OPS:
+            call = ExecutedCall(ANY, ANY, precision, key=layer.key)
+        else:
+            call = ExecutedCall(Api.COPY.value, ROOFLINE, precision, key=layer.key)
+        calls.append((i, call))
+    return tuple(c for _, c in sorted(calls, key=lambda t: t[0]))
