@@ -7,7 +7,8 @@ call's time, and the same answer each time the same files are given. The entry h
 every guard passed, so a hit skips that work and nothing else changes.
 
 Key (nothing can go stale, there is no version to bump): the SHA-256 of the model file and of every
-file of the bundle (its ``.parsed`` cache aside); the database file's identity (resolved path,
+file of the bundle (its ``.parsed`` cache aside); the size and modification time of the other files
+beside the model (ONNX external data); the database file's identity (resolved path,
 device, inode, size, modification time in ns; the same for its ``-wal`` file); the paths and
 options as given; the SHA-256 of every ``.py`` file of the benanza package and the onnx version.
 Touching the database, editing a bundle file or the model, or changing any benanza source misses.
@@ -94,9 +95,23 @@ def db_identity(path: Path) -> list[Any]:
     return out
 
 
+def beside(model: Path) -> list[Any]:
+    """(name, size, mtime in ns) of the other files in the model's directory: its external data
+    (ONNX weights stored beside the model) decides constant folding, so a change there misses."""
+    out = []
+    for p in sorted(Path(model).parent.iterdir()):
+        try:
+            if p.is_file() and p.name != Path(model).name:
+                st = p.stat()
+                out.append([p.name, st.st_size, st.st_mtime_ns])
+        except OSError:
+            continue
+    return out
+
+
 def entry_key(model: Path, bundle: Path | None, db: Path, options: dict[str, Any]) -> str:
     """The cache key of one ``analyze_model`` call (see the module doc)."""
-    parts = {"code": code_key(), "model": [str(model), file_digest(model)],
+    parts = {"code": code_key(), "model": [str(model), file_digest(model), beside(model)],
              "bundle": [str(bundle), bundle_digest(bundle)] if bundle is not None else None,
              "db": db_identity(db), "options": options}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]

@@ -39,7 +39,9 @@ def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
 
 
 def test_a_later_call_reads_the_cache_and_a_changed_bundle_file_misses(tmp_path: Path, counted: list[Path]) -> None:
-    bundle = Path(shutil.copytree(BUNDLE, tmp_path / BUNDLE.name))  # its parse cache too, where there is one
+    # its parse cache too, where there is one, but no analysis entry
+    bundle = Path(shutil.copytree(BUNDLE, tmp_path / BUNDLE.name,
+                                  ignore=shutil.ignore_patterns(f"{analysis_cache.PREFIX}*")))
     model = Path(shutil.copy(MODEL, tmp_path / MODEL.name))
     db = shipped_db()
     first, mapping = pipeline.analyze_model(model, db, bundle)
@@ -96,8 +98,11 @@ def test_the_key_follows_the_model_the_bundle_and_the_database(tmp_path: Path) -
     (bundle / "cudnn_api.log").write_text("I! CuDNN")
     assert key() != written
     with_log = key()
-    model.write_bytes(b"other model")
+    (tmp_path / "m.onnx.data").write_bytes(b"external weights")  # ONNX external data beside the model
     assert key() != with_log
+    with_data = key()
+    model.write_bytes(b"other model")
+    assert key() != with_data
     assert analysis_cache.entry_key(model, bundle, db, {"apis": "legacy"}) != key()
 
 
