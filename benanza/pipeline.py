@@ -173,11 +173,14 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     precisions = sorted(set(precisions), key=list(Precision).index) if precisions is not None else None
     key = None
     prepared = None
-    if cache and db_path.is_file():
+    if cache:
         options = {"system": system_name, "batch": batch, "apis": apis, "db_label": db_label,
                    "precisions": [p.value for p in precisions] if precisions is not None else None}
-        key = analysis_cache.entry_key(model_path, bundle_path, db_path, options)
-        prepared = analysis_cache.load(key, bundle_path)
+        try:
+            key = analysis_cache.entry_key(model_path, bundle_path, db_path, options)
+        except OSError:  # a missing or unreadable file: _prepare says which, in one line
+            key = None
+        prepared = analysis_cache.load(key, bundle_path) if key is not None and db_path.is_file() else None
     if prepared is None:
         prepared = _prepare(model_path, db_path, bundle_path, system_name, batch, precisions, apis, db_label)
         if key is not None:
