@@ -117,3 +117,12 @@ def test_a_foreign_pickle_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyP
     stored = analysis_cache.store("k2", bundle, {"value": (1, 2.5, "x")})
     assert stored is not None and stored.parent == bundle / CACHE_DIR
     assert analysis_cache.load("k2", bundle) == {"value": (1, 2.5, "x")}
+
+
+def test_a_missing_model_or_bundle_is_still_one_line(tmp_path: Path) -> None:
+    from benanza.errors import BenanzaError
+
+    with pytest.raises(BenanzaError, match=r"nope\.onnx"):
+        pipeline.analyze_model(tmp_path / "nope.onnx", shipped_db())
+    with pytest.raises(BenanzaError, match="no_bundle"):
+        pipeline.analyze_model(MODEL, shipped_db(), tmp_path / "no_bundle")
