@@ -1,14 +1,16 @@
 """Whether a speed-up changed any number ``benanza analyze`` prints: hash its outputs per shipped bundle.
 
-    python bench/analyze_identity.py record  REF_DIR [--benanza CMD] [--zoo models/zoo]
+    python bench/analyze_identity.py record  REF_DIR [--benanza CMD | --checkout DIR] [--zoo models/zoo]
     python bench/analyze_identity.py compare REF_DIR [--benanza CMD] [--zoo models/zoo]
 
 Runs ``benanza analyze <model> --profile <bundle> --json --csv --trace`` for every bundle under
 perfdb/bundles (against the shipped H100 database), plus one model without a bundle, and keeps the
 JSON, CSV, trace and terminal output (stdout and stderr) in REF_DIR. ``compare`` runs the same and
 lists every file whose bytes differ from the reference (exit 1 on any). Each command runs twice, so
-that a first call and a cached later call are both compared. ``--benanza`` is a command line, e.g.
-another checkout's code run from this one, so that the paths in the outputs are the same.
+that a first call and a cached later call are both compared. ``--benanza`` is a command line;
+``--checkout DIR`` runs the benanza package of another source tree (e.g. ``git archive BASE | tar -x
+-C DIR``) with this venv, past its editable install, from this checkout, so that the paths in the
+outputs are the same.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# ``python -c`` program that runs the CLI of the benanza package in the directory argv[1] names
+OTHER_CHECKOUT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower() "
+                  "and 'skbc' not in repr(f)]; sys.path.insert(0, sys.argv.pop(1)); "
+                  "from benanza.cli import main; main()")
 OUTPUTS = ("json", "csv", "trace")
 
 
@@ -55,8 +61,11 @@ def main() -> int:
     parser.add_argument("action", choices=("record", "compare"))
     parser.add_argument("ref", type=Path)
     parser.add_argument("--benanza", default=str(Path(sys.executable).parent / "benanza"))
+    parser.add_argument("--checkout", type=Path, help="run the benanza package of this source tree instead")
     parser.add_argument("--zoo", type=Path, default=ROOT / "models" / "zoo")
     args = parser.parse_args()
+    if args.checkout:
+        args.benanza = shlex.join([sys.executable, "-c", OTHER_CHECKOUT, str(args.checkout.resolve())])
     if args.action == "record":
         run(shlex.split(args.benanza), args.zoo, args.ref)
         return 0
