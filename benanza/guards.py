@@ -9,14 +9,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
 from benanza.model.layer import Model
 from benanza.profile.bundle import Bundle, model_digest
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 MIN_COVERAGE = 0.5  # below this share of layers an LBL or a ratio says more about the gaps in the data
 

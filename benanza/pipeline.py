@@ -16,26 +16,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benanza import codegen, guards
-from benanza import db as perfdb
-from benanza import plan as planner
-from benanza.analyze import Constraints, analyze
-from benanza.analyze.inputs import ApiFamily
-from benanza.analyze.sources import check_same_system, inputs_from_db, run_precisions
+from benanza import guards
+from benanza.apis.base import ApiFamily
 from benanza.bundles import find_model
 from benanza.errors import BenanzaError
 from benanza.guards import check_bundle_model, model_stem
 from benanza.library import Precision
 from benanza.model.layer import Model
-from benanza.model.onnx_import import load_model, load_models
 from benanza.paths import perfdb_dir, readable_db, shipped_db
-from benanza.plan import Benchmark
 from benanza.profile.bundle import Bundle, bundle_seq_len, read_bundle
-from benanza.profile.mapping import executed_calls, map_bundle_report
 from benanza.records import ExecutedCall
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
+
+    from benanza.analyze.inputs import Inputs
+    from benanza.plan import Benchmark
+    from benanza.profile.mapping import Mapping
+
+# onnx (model loading), sqlite-utils (the database), the planner, codegen and the bundle mapping are
+# imported by the functions that use them: ``benanza analyze`` with a cached entry
+# (analysis_cache.py) needs none of them.
 
 
 FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
@@ -54,6 +55,8 @@ def shipped_bundle(model: Path) -> Path | None:
 
 def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
     """Every model of ``path`` at every batch; one error line per file that failed."""
+    from benanza.model.onnx_import import load_models
+
     models: list[Model] = []
     errors: list[str] = []
     for batch in batches:
@@ -66,6 +69,8 @@ def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
 def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
     """The database's "already measured" predicate for one system (None: skip nothing): the
     system ``pick_system`` picks, or nothing to skip in a database that holds no system yet."""
+    from benanza import db as perfdb
+
     if db_path is None:
         return None
     if not db_path.is_file():
@@ -81,6 +86,9 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchm
 
 def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
     """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
+    from benanza.model.onnx_import import load_model
+    from benanza.profile.mapping import executed_calls
+
     calls: list[tuple[Model, str, ExecutedCall]] = []
     for path in bundles:
         bundle = read_bundle(path)
@@ -96,6 +104,10 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
     and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
+    from benanza import codegen
+    from benanza import plan as planner
+    from benanza.model.onnx_import import load_model
+
     loaded = [load_model(m, batch) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
     p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
@@ -111,6 +123,8 @@ def seed_database(db_path: Path, here: dict) -> bool:
     """Start a new database as a copy of the shipped one when that was measured on this very
     system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
     so the GPU run measures only what it lacks instead of hours of benchmarks again."""
+    from benanza import db as perfdb
+
     if db_path.exists():
         return False
     shipped = shipped_db()
@@ -124,6 +138,8 @@ def seed_database(db_path: Path, here: dict) -> bool:
 
 def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
     """The system to analyze against: ``wanted`` (id, id prefix or GPU name) or the only one."""
+    from benanza import db as perfdb
+
     rows = perfdb.systems(db)
     if wanted:
         rows = [s for s in rows if s["id"].startswith(wanted) or wanted.lower() in str(s.get("gpu", "")).lower()]
@@ -138,7 +154,7 @@ def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
                   batch: int | None = None, precisions: Iterable[Precision] | None = None,
-                  apis: str = "both", db_label: str | None = None):
+                  apis: str = "both", db_label: str | None = None, cache: bool = True):
     """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
 
     Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
@@ -147,7 +163,44 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
 
     Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
     than half of the layers, and a database without rows for this batch and precision.
+    With ``cache`` the inputs prepared for the analysis (model, mapping, database rows) are
+    stored once the guards pass and read back by a later call on the same files and options
+    (benanza/analysis_cache.py); the analysis itself always runs.
     """
+    from benanza import analysis_cache
+    from benanza.analyze import analyze
+
+    precisions = sorted(set(precisions), key=list(Precision).index) if precisions is not None else None
+    key = None
+    prepared = None
+    if cache:
+        options = {"system": system_name, "batch": batch, "apis": apis, "db_label": db_label,
+                   "precisions": [p.value for p in precisions] if precisions is not None else None}
+        try:
+            key = analysis_cache.entry_key(model_path, bundle_path, db_path, options)
+        except OSError:  # a missing or unreadable file: _prepare says which, in one line
+            key = None
+        prepared = analysis_cache.load(key, bundle_path) if key is not None and db_path.is_file() else None
+    if prepared is None:
+        prepared = _prepare(model_path, db_path, bundle_path, system_name, batch, precisions, apis, db_label)
+        if key is not None:
+            analysis_cache.store(key, bundle_path, prepared)
+    inputs, mapping = prepared
+    report = analyze(inputs)
+    shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
+              + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in inputs.model.layers]
+    return replace(report, model={**report.model, "layer shapes": shapes}), mapping
+
+
+def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_name: str | None, batch: int | None,
+             precisions: list[Precision] | None, apis: str, db_label: str | None) -> tuple[Inputs, Mapping | None]:
+    """The analysis's inputs and the bundle's mapping, after every guard passed (``analyze_model``)."""
+    from benanza import db as perfdb
+    from benanza.analyze.inputs import Constraints
+    from benanza.analyze.sources import check_same_system, inputs_from_db, run_precisions
+    from benanza.model.onnx_import import load_model
+    from benanza.profile.mapping import map_bundle_report
+
     bundle = read_bundle(bundle_path) if bundle_path else None
     if bundle is not None:
         guards.check_bundle_model(bundle, model_path)
@@ -170,7 +223,4 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
         constraints = constraints.with_precisions(frozenset(precisions))
     guards.check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions)
     inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
-    report = analyze(inputs)
-    shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
-              + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in model.layers]
-    return replace(report, model={**report.model, "layer shapes": shapes}), mapping
+    return inputs, mapping

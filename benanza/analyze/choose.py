@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
 from benanza.apis import has_weights
-from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision
+from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision, Status
 from benanza.model.layer import FusionCandidate, Layer
 from benanza.records import ANY, ROOFLINE, Result
 
@@ -85,7 +85,8 @@ def usable(rows: Iterable[Result], l2: L2 = L2.WARM) -> list[Result]:
     default: the lower bound and every gap; cold and cold-weights only for the as-executed
     cold-L2 and cold-weights checks."""
     want = l2.value  # read once: an enum's .value costs a descriptor call per row (analyze's hot loop)
-    return [r for r in rows if r.ok and r.l2 == want and r.median_ms is not None]
+    ok = Status.OK.value  # and ``r.status == ok`` rather than the ``Result.ok`` property, for the same reason
+    return [r for r in rows if r.status == ok and r.l2 == want and r.median_ms is not None]
 
 
 def fastest(rows: Iterable[Result]) -> Result | None:

@@ -329,11 +329,13 @@ def _roofline(model: Model, inputs: Inputs, best: gaps.Choices, notes: list[str]
     ceil = inputs.ceilings
     if ceil.bandwidth_gbs is None:
         notes.append("no measured bandwidth: roofline bounds and efficiencies are left out")
-    missing = sorted({r.dtype for layer in model.layers for r in usable(inputs.measurements.get(layer.key, ()))
-                      if r.dtype in {p.value for p in Precision} and ceil.peak_flops(Precision(r.dtype)) is None})
+    precisions = {p.value: p for p in Precision}  # built once: this runs for every benchmark row
+    measured = {r.dtype for layer in model.layers for r in usable(inputs.measurements.get(layer.key, ()))}
+    missing = sorted(d for d in measured if d in precisions and ceil.peak_flops(precisions[d]) is None)
     if missing:
         notes.append(f"no measured peak FLOP/s for {', '.join(missing)}: compute bounds for those are left out")
     rows, bench = [], []
+    unfused = Fusion.NONE.value
     for layer in model.layers:
         c = best[layer.index]
         if isinstance(c, Choice):
@@ -347,11 +349,13 @@ def _roofline(model: Model, inputs: Inputs, best: gaps.Choices, notes: list[str]
                          "best (ms)": c.latency_ms, "efficiency (%)": efficiency_pct(bound, c.latency_ms),
                          "limit": None if bound is None or memory_ms is None
                          else ("memory" if memory_ms >= bound else "compute")})
+        bounds: dict[str, float | None] = {}  # this layer's bound per dtype
         for r in usable(inputs.measurements.get(layer.key, ())):
-            if r.fusion != Fusion.NONE.value:
+            if r.fusion != unfused:
                 continue
-            p = Precision(r.dtype) if r.dtype in {x.value for x in Precision} else None
-            b = bound_ms(layer, p, ceil)
+            if r.dtype not in bounds:
+                bounds[r.dtype] = bound_ms(layer, precisions.get(r.dtype), ceil)
+            b = bounds[r.dtype]
             bench.append({"#": layer.index, "layer": layer.name, "api": r.api, "algorithm": r.algorithm,
                           "dtype": r.dtype, "latency (ms)": r.median_ms, "bound (ms)": b,
                           "efficiency (%)": efficiency_pct(b, r.median_ms)})

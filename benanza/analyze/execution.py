@@ -121,11 +121,12 @@ def effective_ceilings(model: Model, inputs: Inputs) -> tuple[Ceilings, list[str
     notes: list[str] = []
     raised: dict[str, tuple[float, Layer, Result]] = {}  # "hbm" / "l2" -> (B/ms, layer, row)
     raised_peak: dict[Precision, tuple[float, Layer, Result]] = {}
+    precisions, unfused = {p.value: p for p in Precision}, Fusion.NONE.value  # once, not per row
     for layer in model.layers:
         for r in usable(inputs.measurements.get(layer.key, ())):
-            if r.fusion != Fusion.NONE.value or not r.median_ms or r.dtype not in {p.value for p in Precision}:
+            if r.fusion != unfused or not r.median_ms or r.dtype not in precisions:
                 continue
-            p = Precision(r.dtype)
+            p = precisions[r.dtype]
             moved = layer_bytes(layer, p)
             floor = ceil.memory_ms(moved)
             level = "l2" if l2 and moved <= l2 else "hbm"

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
 from benanza import db as perfdb
 from benanza.analyze.inputs import Ceilings, Inputs, Profile
 from benanza.errors import BenanzaError
@@ -18,6 +16,8 @@ from benanza.library import Precision, Status
 from benanza.model.layer import Model
 
 if TYPE_CHECKING:
+    from sqlite_utils import Database
+
     from benanza.profile.bundle import Bundle
 
 # The ceilings executable's result rows (layer_key "ceiling"): algorithm -> what it measures.

@@ -1,6 +1,8 @@
-"""Thin command-line layer over the library: each command turns flags into one library call."""
+"""Thin command-line layer over the library: each command turns flags into one library call.
 
-from benanza.cli import analyze, compare, db, generate, models, profile, quickstart, run  # noqa: F401  (registers commands)
+The command modules register themselves on ``main`` when first needed (``main.LazyGroup``).
+"""
+
 from benanza.cli.main import main
 
 __all__ = ["main"]

@@ -1,8 +1,9 @@
-"""The ``benanza`` command group; each command module registers itself on it."""
+"""The ``benanza`` command group; each command module registers itself on it when first needed."""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,29 @@ console = _console()
 err_console = _console(stderr=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# command name -> the benanza.cli module that defines it. A command's module (and the heavy
+# stages it imports: onnx, the runner, sqlite-utils) is imported only when that command runs or
+# the help lists the commands, so that ``benanza analyze`` does not pay for ``benanza run``.
+COMMAND_MODULES: dict[str, str] = {
+    "analyze": "analyze", "bundles": "compare", "compare": "compare", "db": "db", "generate": "generate",
+    "layers": "models", "models": "models", "pipeline": "pipeline", "profile": "profile",
+    "quickstart": "quickstart", "run": "run",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (``COMMAND_MODULES``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            importlib.import_module(f"benanza.cli.{COMMAND_MODULES[cmd_name]}")  # registers it on ``main``
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="benanza")
 def main() -> None:
     """benanza: generate cuDNN/cuBLAS micro-benchmarks from ONNX models, measure them

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benanza import runner
 from benanza.cli.main import err_console
 from benanza.errors import BenanzaError
 
@@ -19,6 +18,8 @@ MISSING_LIBRARY = re.compile(r"benanza: (BZ_\w+) not found")
 
 def build(project: Path, build_dir: Path | None = None, jobs: int | None = None) -> Path:
     """``runner.build`` under a progress line; a missing cuDNN/cuBLAS becomes one line naming the fix."""
+    from benanza import runner  # imported by the commands that build, not by every command
+
     with err_console.status(f"building {project} (CMake + Ninja; a first build takes minutes)"):
         try:
             return runner.build(project, build_dir, jobs)

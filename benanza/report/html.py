@@ -8,9 +8,7 @@ algorithm names) is escaped; the SVG plots escape their own text (``report.svg``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from typing import TYPE_CHECKING, Any
 
 from benanza import atomic
 from benanza.analyze.tables import Report
@@ -18,11 +16,16 @@ from benanza.report import svg
 from benanza.report.fmt import cell
 from benanza.report.headline import figures, top_gaps
 
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 OPEN_TABLES = ("policies", "execution", "gaps", "missing", "api totals", "fusion patterns", "overhead", "layers")
 
 
 def environment() -> Environment:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape  # only when writing HTML
+
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                       autoescape=select_autoescape(["html", "j2"], default=True), keep_trailing_newline=True)
     env.filters["cell"] = cell

@@ -1,0 +1,185 @@
+"""The analyzer's prepared inputs cached on disk, keyed by every file they come from and benanza's source.
+
+Why: before the analysis itself, ``analyze`` loads and shape-infers the ONNX model (onnx import
+included), maps the bundle onto its layers and reads the database: about two thirds of a later
+call's time, and the same answer each time the same files are given. The entry holds exactly what
+``pipeline.analyze_model`` computed (the ``Inputs`` and the bundle ``Mapping``), stored only after
+every guard passed, so a hit skips that work and nothing else changes.
+
+Key (nothing can go stale, there is no version to bump): the SHA-256 of the model file and of every
+file of the bundle (its ``.parsed`` cache aside); the size and modification time of the other files
+beside the model (ONNX external data); the database file's identity (resolved path,
+device, inode, size, modification time in ns; the same for its ``-wal`` file); the paths and
+options as given; the SHA-256 of every ``.py`` file of the benanza package and the onnx version.
+Touching the database, editing a bundle file or the model, or changing any benanza source misses.
+
+Where: ``<bundle>/.parsed/`` beside the parse cache (``profile/parse_cache.py``), else (no bundle, or
+a directory that cannot be written) ``$XDG_CACHE_HOME/benanza/analysis``; each directory keeps the
+``KEEP`` newest entries. Files are read with an unpickler that builds only benanza's own record
+classes and networkx's graph, so a foreign file can at worst fail to load (then all is recomputed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import gc
+import hashlib
+import io
+import json
+import os
+import pickle
+import sys
+import zlib
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benanza.profile.parse_cache import CACHE_DIR
+
+FORMAT = b"benanza-analysis-1\n"
+PREFIX = "analysis-"
+KEEP = 8  # entries per directory (one per database/options combination a user analyzes with)
+_PACKAGE = Path(__file__).resolve().parent
+# Globals the unpickler may resolve: dataclasses and enums of these modules, and these classes.
+TRUSTED_MODULES = frozenset({"benanza.analyze.inputs", "benanza.apis.base", "benanza.library",
+                             "benanza.model.layer", "benanza.profile.mapping", "benanza.records"})
+TRUSTED_CLASSES = frozenset({("networkx.classes.digraph", "DiGraph"),
+                             ("networkx.classes.coreviews", "AdjacencyView"),
+                             ("networkx.classes.reportviews", "OutEdgeView"),
+                             ("networkx.classes.reportviews", "NodeView"),
+                             ("pathlib", "PosixPath"), ("pathlib", "Path")})
+
+_code_key: str | None = None
+
+
+def code_key() -> str:
+    """Hash of every benanza source file and the onnx version (shape inference decides the model's shapes)."""
+    global _code_key
+    if _code_key is None:
+        digest = hashlib.sha256()
+        for path in sorted(_PACKAGE.rglob("*.py")):
+            digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+        try:
+            digest.update(metadata.version("onnx").encode())
+        except metadata.PackageNotFoundError:
+            pass
+        _code_key = digest.hexdigest()
+    return _code_key
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def bundle_digest(bundle: Path) -> list[tuple[str, str]]:
+    """(name, SHA-256) of every file of a bundle directory, its caches (dot files) aside."""
+    return [(p.name, file_digest(p)) for p in sorted(Path(bundle).iterdir())
+            if p.is_file() and not p.name.startswith(".")]
+
+
+def db_identity(path: Path) -> list[Any]:
+    """Who the database file is now: a rewrite, an append or a copy over it changes one of these."""
+    out: list[Any] = [str(Path(path).resolve())]
+    for file in (Path(path), Path(f"{path}-wal")):
+        try:
+            st = file.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def beside(model: Path) -> list[Any]:
+    """(name, size, mtime in ns) of the other files in the model's directory: its external data
+    (ONNX weights stored beside the model) decides constant folding, so a change there misses."""
+    out = []
+    for p in sorted(Path(model).parent.iterdir()):
+        try:
+            if p.is_file() and p.name != Path(model).name:
+                st = p.stat()
+                out.append([p.name, st.st_size, st.st_mtime_ns])
+        except OSError:
+            continue
+    return out
+
+
+def entry_key(model: Path, bundle: Path | None, db: Path, options: dict[str, Any]) -> str:
+    """The cache key of one ``analyze_model`` call (see the module doc)."""
+    parts = {"code": code_key(), "model": [str(model), file_digest(model), beside(model)],
+             "bundle": [str(bundle), bundle_digest(bundle)] if bundle is not None else None,
+             "db": db_identity(db), "options": options}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def user_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza" / "analysis"
+
+
+def _places(bundle: Path | None) -> tuple[Path, ...]:
+    return ((Path(bundle) / CACHE_DIR,) if bundle is not None else ()) + (user_cache_dir(),)
+
+
+class _Unpickler(pickle.Unpickler):
+    """Resolves only benanza's record dataclasses and enums, networkx's graph and paths."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in TRUSTED_CLASSES:
+            return super().find_class(module, name)
+        if module in TRUSTED_MODULES:
+            found = getattr(sys.modules.get(module) or __import__(module, fromlist=[name]), name, None)
+            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not an analysis record class")
+
+
+def load(key: str, bundle: Path | None) -> Any | None:
+    """The stored value of ``key``, or None (absent, damaged or foreign)."""
+    for directory in _places(bundle):
+        file = directory / f"{PREFIX}{key}.pickle.z"
+        if not file.is_file():
+            continue
+        enabled = gc.isenabled()
+        gc.disable()  # tens of thousands of small objects: collections mid-load only cost time
+        try:
+            raw = file.read_bytes()
+            if raw.startswith(FORMAT):
+                return _Unpickler(io.BytesIO(zlib.decompress(raw[len(FORMAT):]))).load()
+        except (OSError, EOFError, ValueError, zlib.error, pickle.UnpicklingError, AttributeError, TypeError,
+                ImportError):
+            pass  # recompute, and overwrite it
+        finally:
+            if enabled:
+                gc.enable()
+    return None
+
+
+def store(key: str, bundle: Path | None, value: Any) -> Path | None:
+    """Write atomically into the first writable place, keeping its ``KEEP`` newest entries."""
+    data = FORMAT + zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    for directory in _places(bundle):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            partial = directory / f".{PREFIX}{os.getpid()}.partial"
+            partial.write_bytes(data)
+            target = directory / f"{PREFIX}{key}.pickle.z"
+            partial.replace(target)
+        except OSError:
+            continue
+        old = sorted(directory.glob(f"{PREFIX}*.pickle.z"), key=_mtime, reverse=True)
+        for stale in old[KEEP:]:
+            stale.unlink(missing_ok=True)
+        return target
+    return None
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:  # removed meanwhile by another process pruning the same directory
+        return 0

@@ -1,0 +1,66 @@
+"""``benanza pipeline``: generate + build + run (+ analyze) in one command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from benanza import db as perfdb
+from benanza import runner, system
+from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.options import parse_precisions
+from benanza.cli.progress import build, generate
+from benanza.cli.run import cluster_options, run_on_cluster, summary_table
+from benanza.errors import BenanzaError
+from benanza.pipeline import analyze_model
+from benanza.plain_text import plain
+from benanza.report import print_report
+
+
+@main.command("pipeline")
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Performance database to fill (created if needed).")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's own).")
+@click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True, help="Precisions to benchmark.")
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
+              show_default=True, help="Where the generated benchmark project goes.")
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True, help="Seconds per job.")
+@click.option("-j", "--build-jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
+@click.option("--profile", "bundle", type=click.Path(file_okay=False, path_type=Path),
+              help="Also analyze against this profile bundle (a single MODEL file).")
+@cluster_options
+@friendly_errors
+def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, project_dir: Path, timeout_s: float,
+                 build_jobs: int | None, bundle: Path | None, cluster: str | None, scheduler_file: Path | None,
+                 shard_jobs: int | None) -> None:
+    """generate + build + run (+ analyze) in one command.
+
+    Without a usable GPU it says so in one line and stops after the build.
+    """
+    models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
+    if not models:
+        raise BenanzaError(f"{model}: no *.onnx files")
+    project = generate(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch)
+    build(project, jobs=build_jobs)
+    console.print(plain(f"built {project}"), highlight=False)
+    if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db
+        if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=timeout_s,
+                              shard_jobs=shard_jobs):
+            raise SystemExit(1)
+        if bundle is not None and model.is_file():
+            report, _ = analyze_model(model, db_path, bundle, batch=batch)
+            print_report(report, console)
+        return
+    info = system.fingerprint()
+    if not info.get("usable"):
+        err_console.print(plain(f"no usable NVIDIA GPU ({info.get('reason', 'unknown reason')}): "
+                                "stopping after the build"), highlight=False)
+        return
+    db = perfdb.open_db(db_path)
+    summary = runner.run(project, db, timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))
+    console.print(summary_table(summary, str(project)))
+    if bundle is not None and model.is_file():
+        report, _ = analyze_model(model, db_path, bundle, batch=batch)
+        print_report(report, console)
