@@ -1,12 +1,13 @@
 """Racing must not change the answer: the fastest implementation per job, raced vs exhaustive.
 
-    benanza generate models/zoo --batch 1,64 --api conv_fwd,conv_bias_act,gemm_ex,lt_matmul --out PROJECT
+    benanza generate models/zoo --batch 1,64 --api conv_fwd,conv_bias_act,gemm_ex,lt_matmul,graph_conv --out PROJECT
     python bench/race_check.py PROJECT [--build-dir DIR] [--jobs-per-exe 60] [--race 1.5] [--out FILE]
 
 Runs the same jobs of a built project's multi-algorithm executables (legacy convolutions, conv +
 bias + activation, cublasGemmEx, cublasLt, the graph API) twice, straight through the harness:
-exhaustively (every algorithm timed to the usual precision) and with ``--race R`` (an algorithm
-estimated >= R x the job's best so far gets a coarse median). Per job it compares the fastest ok
+exhaustively (``--race 0 --job-budget-s 0``: every algorithm timed to the usual precision) and
+with the harness's defaults but ``--race R`` (an algorithm estimated >= R x the job's best so far
+gets a coarse median; the default job budget applies too). Per job it compares the fastest ok
 median of the two runs and prints how many agree within 3 %, the worst ratios, and the time each
 run took (the racing run second, so that clocks and caches are warm for both; run it twice to see
 the order does not matter). Needs a GPU. Results: docs/RESULTS.md §9.
@@ -78,7 +79,8 @@ def main() -> int:
         if exe not in manifest["executables"] or not (build / exe).is_file():
             continue
         jobs = [j["job"] for j in manifest["jobs"] if j["executable"] == exe][:args.jobs_per_exe]
-        full, w_full = run(build / exe, jobs, common, args.timeout)
+        # exhaustive: racing and the job budget off; raced: the harness's defaults but --race R
+        full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0"], args.timeout)
         raced, w_raced = run(build / exe, jobs, [*common, "--race", f"{args.race:g}"], args.timeout)
         walls["exhaustive"] += w_full
         walls["raced"] += w_raced
