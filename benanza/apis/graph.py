@@ -78,7 +78,8 @@ def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
-           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="CONVOLUTION_FORWARD"),
+           tensor_core=True, host_only=True, weights=True, nchw_too=True, named_configs=True,
+           graph_op="CONVOLUTION_FORWARD"),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
            graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True, graph_op="MATMUL"),
 )
