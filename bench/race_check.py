@@ -62,7 +62,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path)
     parser.add_argument("--build-dir", type=Path)
-    parser.add_argument("--jobs-per-exe", type=int, default=60, help="first N jobs of each raced executable")
+    parser.add_argument("--jobs-per-exe", type=int, default=60,
+                        help="N jobs of each raced executable, evenly spread over its jobs")
     parser.add_argument("--race", type=float, default=1.5)
     parser.add_argument("--max-engines", type=int, default=0, help="graph API: engine configs per job (0: all)")
     parser.add_argument("--timeout", type=float, default=3000.0, help="seconds per executable run")
@@ -78,7 +79,8 @@ def main() -> int:
     for exe in RACED_EXECUTABLES:
         if exe not in manifest["executables"] or not (build / exe).is_file():
             continue
-        jobs = [j["job"] for j in manifest["jobs"] if j["executable"] == exe][:args.jobs_per_exe]
+        every = [j["job"] for j in manifest["jobs"] if j["executable"] == exe]
+        jobs = every[::max(1, len(every) // args.jobs_per_exe)][:args.jobs_per_exe]  # spread over models, batches
         # exhaustive: racing and the job budget off; raced: the harness's defaults but --race R
         full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0"], args.timeout)
         raced, w_raced = run(build / exe, jobs, [*common, "--race", f"{args.race:g}"], args.timeout)
