@@ -70,7 +70,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the per-job comparison here (JSON)")
     parser.add_argument("--build-jobs", type=int)
     args = parser.parse_args()
-    build = runner.build(args.project, args.build_dir, args.build_jobs)  # incremental: nothing when built
+    build = runner.build(args.project, args.build_dir, args.build_jobs).resolve()  # incremental: nothing when built
     manifest = json.loads((args.project / "manifest.json").read_text())
     common = ["--max-engines", str(args.max_engines)] if args.max_engines else []
     rows: list[dict[str, Any]] = []

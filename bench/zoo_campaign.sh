@@ -45,7 +45,7 @@ prepare)
   ;;
 run)
   seconds=${3:?seconds}
-  n=$(ls "$results"/campaign_*.json 2>/dev/null | wc -l)
+  shopt -s nullglob; done_runs=("$results"/campaign_*.json); n=${#done_runs[@]}
   $py bench/campaign.py out/zoo --db $db --time-limit "$seconds" --json "$results/campaign_$((n + 1)).json" \
     --slowest 20 || true
   ;;
