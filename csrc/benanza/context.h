@@ -41,6 +41,7 @@ constexpr int kCoarseReps = 3;
 // Why a call is timed coarsely (Timing::coarse), or null.
 inline constexpr const char* kRaced = "raced";
 inline constexpr const char* kJobBudget = "job budget";
+inline constexpr const char* kSlowCall = "slow call";  // raced or past the budget, from one call (--slow-call-ms)
 
 // With --race R: its estimate (ms per call; Context::measure confirms a first estimate on the
 // stream with a second and with a captured graph's before it races) is >= R x the best
@@ -210,19 +211,39 @@ class Context {
     Timing t;
     const auto warmup_start = std::chrono::steady_clock::now();
     const int copies = ring.copies();
-    for (int i = 0; i < 2; ++i) call(stream);  // warm-up
-    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
-    double estimate = stream_estimate(call, &t.host_ms);  // its enqueue time is the host cost
-    GraphExec graph;
-    t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
-    if (t.coarse == kRaced) {
-      // Confirm before dropping it: a second estimate on the stream (the first may pay a
-      // first launch's costs), then one from a captured graph (no host launch cost).
-      estimate = std::min(estimate, stream_estimate(call, nullptr));
-      if (coarse_reason(opt, protect, estimate, best_estimate_, 0) == kRaced)
-        estimate = std::min(estimate, graph_estimate(call));
+    // The first warm-up call, timed: a pathologically slow call (--slow-call-ms) is judged from
+    // its second call alone, and one that cannot win gets that call as its coarse median.
+    const double first = timed_call(call);
+    double estimate = 0;
+    if (first > opt.slow_call_ms) {
+      const auto t0 = std::chrono::steady_clock::now();
+      estimate = timed_call(call);
+      t.host_ms = std::max(0.0, ms_since(t0) - estimate);  // what the synchronized call's wall time adds
       t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+      if (t.coarse) {
+        best_estimate_ = std::min(best_estimate_, estimate);
+        phases.add(Phase::Warmup, ms_since(warmup_start));
+        phases.add(Phase::TimedGpu, estimate);
+        t.coarse = kSlowCall;
+        t.ms = stats_of({estimate});
+        t.repetitions = 1;
+        return t;
+      }
+    } else {
+      call(stream);  // the second warm-up call
+      BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+      estimate = stream_estimate(call, &t.host_ms);  // its enqueue time is the host cost
+      t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+      if (t.coarse == kRaced) {
+        // Confirm before dropping it: a second estimate on the stream (the first may pay a first
+        // launch's costs), then, for a launch-bound call, one from a captured graph (no host cost).
+        estimate = std::min(estimate, stream_estimate(call, nullptr));
+        if (coarse_reason(opt, protect, estimate, best_estimate_, 0) == kRaced && t.host_ms >= 0.5 * estimate)
+          estimate = std::min(estimate, graph_estimate(call));
+        t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+      }
     }
+    GraphExec graph;
     best_estimate_ = std::min(best_estimate_, estimate);
     int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / estimate, copies);
 
@@ -335,6 +356,17 @@ class Context {
   }
 
  private:
+  // ms of one call on its own (synchronized before and after).
+  template <class F>
+  double timed_call(F& call) {
+    Event e0, e1;
+    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+    call(stream);
+    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+    return double(elapsed_ms(e0, e1));
+  }
+
   // Calls an estimate times: few, enough to see an algorithm's cost (back to back on the stream).
   static constexpr int kEstimateCalls = 3;
 
