@@ -202,7 +202,7 @@ class Context {
 
   // Time `call(stream)`, which enqueues one library call (and throws bz::Error on failure).
   // Warm-up, K calls per timed launch (a captured CUDA graph, else back-to-back on the
-  // stream), adaptive repetitions until the median is stable; host cost measured apart.
+  // stream), adaptive repetitions until the median is stable; host cost from the estimate's enqueue.
   // `ring`: the weight ring `call` takes its weights from (ring.next()), which sets K's policy.
   // With --race or --job-budget-s a call far slower than the job's best so far (coarse_reason)
   // gets kCoarseReps stream repetitions and Timing::coarse; `protect` exempts it.
