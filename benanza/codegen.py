@@ -109,30 +109,47 @@ def check_plain(value: Any, where: str = "context") -> None:
     raise BenanzaError(f"codegen: {type(value).__name__} at {where} is not plain data")
 
 
-def precision_rows() -> list[dict[str, Any]]:
-    """Every precision in Precision order (a job's ``precision`` indexes this list)."""
-    rows = []
-    for p in Precision:
-        spec = PRECISIONS[p]
-        row = dataclasses.asdict(spec)
-        row.update(dtype=p.value, math=spec.math.value, layout=spec.cudnn_layout.removeprefix("CUDNN_TENSOR_"))
-        rows.append(row)
-    return rows
+def _precision_row(p: Precision, layout: str) -> dict[str, Any]:
+    spec = PRECISIONS[p]
+    row = dataclasses.asdict(spec)
+    row.update(dtype=p.value, math=spec.math.value, layout=layout, cudnn_layout=f"CUDNN_TENSOR_{layout}")
+    return row
 
 
-def job_row(job: Job) -> dict[str, Any]:
-    return {"key": job.key, "precision": PRECISION_INDEX[job.precision], "fusion": job.fusion.value,
-            **job.fields.row}
+def _preferred_layout(p: Precision) -> str:
+    return PRECISIONS[p].cudnn_layout.removeprefix("CUDNN_TENSOR_")
+
+
+def _other_layouts(jobs: list[Job]) -> tuple[tuple[Precision, str], ...]:
+    """(precision, layout) of the jobs of an API measured in more than one layout
+    (``ApiDef.nchw_too``) that are not in their precision's preferred layout, in job order."""
+    return tuple(dict.fromkeys((j.precision, j.layout) for j in jobs if REGISTRY[j.api].nchw_too and j.layout
+                              and j.layout != _preferred_layout(j.precision)))
+
+
+def precision_rows(others: tuple[tuple[Precision, str], ...] = ()) -> list[dict[str, Any]]:
+    """Every precision in Precision order in its preferred layout, then ``others``: a job's
+    ``precision`` indexes this list, and its template takes the layout (cudnnTensorFormat_t) from it."""
+    return [*(_precision_row(p, _preferred_layout(p)) for p in Precision),
+            *(_precision_row(p, layout) for p, layout in others)]
+
+
+def job_row(job: Job, others: tuple[tuple[Precision, str], ...] = ()) -> dict[str, Any]:
+    index = PRECISION_INDEX[job.precision]
+    if (job.precision, job.layout) in others:
+        index = len(PRECISION_INDEX) + others.index((job.precision, job.layout))
+    return {"key": job.key, "precision": index, "fusion": job.fusion.value, **job.fields.row}
 
 
 def render_source(env: jinja2.Environment, jobs: list[Job], command: str) -> str:
     """One executable's source: its API's template over the jobs' rows."""
     api = jobs[0].api
+    others = _other_layouts(jobs)
     # the legacy enum spellings a template tables; named engine configs travel as numbers in the rows
     algorithms = list(dict.fromkeys(a for j in jobs if j.api not in NAMED_CONFIG_APIS
                                     for a in j.fields.algorithms if a != "*"))
-    context = {"api": api.value, "executable": jobs[0].executable, "precisions": precision_rows(),
-               "algorithms": algorithms, "jobs": [job_row(j) for j in jobs],
+    context = {"api": api.value, "executable": jobs[0].executable, "precisions": precision_rows(others),
+               "algorithms": algorithms, "jobs": [job_row(j, others) for j in jobs],
                "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}
     # api is a library.Api value (e.g. "cudnn_frontend::graph::conv_fprop"), never model text
     check_plain({k: v for k, v in context.items() if k != "api"})

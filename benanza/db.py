@@ -36,9 +36,10 @@ from benanza.records import Result
 BUSY_TIMEOUT_S = 30.0
 
 # Result.key() fields, in order: with the system id they are the benchmarks' primary key.
-RESULT_KEY = ("layer_key", "api", "algorithm", "dtype", "fusion", "l2")
+# The layout is part of it: a convolution measured in NHWC and in NCHW is two rows.
+RESULT_KEY = ("layer_key", "api", "algorithm", "dtype", "fusion", "l2", "layout")
 # What identifies a manifest job across regenerations of a project (job indices do not).
-JOB_KEY = ("layer_key", "api", "dtype", "fusion", "l2", "algorithms")
+JOB_KEY = ("layer_key", "api", "dtype", "fusion", "l2", "algorithms", "layout")
 
 # Columns of the systems table that make up its id: exactly the fields that every
 # benchmark executable's "system" line carries, so a run with or without the native
@@ -66,13 +67,13 @@ CREATE TABLE IF NOT EXISTS layers (
 CREATE TABLE IF NOT EXISTS benchmarks (
     system_id TEXT NOT NULL REFERENCES systems(id),
     layer_key TEXT NOT NULL, api TEXT NOT NULL, algorithm TEXT NOT NULL,
-    dtype TEXT NOT NULL, fusion TEXT NOT NULL, l2 TEXT NOT NULL,
-    math TEXT, layout TEXT, status TEXT NOT NULL, message TEXT,
+    dtype TEXT NOT NULL, fusion TEXT NOT NULL, l2 TEXT NOT NULL, layout TEXT NOT NULL DEFAULT '',
+    math TEXT, status TEXT NOT NULL, message TEXT,
     median_ms REAL, min_ms REAL, max_ms REAL, stddev_ms REAL, repetitions INTEGER,
     host_ms REAL, workspace_bytes INTEGER, timing TEXT,
     max_rel_error REAL, tolerance REAL, heuristic_rank INTEGER, find_rank INTEGER,
     notes TEXT, schema INTEGER, measured_at TEXT,
-    PRIMARY KEY (system_id, layer_key, api, algorithm, dtype, fusion, l2)
+    PRIMARY KEY (system_id, layer_key, api, algorithm, dtype, fusion, l2, layout)
 );
 CREATE INDEX IF NOT EXISTS benchmarks_by_layer ON benchmarks (system_id, layer_key, status, median_ms);
 CREATE TABLE IF NOT EXISTS models (
@@ -91,9 +92,9 @@ CREATE TABLE IF NOT EXISTS model_edges (
 CREATE TABLE IF NOT EXISTS completed_jobs (
     system_id TEXT NOT NULL,
     layer_key TEXT NOT NULL, api TEXT NOT NULL, dtype TEXT NOT NULL, fusion TEXT NOT NULL,
-    l2 TEXT NOT NULL, algorithms TEXT NOT NULL,
+    l2 TEXT NOT NULL, algorithms TEXT NOT NULL, layout TEXT NOT NULL DEFAULT '',
     executable TEXT, status TEXT NOT NULL, message TEXT, results INTEGER, finished_at TEXT,
-    PRIMARY KEY (system_id, layer_key, api, dtype, fusion, l2, algorithms)
+    PRIMARY KEY (system_id, layer_key, api, dtype, fusion, l2, algorithms, layout)
 );
 """
 
@@ -134,7 +135,7 @@ TABLES: dict[str, tuple[str, ...]] = {
 }
 
 BENCHMARK_COLUMNS = (
-    "system_id", *RESULT_KEY, "math", "layout", "status", "message", "median_ms", "min_ms", "max_ms",
+    "system_id", *RESULT_KEY, "math", "status", "message", "median_ms", "min_ms", "max_ms",
     "stddev_ms", "repetitions", "host_ms", "workspace_bytes", "timing", "max_rel_error", "tolerance",
     "heuristic_rank", "find_rank", "notes", "schema", "measured_at",
 )  # fmt: skip
@@ -172,10 +173,44 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
     have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
     if missing or not set(VIEWS) <= have:  # written before a table or the browsing views were added
         with transaction(db):
-            for statement in (SCHEMA + BROWSING).split(";\n"):
-                if statement.strip():
-                    db.execute(statement)
+            _create_missing(db)
+    if not missing and "layout" not in db["benchmarks"].pks:
+        _key_by_layout(db)
     return db
+
+
+def _create_missing(db: Database) -> None:
+    for statement in (SCHEMA + BROWSING).split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
+# The layout of a completed job recorded before the layout was part of JOB_KEY: that of its rows
+# (one at most, since the layout was not part of RESULT_KEY either); "" for a job without rows.
+_JOB_LAYOUT_OF_ROWS = ("COALESCE((SELECT MIN(b.layout) FROM benchmarks b WHERE b.system_id = j.system_id "
+                       "AND b.layer_key = j.layer_key AND b.api = j.api AND b.dtype = j.dtype "
+                       "AND b.fusion = j.fusion AND b.l2 = j.l2), '')")
+
+
+def _key_by_layout(db: Database) -> None:
+    """Rebuild the benchmarks and completed_jobs tables of a database written before the layout
+    was part of their primary keys; every row keeps its values (its key gains its own layout)."""
+    old = {t: f"_{t}_without_layout_key" for t in ("benchmarks", "completed_jobs")}
+    with transaction(db):
+        for view in VIEWS:  # a rename would point them at the old table
+            db.execute(f"DROP VIEW IF EXISTS {view}")
+        for table, renamed in old.items():
+            db.execute(f"ALTER TABLE {table} RENAME TO {renamed}")
+        _create_missing(db)
+        cols = [c for c in BENCHMARK_COLUMNS if c != "layout"]
+        db.execute(f"INSERT INTO benchmarks ({', '.join(cols)}, layout) "
+                   f"SELECT {', '.join(cols)}, COALESCE(layout, '') FROM {old['benchmarks']}")
+        cols = [c for c in _columns(db, "main", old["completed_jobs"]) if c != "layout"]
+        db.execute(f"INSERT INTO completed_jobs ({', '.join(cols)}, layout) "
+                   f"SELECT {', '.join(cols)}, {_JOB_LAYOUT_OF_ROWS} FROM {old['completed_jobs']} j")
+        for renamed in old.values():
+            db.execute(f"DROP TABLE {renamed}")
+        _create_missing(db)  # the indexes, which stayed with the old tables until now
 
 
 _SCHEMA_SCRIPT = (SCHEMA + BROWSING
@@ -392,12 +427,13 @@ class JobKey:
     fusion: str
     l2: str
     algorithms: str
+    layout: str = ""
 
     @classmethod
     def of(cls, job: Mapping[str, Any], l2: str) -> JobKey:
         algos = json.dumps(sorted(str(a) for a in job.get("algorithms", ["*"])), separators=(",", ":"))
         return cls(str(job["layer_key"]), str(job["api"]), str(job["dtype"]), str(job.get("fusion", "none")),
-                   l2, algos)
+                   l2, algos, str(job.get("layout") or ""))
 
 
 def record_job(db: Database, system: str, job: JobKey, executable: str, status: str, message: str,
@@ -415,7 +451,9 @@ def record_job(db: Database, system: str, job: JobKey, executable: str, status: 
 
 
 def completed_jobs(db: Database, system: str) -> set[JobKey]:
-    rows = db.execute(f"SELECT {', '.join(JOB_KEY)} FROM completed_jobs WHERE system_id = ?", (system,))
+    layout = "layout" if "layout" in _columns(db, "main", "completed_jobs") else _JOB_LAYOUT_OF_ROWS
+    cols = ", ".join(layout if c == "layout" else c for c in JOB_KEY)
+    rows = db.execute(f"SELECT {cols} FROM completed_jobs j WHERE system_id = ?", (system,))
     return {JobKey(*row) for row in rows}
 
 
@@ -440,10 +478,10 @@ def measured(db: Database, system: str) -> Callable[[Any], bool]:
     def is_measured(bench: Any) -> bool:
         l2 = str(_field(bench, "l2") or "warm")
         if _field(bench, "algorithm") == "*" or _field(bench, "algorithms") is not None:
-            job = {f: _field(bench, f) for f in ("layer_key", "api", "dtype", "fusion")}
+            job = {f: _field(bench, f) for f in ("layer_key", "api", "dtype", "fusion", "layout")}
             job["algorithms"] = _field(bench, "algorithms") or ["*"]
             return JobKey.of(job, l2) in jobs
-        key = (*(str(_field(bench, f)) for f in RESULT_KEY[:-1]), l2)
+        key = (*(str(_field(bench, f)) for f in RESULT_KEY[:5]), l2, str(_field(bench, "layout") or ""))
         return key in keys
 
     return is_measured

@@ -12,7 +12,7 @@ API is one module there plus one template, see docs/GENERATOR.md); generation
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from benanza.apis import NAMED_CONFIG_APIS, REGISTRY
 from benanza.apis.base import JobBuilder, JobFields, Unsupported
@@ -163,6 +163,19 @@ def _precision_problem(api: Api, precision: Precision) -> str | None:
     return None
 
 
+def layouts(api: Api, fields: JobFields) -> list[JobFields]:
+    """The job in its precision's preferred layout and, for an API measured in NCHW as well
+    (``ApiDef.nchw_too``: convolutions in fp16/bf16, which PyTorch runs NCHW), in NCHW."""
+    if REGISTRY[api].nchw_too and fields.layout == "NHWC":
+        return [fields, replace(fields, layout="NCHW")]
+    return [fields]
+
+
+def _in_layout(api: Api, fields: JobFields, layout: str) -> JobFields:
+    """``fields`` in the layout a framework's call used (its preferred one when unknown or not measured)."""
+    return next((f for f in layouts(api, fields) if f.layout == layout), fields)
+
+
 Skip = Callable[[Benchmark], bool] | Collection[str] | None
 
 
@@ -232,11 +245,13 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
             except Unsupported as exc:
                 drop(c, precision, str(exc))
                 continue
-            job = Job("", 0, c.key, c.api, precision, c.fusion, fields)
-            if fields.algorithms and all(measured(b) for b in job.benchmarks()):
-                drop(c, precision, ALREADY_MEASURED)
-                continue
-            pending.append((c.api, p_order, order, c, precision, fields))
+            for variant, layout_fields in enumerate(layouts(c.api, fields)):
+                job = Job("", 0, c.key, c.api, precision, c.fusion, layout_fields)
+                if layout_fields.algorithms and all(measured(b) for b in job.benchmarks()):
+                    drop(c, precision, ALREADY_MEASURED)
+                    continue
+                # a second layout's jobs come after every precision's first: the numbering of the others is kept
+                pending.append((c.api, p_order + variant * len(precs), order, c, precision, layout_fields))
 
     jobs, counters = _numbered(pending)
     if ceilings or (wanted is not None and Api.CEILING in wanted):
@@ -271,7 +286,7 @@ def plan_executed(calls: Iterable[tuple[Model, str, ExecutedCall]], skip: Skip =
     found: dict[tuple[str, Api], _Candidate] = {}
     for c in _candidates(models):
         found.setdefault((c.key, c.api), c)
-    wanted: dict[tuple[str, Api, Precision, Fusion], set[str]] = {}
+    wanted: dict[tuple[str, Api, Precision, Fusion, str], set[str]] = {}
     dropped: Drops = {}
     for _model, layer_key, call in calls:
         key, api = call.key or layer_key, Api(call.api)
@@ -284,16 +299,16 @@ def plan_executed(calls: Iterable[tuple[Model, str, ExecutedCall]], skip: Skip =
         # analyzer compares (analyze.choose.executed_row); a Tensor Core one is refused in fp32
         for p in (precision, Precision.FP32) if precision is Precision.TF32 and api in NAMED_CONFIG_APIS \
                 else (precision,):
-            wanted.setdefault((key, api, p, Fusion(call.fusion)), set()).add(call.algorithm)
+            wanted.setdefault((key, api, p, Fusion(call.fusion), call.layout), set()).add(call.algorithm)
     measured = _measured(skip)
     pending: list[_Pending] = []
-    for order, ((key, api, precision, _fusion), algorithms) in enumerate(sorted(wanted.items())):
+    for order, ((key, api, precision, _fusion, layout), algorithms) in enumerate(sorted(wanted.items())):
         c = found[(key, api)]
         builder = JOB_BUILDERS.get(api)
         try:
             if builder is None:
                 raise Unsupported(f"no benchmark template for {api.value} yet")
-            fields = builder(c.item, c.model, precision)
+            fields = _in_layout(api, builder(c.item, c.model, precision), layout)
         except Unsupported as exc:
             _record(dropped, Dropped(key, c.what, api.value, precision.value, str(exc)))
             continue

@@ -53,7 +53,7 @@ class Result:
 
     def key(self) -> tuple[str, ...]:
         """What makes a measurement unique on one system (the database's primary key)."""
-        return (self.layer_key, self.api, self.algorithm, self.dtype, self.fusion, self.l2)
+        return (self.layer_key, self.api, self.algorithm, self.dtype, self.fusion, self.l2, self.layout)
 
     @property
     def ok(self) -> bool:
@@ -91,6 +91,7 @@ class ExecutedCall:
     precision: str  # a Precision value: the math actually used (TF32 for fp32 data on Hopper)
     fusion: str = Fusion.NONE.value
     key: str | None = None  # None: the layer's own key
+    layout: str = ""  # "NCHW" / "NHWC" of a convolution's input as logged; "" where unknown or layout-free
 
 
 # Spellings of an ExecutedCall that stands for a framework's own fused kernel (ONNX Runtime's

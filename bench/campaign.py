@@ -13,7 +13,8 @@ the wall seconds (campaign efficiency), the time per phase, and the slowest jobs
   generate, build       benanza generate and the CMake/Ninja build (campaign-wide);
   process start         an executable's start to its system line (CUDA context);
   handles               cuDNN/cuBLAS handle creation (once per process);
-  plan build            graph-API execution plans built and finalized (the results' notes.build_ms);
+  plan build            the GPU thread waiting for graph-API execution plans (built on host threads
+                        ahead of it: harness "plan_wait"; older harnesses: the results' notes.build_ms);
   setup                 the rest of a job before timing: descriptors, buffers, the fp32 reference,
                         heuristics / find (harness "setup" minus plan build);
   warm-up, timed        Context::measure before and during the timed repetitions (timed GPU apart);
@@ -68,9 +69,13 @@ class Recorder:
         if outcome.status == "skipped":
             return
         p = dict(outcome.phases)
-        plan_ms = sum(float(r.notes.get("build_ms", 0) or 0) for r in outcome.results if isinstance(r.notes, dict))
+        # the GPU thread's wait for plans built ahead of it (harness "plan_wait"); older harnesses
+        # built every plan on that thread: the sum of the results' build times
+        plan_ms = p["plan_wait"] if "plan_wait" in p else sum(
+            float(r.notes.get("build_ms", 0) or 0) for r in outcome.results if isinstance(r.notes, dict))
         phases = {"process_start": p.get("process_start", 0.0), "handles": p.get("handles", 0.0),
-                  "plan_build": plan_ms, "setup": max(0.0, p.get("setup", 0.0) - plan_ms),
+                  "plan_build": plan_ms,
+                  "setup": max(0.0, p.get("setup", 0.0) - (0.0 if "plan_wait" in p else plan_ms)),
                   "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0), "check": p.get("check", 0.0),
                   "db_write": p.get("db_write", 0.0)}
         phases["other"] = max(0.0, wall_s * 1e3 - sum(phases.values()))
@@ -123,10 +128,15 @@ def main() -> int:
     parser.add_argument("--l2", default=L2.WARM.value, choices=[x.value for x in L2])
     parser.add_argument("--max-engines", type=int, help="engine configs per graph-API job (default: every one)")
     parser.add_argument("--max-reps", type=int)
-    parser.add_argument("--race", type=float, default=0.0,
-                        help="harness --race R: time coarsely what is estimated >= R x the job's best (0: off)")
-    parser.add_argument("--job-budget-s", type=float, default=0.0,
-                        help="harness --job-budget-s S: past S s a job's remaining algorithms are timed coarsely")
+    parser.add_argument("--race", type=float,
+                        help="harness --race R: time coarsely what is estimated >= R x the job's best (0: off; "
+                             "default: the harness's, 1.5)")
+    parser.add_argument("--job-budget-s", type=float,
+                        help="harness --job-budget-s S: past S s a job's remaining algorithms are timed coarsely "
+                             "(0: off; default: the harness's, 4)")
+    parser.add_argument("--plan-threads", type=int,
+                        help="harness --plan-threads N: graph-API plans built on N host threads (default: the "
+                             "harness's, min(8, cores - 1))")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a job is killed")
     parser.add_argument("--build-jobs", type=int)
     parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")
@@ -153,9 +163,9 @@ def main() -> int:
         summary = runner.run(args.project, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
                              max_engines=args.max_engines,
-                             harness_args=[*(["--race", f"{args.race:g}"] if args.race else []),
-                                           *(["--job-budget-s", f"{args.job_budget_s:g}"] if args.job_budget_s
-                                             else [])])
+                             harness_args=[f"--{name.replace('_', '-')}={value:g}" for name, value in
+                                           (("race", args.race), ("job_budget_s", args.job_budget_s),
+                                            ("plan_threads", args.plan_threads)) if value is not None])
     except Enough:
         summary = None
         print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")

@@ -1,12 +1,13 @@
 """Racing must not change the answer: the fastest implementation per job, raced vs exhaustive.
 
-    benanza generate models/zoo --batch 1,64 --api conv_fwd,conv_bias_act,gemm_ex,lt_matmul --out PROJECT
+    benanza generate models/zoo --batch 1,64 --api conv_fwd,conv_bias_act,gemm_ex,lt_matmul,graph_conv --out PROJECT
     python bench/race_check.py PROJECT [--build-dir DIR] [--jobs-per-exe 60] [--race 1.5] [--out FILE]
 
 Runs the same jobs of a built project's multi-algorithm executables (legacy convolutions, conv +
 bias + activation, cublasGemmEx, cublasLt, the graph API) twice, straight through the harness:
-exhaustively (every algorithm timed to the usual precision) and with ``--race R`` (an algorithm
-estimated >= R x the job's best so far gets a coarse median). Per job it compares the fastest ok
+exhaustively (``--race 0 --job-budget-s 0``: every algorithm timed to the usual precision) and
+with the harness's defaults but ``--race R`` (an algorithm estimated >= R x the job's best so far
+gets a coarse median; the default job budget applies too). Per job it compares the fastest ok
 median of the two runs and prints how many agree within 3 %, the worst ratios, and the time each
 run took (the racing run second, so that clocks and caches are warm for both; run it twice to see
 the order does not matter). Needs a GPU. Results: docs/RESULTS.md §9.
@@ -61,14 +62,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path)
     parser.add_argument("--build-dir", type=Path)
-    parser.add_argument("--jobs-per-exe", type=int, default=60, help="first N jobs of each raced executable")
+    parser.add_argument("--jobs-per-exe", type=int, default=60,
+                        help="N jobs of each raced executable, evenly spread over its jobs")
     parser.add_argument("--race", type=float, default=1.5)
     parser.add_argument("--max-engines", type=int, default=0, help="graph API: engine configs per job (0: all)")
     parser.add_argument("--timeout", type=float, default=3000.0, help="seconds per executable run")
     parser.add_argument("--out", type=Path, help="write the per-job comparison here (JSON)")
     parser.add_argument("--build-jobs", type=int)
     args = parser.parse_args()
-    build = runner.build(args.project, args.build_dir, args.build_jobs)  # incremental: nothing when built
+    build = runner.build(args.project, args.build_dir, args.build_jobs).resolve()  # incremental: nothing when built
     manifest = json.loads((args.project / "manifest.json").read_text())
     common = ["--max-engines", str(args.max_engines)] if args.max_engines else []
     rows: list[dict[str, Any]] = []
@@ -77,8 +79,10 @@ def main() -> int:
     for exe in RACED_EXECUTABLES:
         if exe not in manifest["executables"] or not (build / exe).is_file():
             continue
-        jobs = [j["job"] for j in manifest["jobs"] if j["executable"] == exe][:args.jobs_per_exe]
-        full, w_full = run(build / exe, jobs, common, args.timeout)
+        every = [j["job"] for j in manifest["jobs"] if j["executable"] == exe]
+        jobs = every[::max(1, len(every) // args.jobs_per_exe)][:args.jobs_per_exe]  # spread over models, batches
+        # exhaustive: racing and the job budget off; raced: the harness's defaults but --race R
+        full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0"], args.timeout)
         raced, w_raced = run(build / exe, jobs, [*common, "--race", f"{args.race:g}"], args.timeout)
         walls["exhaustive"] += w_full
         walls["raced"] += w_raced

@@ -601,3 +601,25 @@ def test_fp16_run_bound_uses_fp16_rows_and_half_the_bytes():
     rows = {r["#"]: r for r in rep.tables["execution"].rows}
     assert "eng3 / fp16 + bias" in rows[0]["call"] and rows[0]["charged (ms)"] == approx(0.0075 + ROOF_BIAS1 / 2)
     assert rows[4]["charged (ms)"] == approx(ROOF_CONCAT / 2)  # fp16 storage: half the bytes
+
+
+def test_as_executed_takes_the_row_in_the_layout_the_call_used():
+    """fp16 convs are measured NHWC and NCHW: a PyTorch (NCHW) call gets its NCHW row, best the cheaper."""
+    from benanza.analyze.choose import Choice, Policy, choose
+    from benanza.records import ExecutedCall
+
+    inputs = branchy_inputs()
+    conv1 = inputs.model.layers[0]
+    nhwc = replace(R(conv1.key, Api.CONV_FWD, GEMM, "fp16", 0.05, 0), layout="NHWC")
+    nchw = replace(R(conv1.key, Api.CONV_FWD, GEMM, "fp16", 0.08, 0), layout="NCHW")
+    inputs = replace(inputs, measurements={**inputs.measurements, conv1.key: [nhwc, nchw]})
+    call = ExecutedCall(Api.CONV_FWD.value, GEMM, "fp16", layout="NCHW")
+    assert executed_row(call, conv1.key, inputs) is nchw
+    assert executed_row(replace(call, layout="NHWC"), conv1.key, inputs) is nhwc
+    assert executed_row(replace(call, layout=""), conv1.key, inputs) is nhwc  # layout unknown: any
+    only_nhwc = replace(inputs, measurements={**inputs.measurements, conv1.key: [nhwc]})
+    miss = executed_row(call, conv1.key, only_nhwc)
+    assert isinstance(miss, Miss) and miss.reason is MissingReason.NOT_BENCHMARKED and "NCHW" in miss.detail
+    fp16 = replace(inputs, constraints=inputs.constraints.with_precisions(frozenset({Precision.FP16})))
+    best = choose(conv1, fp16, Policy.BEST)
+    assert isinstance(best, Choice) and best.result is nhwc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
@@ -16,7 +17,7 @@ from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compile
 from benanza import codegen
 from benanza.apis.base import JobFields
 from benanza.errors import BenanzaError
-from benanza.library import Api, ConvFwdAlgo, Precision
+from benanza.library import Api, ConvFwdAlgo
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
 from benanza.plan import Plan, plan
@@ -84,7 +85,12 @@ def test_project_layout_and_manifest(project: tuple[Path, codegen.Manifest], zoo
     assert job["algorithms"] == [a.value for a in ConvFwdAlgo]
     # each executable's job table has one row per job, in job order
     source = (out / "src" / "bench_conv_fwd.cu").read_text()
-    rows = [f'{{"{j["layer_key"]}", {codegen.PRECISION_INDEX[Precision(j["dtype"])]}, {{ '
+    # kPrecisions: {"dtype", "math", "layout", ...,\n CUDNN_TENSOR_<layout>, ...}, fp16 in NHWC and NCHW
+    table = re.findall(r'\{"(\w+)", "\w+", "(\w+)", [^\n]*\n\s+CUDNN_TENSOR_(\w+),', source)
+    assert all(layout == fmt for _, layout, fmt in table)
+    index = [(dtype, layout) for dtype, layout, _ in table]
+    assert {("fp16", "NHWC"), ("fp16", "NCHW"), ("fp32", "NCHW")} <= set(index)
+    rows = [f'{{"{j["layer_key"]}", {index.index((j["dtype"], j["layout"]))}, {{ '
             for j in data["jobs"] if j["executable"] == "bench_conv_fwd"]
     positions = [source.index(row) for row in rows]
     assert positions == sorted(positions) and len(set(positions)) == len(rows)
@@ -199,7 +205,8 @@ def test_cli_generate(tmp_path: Path) -> None:
     assert list(data["executables"]) == ["bench_conv_fwd"]
     squeeze = load_model(LIGHT / "light_squeezenet.onnx", batch=1)
     convs = len({layer.key for layer in squeeze.layers if layer.op == "Conv"})
-    assert data["executables"]["bench_conv_fwd"]["num_jobs"] == 2 * 2 * convs  # two batches, two precisions
+    # two batches; fp32 NCHW, fp16 NHWC and fp16 NCHW
+    assert data["executables"]["bench_conv_fwd"]["num_jobs"] == 2 * 3 * convs
     assert data["generated_by"].startswith("benanza generate ") and "--api conv_fwd" in data["generated_by"]
     assert "bench_conv_fwd" in done.output and "not generated" in done.output
     bad = runner.invoke(main, ["generate", str(LIGHT / "light_squeezenet.onnx"), "--out", str(out), "--dtype", "fp8"])

@@ -291,3 +291,72 @@ def test_cli_db_commands(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "bad.db: not a usable SQLite database" in bad.output
     for command in ("info", "systems", "export", "merge"):
         assert cli.invoke(main, ["db", command, "--help"]).output.count("\n") > 3
+
+
+def test_one_measurement_in_two_layouts_is_two_rows(mem: perfdb.Database) -> None:
+    """fp16 convolutions are measured NHWC and NCHW (PyTorch's): the layout is part of the key."""
+    sid = perfdb.upsert_system(mem, H100)
+    key = conv_key([1, 1, 1, 1])
+    nhwc = result(key, "A", 0.05, dtype="fp16", layout="NHWC")
+    nchw = result(key, "A", 0.09, dtype="fp16", layout="NCHW")
+    assert perfdb.insert_results(mem, sid, [nhwc, nchw]) == 2
+    assert {r.layout: r.median_ms for r in perfdb.results_for(mem, sid, [key])[key]} == {"NHWC": 0.05, "NCHW": 0.09}
+    measured = perfdb.measured(mem, sid)
+    assert measured(nhwc) and measured(nchw) and not measured(result(key, "A", dtype="fp16", layout=""))
+    job = {"layer_key": key, "api": "cudnn_frontend::graph::conv_fprop", "dtype": "fp16", "fusion": "none",
+           "algorithms": ["*"], "layout": "NHWC"}
+    perfdb.record_job(mem, sid, perfdb.JobKey.of(job, "warm"), "bench_graph_conv", "ok", "", [])
+    measured = perfdb.measured(mem, sid)
+    assert measured({**job, "algorithm": "*"}) and not measured({**job, "algorithm": "*", "layout": "NCHW"})
+
+
+OLD_KEYS = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE benchmarks (system_id TEXT NOT NULL, layer_key TEXT NOT NULL, api TEXT NOT NULL,
+    algorithm TEXT NOT NULL, dtype TEXT NOT NULL, fusion TEXT NOT NULL, l2 TEXT NOT NULL, math TEXT, layout TEXT,
+    status TEXT NOT NULL, message TEXT, median_ms REAL, min_ms REAL, max_ms REAL, stddev_ms REAL,
+    repetitions INTEGER, host_ms REAL, workspace_bytes INTEGER, timing TEXT, max_rel_error REAL, tolerance REAL,
+    heuristic_rank INTEGER, find_rank INTEGER, notes TEXT, schema INTEGER, measured_at TEXT,
+    PRIMARY KEY (system_id, layer_key, api, algorithm, dtype, fusion, l2));
+CREATE TABLE completed_jobs (system_id TEXT NOT NULL, layer_key TEXT NOT NULL, api TEXT NOT NULL,
+    dtype TEXT NOT NULL, fusion TEXT NOT NULL, l2 TEXT NOT NULL, algorithms TEXT NOT NULL, executable TEXT,
+    status TEXT NOT NULL, message TEXT, results INTEGER, finished_at TEXT,
+    PRIMARY KEY (system_id, layer_key, api, dtype, fusion, l2, algorithms));
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO benchmarks (system_id, layer_key, api, algorithm, dtype, fusion, l2, math, layout, status, median_ms)
+    VALUES ('s', 'k', 'g', 'eng0', 'fp16', 'none', 'warm', 'tensor_op', 'NHWC', 'ok', 0.5),
+           ('s', 'k', 'g', 'eng0', 'fp32', 'none', 'warm', 'fma', 'NCHW', 'ok', 0.9),
+           ('s', 'm', 'gemm', 'a', 'fp32', 'none', 'warm', 'fma', NULL, 'ok', 0.2);
+INSERT INTO completed_jobs (system_id, layer_key, api, dtype, fusion, l2, algorithms, status)
+    VALUES ('s', 'k', 'g', 'fp16', 'none', 'warm', '["*"]', 'ok'),
+           ('s', 'x', 'g', 'fp16', 'none', 'warm', '["*"]', 'ok');
+"""
+
+
+def test_a_database_keyed_without_the_layout_is_rekeyed_on_open_and_read_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(OLD_KEYS)
+    conn.executescript(perfdb.SCHEMA)  # the other tables, as they are
+    conn.close()
+    fp16 = {"layer_key": "k", "api": "g", "dtype": "fp16", "fusion": "none", "algorithm": "*", "layout": "NHWC"}
+    # read-only (the shipped database): a completed job's layout is that of its rows
+    ro = perfdb.open_db(path, readonly=True)
+    assert perfdb.measured(ro, "s")(fp16) and not perfdb.measured(ro, "s")({**fp16, "layout": "NCHW"})
+    ro.close()
+    db = perfdb.open_db(path)
+    assert db["benchmarks"].pks == ["system_id", *perfdb.RESULT_KEY]
+    assert db["completed_jobs"].pks == ["system_id", *perfdb.JOB_KEY]
+    rows = {(r.layer_key, r.dtype): r for r in perfdb.results_for(db, "s", ["k", "m"])["k"] +
+            perfdb.results_for(db, "s", ["m"])["m"]}
+    assert {k: (r.layout, r.median_ms) for k, r in rows.items()} == \
+        {("k", "fp16"): ("NHWC", 0.5), ("k", "fp32"): ("NCHW", 0.9), ("m", "fp32"): ("", 0.2)}
+    assert {(j.layer_key, j.layout) for j in perfdb.completed_jobs(db, "s")} == {("k", "NHWC"), ("x", "")}
+    measured = perfdb.measured(db, "s")
+    assert measured(fp16) and not measured({**fp16, "layout": "NCHW"})
+    assert perfdb.insert_results(db, "s", [Result(layer_key="k", api="g", algorithm="eng0", dtype="fp16", math="m",
+                                                  fusion="none", status="ok", layout="NCHW", median_ms=0.7)]) == 1
+    assert {"benchmarks_by_layer", *perfdb.VIEWS} <= {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    assert db.execute("SELECT COUNT(*) FROM benchmark_details").fetchone()[0] == 4
+    db.close()
+    assert perfdb.open_db(path)["benchmarks"].count == 4  # opening again changes nothing

@@ -24,7 +24,8 @@ H100_L2 = 50 * MIB
 # Reads its harness options from argv, then "k WANT COPIES" (calls per launch), "n L2 BYTES"
 # (ring copies), "p PHASE MS" (adds to a job's phase clock), "e WALL 0" (prints the job's end
 # line), "r ESTIMATE BEST" / "f ESTIMATE BEST" (why an unprotected / a protected call is timed
-# coarsely, "-" for not) and "j JOB_MS 0" (the same for a call in a job that ran JOB_MS) lines
+# coarsely, "-" for not) and "j JOB_MS ESTIMATE" (the same for a call estimated at ESTIMATE x the
+# job's best in a job that ran JOB_MS) lines
 # from stdin; prints the parsed --l2 and one number, end line or reason per line.
 POLICY_MAIN = r"""
 #include <cstdio>
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   bz::PhaseClock clock;
   while (std::scanf(" %c %lf %lf", &what, &a, &b) == 3) {
     if (what == 'r' || what == 'f' || what == 'j') {
-      const char* why = what == 'j' ? bz::coarse_reason(o, false, 1.0, 1e30, a)
+      const char* why = what == 'j' ? bz::coarse_reason(o, false, b, 1.0, a)
                                     : bz::coarse_reason(o, what == 'f', a, b, 0.0);
       std::printf("%s\n", why ? why : "-");
     } else if (what == 'p') {
@@ -120,18 +121,26 @@ def test_a_jobs_end_line_gives_the_runner_its_phases(policy_tool: Path) -> None:
     end = json.loads(done.stdout.splitlines()[1])
     assert end["event"] == "end" and end["job"] == 0
     assert runner._phases(end) == {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5,
-                                   "setup": 36.0, "wall": 200.0}
+                                   "plan_wait": 0.0, "setup": 36.0, "wall": 200.0}
     assert runner._phases({"event": "end", "job": 0}) == {}  # an older harness: no phases
 
 
 def test_racing_refines_only_what_can_still_win(policy_tool: Path) -> None:
-    """--race R: an algorithm whose first estimate is R x the job's best so far or more gets a coarse
-    median; the heuristic's choice never; off by default (exhaustive). --job-budget-s bounds a job."""
-    lines = ["r 1.49 1.0", "r 1.5 1.0", "r 30 1.0", "f 30 1.0", "r 5 inf", "j 9000 0", "j 11000 0"]
-    reasons = [line.split(None, 1)[0] for line in
-               subprocess.run([str(policy_tool), "--race", "1.5", "--job-budget-s", "10"], capture_output=True,
-                              text=True, input="\n".join(lines) + "\n").stdout.splitlines()[1:]]
-    assert reasons == ["-", "raced", "raced", "-", "-", "-", "job"]  # "job budget" splits at its space
-    assert ask(policy_tool, [], lines)[1:] == ["-"] * len(lines)  # neither option: every call in full
-    for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"]):
+    """--race R: an algorithm estimated at R x the job's best so far or more gets a coarse median; the
+    heuristic's choice never. --job-budget-s bounds a job, but never coarsens what may be a new best.
+    Both are on by default (1.5 and 4 s, what the campaign runs); 0 turns each off (exhaustive)."""
+    lines = ["r 1.49 1.0", "r 1.5 1.0", "r 30 1.0", "f 30 1.0", "r 5 inf", "j 9000 1.2", "j 11000 1.2",
+             "j 11000 0.9"]
+
+    def reasons(args: list[str], lines: list[str]) -> list[str]:
+        done = subprocess.run([str(policy_tool), *args], capture_output=True, text=True,
+                              input="\n".join(lines) + "\n")
+        return done.stdout.splitlines()[1:]
+
+    assert reasons(["--race", "1.5", "--job-budget-s", "10"], lines) == \
+        ["-", "raced", "raced", "-", "-", "-", "job budget", "-"]
+    assert reasons(["--race", "0", "--job-budget-s", "0"], lines) == ["-"] * len(lines)  # both off: all in full
+    assert reasons([], [*lines, "j 4001 1.2"]) == \
+        ["-", "raced", "raced", "-", "-", "job budget", "job budget", "-", "job budget"]  # race 1.5, budget 4 s
+    for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"], ["--plan-threads", "x"]):
         assert subprocess.run([str(policy_tool), *bad], capture_output=True).returncode == 2, bad

@@ -39,19 +39,40 @@ def resnet50() -> Model:
     return load_model(LIGHT / "light_resnet50.onnx", batch=1)
 
 
-def test_one_conv_job_per_unique_conv_key_and_precision(squeezenet: Model) -> None:
+def test_one_conv_job_per_unique_conv_key_precision_and_layout(squeezenet: Model) -> None:
     p = plan([squeezenet], ["fp32", "fp16"], apis=[Api.CONV_FWD])
     conv_keys = {layer.key for layer in squeezenet.layers if layer.op == "Conv"}
-    assert len(p.jobs) == 2 * len(conv_keys)
+    n = len(conv_keys)
+    assert len(p.jobs) == 3 * n  # fp32 NCHW, fp16 NHWC, and fp16 NCHW (what PyTorch runs)
     assert {j.key for j in p.jobs} == conv_keys
     assert all(j.executable == "bench_conv_fwd" for j in p.jobs)
     assert [j.index for j in p.jobs] == list(range(len(p.jobs)))
-    # precision order as requested, every job measures the 8 algorithms
-    assert [j.precision for j in p.jobs] == [Precision.FP32] * len(conv_keys) + [Precision.FP16] * len(conv_keys)
+    # precision order as requested, the second layout after them; every job measures the 8 algorithms
+    assert [j.precision for j in p.jobs] == [Precision.FP32] * n + [Precision.FP16] * 2 * n
+    assert [j.layout for j in p.jobs] == ["NCHW"] * n + ["NHWC"] * n + ["NCHW"] * n
     assert {len(j.benchmarks()) for j in p.jobs} == {len(ConvFwdAlgo)}
-    assert {j.layout for j in p.jobs} == {"NCHW", "NHWC"}
     names = [b.name() for b in p.benchmarks]
     assert len(names) == len(set(names)) == 8 * len(p.jobs)
+
+
+@pytest.mark.parametrize("api", [Api.CONV_FWD, Api.CONV_BIAS_ACT, Api.GRAPH_CONV])
+def test_fp16_convolutions_are_planned_in_both_layouts_with_the_layout_in_the_key(resnet50: Model, api: Api) -> None:
+    p = plan([resnet50], ["fp32", "tf32", "fp16"], apis=[api])
+    layouts = {(j.key, j.precision): set() for j in p.jobs}
+    for j in p.jobs:
+        layouts[(j.key, j.precision)].add(j.layout)
+    assert layouts and all(v == ({"NHWC", "NCHW"} if p_ is Precision.FP16 else {"NCHW"})
+                           for (_k, p_), v in layouts.items())
+    names = [b.name() for b in p.benchmarks]
+    assert len(names) == len(set(names))
+    nhwc = {b.name().replace("/NHWC/", "/NCHW/") for b in p.benchmarks if b.layout == "NHWC"}
+    assert nhwc == {b.name() for b in p.benchmarks if b.dtype == "fp16" and b.layout == "NCHW"}
+
+
+def test_other_fp16_ops_keep_their_single_layout(resnet50: Model) -> None:
+    p = plan([resnet50], ["fp16"], apis=[Api.POOLING, Api.ACTIVATION, Api.GEMM_EX])
+    keys = [(j.key, j.api) for j in p.jobs]
+    assert p.jobs and len(keys) == len(set(keys))
 
 
 def test_dedupes_across_models_but_not_across_batches(squeezenet: Model) -> None:

@@ -355,3 +355,18 @@ def test_cli_profile_map_only(tmp_path):
 def test_cli_profile_help():
     result = CliRunner().invoke(main, ["profile", "--help"])
     assert result.exit_code == 0 and "--algo-search" in result.output and "bundle" in result.output
+
+
+def test_a_convolutions_layout_is_read_from_its_input_strides():
+    from benanza.profile.cudnn_log import TensorDesc
+    from benanza.profile.executed import tensor_layout
+
+    def t(dims, strides):
+        return TensorDesc("xDesc", dims, strides, "CUDNN_DATA_HALF")
+
+    assert tensor_layout(t((64, 64, 56, 56), (200704, 3136, 56, 1))) == "NCHW"  # PyTorch fp16, as logged
+    assert tensor_layout(t((64, 64, 56, 56), (200704, 1, 3584, 64))) == "NHWC"
+    assert tensor_layout(t((64, 512, 1, 1), (512, 1, 1, 1))) == "NCHW"
+    assert tensor_layout(t((64, 512, 1, 1), (512, 1, 512, 512))) == "NHWC"
+    assert tensor_layout(t((64, 1, 1, 1), (1, 1, 1, 1))) == ""  # one element per image: both
+    assert tensor_layout(t((64, 8, 8), (64, 8, 1))) == ""

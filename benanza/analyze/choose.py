@@ -234,15 +234,18 @@ def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2
         return want in (ANY, got)
 
     def of_call(dtype: str) -> list[Result]:
+        # in the layout the call used, where both are known (fp16 convolutions are measured NHWC and NCHW)
         return [r for r in measured if same(call.api, r.api) and same(call.algorithm, r.algorithm)
-                and (r.dtype, r.fusion) == (dtype, call.fusion)]
+                and (r.dtype, r.fusion) == (dtype, call.fusion)
+                and (not call.layout or not r.layout or r.layout == call.layout)]
 
     rows = of_call(call.precision)
     if call.precision == Precision.TF32.value and not any(_tensor_core_engine(r) for r in rows):
         # TF32 was allowed, but this engine config computes with FMA (no TENSOR_CORE note,
         # or measured in fp32 only): it ran in fp32, and its fp32 row is the one to compare.
         rows = [r for r in of_call(Precision.FP32.value) if not _tensor_core_engine(r)] or rows
-    wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}" + _L2_SUFFIX[l2]
+    wanted = f"{call.api} / {call.algorithm} / {call.precision} / {call.fusion}" + \
+        (f" / {call.layout}" if call.layout else "") + _L2_SUFFIX[l2]
     if not rows:
         return Miss(MissingReason.NOT_BENCHMARKED, wanted)
     ok = fastest(usable(rows, l2))

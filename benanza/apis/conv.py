@@ -87,8 +87,8 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
-           tensor_core=True, host_only=True, weights=True, cudnn_log_call=True),
+           tensor_core=True, host_only=True, weights=True, nchw_too=True, cudnn_log_call=True),
     ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
-           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, cudnn_log_call=True,
-           fusions=CONV_FUSIONS),
+           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, nchw_too=True,
+           cudnn_log_call=True, fusions=CONV_FUSIONS),
 )

@@ -90,8 +90,8 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
-           tensor_core=True, host_only=True, weights=True, named_configs=True, graph_recogniser=is_conv_graph,
-           fusions=CONV_FUSIONS),
+           tensor_core=True, host_only=True, weights=True, nchw_too=True, named_configs=True,
+           graph_recogniser=is_conv_graph, fusions=CONV_FUSIONS),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
            graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True,
            graph_recogniser=is_matmul_graph, fusions=GEMM_FUSIONS),

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from math import prod
 
+from benanza.apis import REGISTRY
 from benanza.library import Api, Fusion, Precision
 from benanza.model.layer import Layer
 from benanza.profile import cudnn_log
@@ -73,6 +74,22 @@ def _graph_fusion(call: cudnn_log.ExecutedCall) -> Fusion:
     return next((f for fam, need, f in GRAPH_FUSIONS if fam == family and need <= roles), Fusion.NONE)
 
 
+def tensor_layout(t: cudnn_log.TensorDesc | None) -> str:
+    """"NHWC" or "NCHW" of a packed 4-D tensor from its strides; "" when they say neither or both (C = 1)."""
+    if t is None or len(t.dims) != 4 or len(t.strides) != 4:
+        return ""
+    _n, c, h, w = t.dims
+    nhwc = t.strides[1:] == (1, w * c, c)
+    nchw = t.strides[1:] == (h * w, w, 1)
+    return "" if nhwc == nchw else "NHWC" if nhwc else "NCHW"
+
+
+def _layout(call: cudnn_log.ExecutedCall, x: cudnn_log.TensorDesc | None) -> str:
+    """The input's layout, for the APIs benchmarked in more than one layout (``ApiDef.nchw_too``)."""
+    api = next((a for a in Api if a.value == call.api), None)
+    return tensor_layout(x) if api is not None and REGISTRY[api].nchw_too else ""
+
+
 def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:
     """The analyzer's as-executed description of one logged call (the fusion key is set by the caller)."""
     if isinstance(call, GemmCall):
@@ -92,12 +109,12 @@ def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:
         if prec is Precision.FP32 and call.enable_tf32:
             prec = Precision.TF32
         return ExecutedCall(call.api or call.function, call.engine_config or "", prec.value,
-                            _graph_fusion(call).value)
+                            _graph_fusion(call).value, layout=_layout(call, x))
     if prec is Precision.FP32 and call.math_type in TF32_MATH:
         prec = Precision.TF32
     algo = LEGACY_ALGORITHM.get(call.api or "", lambda c: None)(call) or DEFAULT_ALGORITHM
     fusion = Fusion.CONV_BIAS_ACT if call.api == Api.CONV_BIAS_ACT.value else Fusion.NONE
-    return ExecutedCall(call.api or call.function, algo, prec.value, fusion.value)
+    return ExecutedCall(call.api or call.function, algo, prec.value, fusion.value, layout=_layout(call, x))
 
 
 def _library_calls(bundle: Bundle) -> tuple[list[cudnn_log.ExecutedCall | GemmCall], list[str]]:

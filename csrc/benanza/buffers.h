@@ -38,6 +38,21 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
+// Workspaces up to this size stay allocated between algorithms (Context::workspace).
+constexpr size_t kKeptWorkspaceBytes = size_t(1) << 30;
+
+// A workspace pointer: into the process's reused buffer, or into a buffer of its own.
+class Workspace {
+ public:
+  explicit Workspace(void* shared) : ptr_(shared) {}
+  explicit Workspace(Buffer own) : own_(std::move(own)), ptr_(own_.get()) {}
+  void* get() const { return ptr_; }
+
+ private:
+  Buffer own_;
+  void* ptr_ = nullptr;
+};
+
 // The copies of a layer's weights a cold-weights benchmark cycles through (made by
 // Context::weight_ring).  With n copies and K, a multiple of n, calls per timed launch,
 // every call reads a copy that none of the last n - 1 calls touched; their copies, 3x the

@@ -38,15 +38,21 @@ struct Timing {
 // shows it is far from the best, not for a precise one.
 constexpr int kCoarseReps = 3;
 
-// Why a call is timed coarsely, or null: with --race R its first estimate (ms per call,
-// back to back on the stream) is >= R x the best estimate of the job so far; with
-// --job-budget-s the job has run past its budget. `protect`: the heuristic's choice or an
-// engine config a profile named, always timed in full.
+// Why a call is timed coarsely (Timing::coarse), or null.
+inline constexpr const char* kRaced = "raced";
+inline constexpr const char* kJobBudget = "job budget";
+inline constexpr const char* kSlowCall = "slow call";  // raced or past the budget, from one call (--slow-call-ms)
+
+// With --race R: its estimate (ms per call; Context::measure confirms a first estimate on the
+// stream with a second and with a captured graph's before it races) is >= R x the best
+// estimate of the job so far; with --job-budget-s: the job has run past its budget and the
+// call is no new best. `protect`: the heuristic's choice or an engine config a profile named,
+// always timed in full (so is whatever may be the job's fastest).
 inline const char* coarse_reason(const Options& o, bool protect, double estimate, double best_estimate,
                                  double job_ms) {
   if (protect) return nullptr;
-  if (o.race > 0 && estimate >= o.race * best_estimate) return "raced";
-  if (o.job_budget_ms > 0 && job_ms > o.job_budget_ms) return "job budget";
+  if (o.race > 0 && estimate >= o.race * best_estimate) return kRaced;
+  if (o.job_budget_ms > 0 && job_ms > o.job_budget_ms && estimate >= best_estimate) return kJobBudget;
   return nullptr;
 }
 
@@ -73,9 +79,11 @@ inline int calls_per_launch(const Options& o, double want, int copies) {
 
 // Where one job's wall time went (bench/campaign.py): the runner reads these from the job's
 // "end" line ("phases_ms"); what no phase claims (descriptors, allocations, the fp32
-// reference, heuristics/find, graph-API plan builds) is the job's "setup".
-enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, kCount };
-inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check"};  // in Phase order
+// reference, heuristics/find) is the job's "setup". PlanWait: the graph API's GPU thread waiting
+// for an execution plan (built on host threads ahead of it, PlanBuilder in cudnn_graph.h).
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check",
+                                          "plan_wait"};  // in Phase order
 
 class PhaseClock {
  public:
@@ -151,6 +159,20 @@ class Context {
     return cublas_;
   }
 
+  // Device scratch of `bytes` for one algorithm's workspace, valid until the next call: one
+  // buffer reused by the whole process (a cudaMalloc and a synchronizing cudaFree per
+  // algorithm cost more than many of the calls they serve); above kKeptWorkspaceBytes a
+  // buffer of its own, freed when the returned Workspace goes.
+  Workspace workspace(size_t bytes) {
+    if (bytes > kKeptWorkspaceBytes) return Workspace(Buffer(bytes));
+    if (work_.bytes() < bytes) {
+      const size_t grown = std::max(bytes, std::min(2 * work_.bytes(), kKeptWorkspaceBytes));
+      work_ = Buffer();  // free the smaller one first
+      work_ = Buffer(grown);
+    }
+    return Workspace(work_.get());
+  }
+
   // Random inputs in [-1, 1): each buffer of a job gets its own seed.
   void fill(const Buffer& b, size_t count, DType dtype, uint64_t seed) {
     fill_uniform(b.get(), count, dtype, seed, stream);
@@ -180,7 +202,7 @@ class Context {
 
   // Time `call(stream)`, which enqueues one library call (and throws bz::Error on failure).
   // Warm-up, K calls per timed launch (a captured CUDA graph, else back-to-back on the
-  // stream), adaptive repetitions until the median is stable; host cost measured apart.
+  // stream), adaptive repetitions until the median is stable; host cost from the estimate's enqueue.
   // `ring`: the weight ring `call` takes its weights from (ring.next()), which sets K's policy.
   // With --race or --job-budget-s a call far slower than the job's best so far (coarse_reason)
   // gets kCoarseReps stream repetitions and Timing::coarse; `protect` exempts it.
@@ -189,52 +211,76 @@ class Context {
     Timing t;
     const auto warmup_start = std::chrono::steady_clock::now();
     const int copies = ring.copies();
-    for (int i = 0; i < 2; ++i) call(stream);  // warm-up
-    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
-    Event e0, e1;
-    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
-    for (int i = 0; i < 3; ++i) call(stream);
-    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
-    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
-    double estimate = std::max(1e-4, double(elapsed_ms(e0, e1)) / 3.0);
-    t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+    // The first warm-up call, timed: a pathologically slow call (--slow-call-ms) is judged from
+    // its second call alone, and one that cannot win gets that call as its coarse median.
+    const double first = timed_call(call);
+    double estimate = 0;
+    if (first > opt.slow_call_ms) {
+      const auto t0 = std::chrono::steady_clock::now();
+      estimate = timed_call(call);
+      t.host_ms = std::max(0.0, ms_since(t0) - estimate);  // what the synchronized call's wall time adds
+      t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+      if (t.coarse) {
+        best_estimate_ = std::min(best_estimate_, estimate);
+        phases.add(Phase::Warmup, ms_since(warmup_start));
+        phases.add(Phase::TimedGpu, estimate);
+        t.coarse = kSlowCall;
+        t.ms = stats_of({estimate});
+        t.repetitions = 1;
+        return t;
+      }
+    } else {
+      call(stream);  // the second warm-up call
+      BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+      estimate = stream_estimate(call, &t.host_ms);  // its enqueue time is the host cost
+      t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+      if (t.coarse == kRaced) {
+        // Confirm before dropping it: a second estimate on the stream (the first may pay a first
+        // launch's costs), then, for a launch-bound call, one from a captured graph (no host cost).
+        estimate = std::min(estimate, stream_estimate(call, nullptr));
+        if (coarse_reason(opt, protect, estimate, best_estimate_, 0) == kRaced && t.host_ms >= 0.5 * estimate)
+          estimate = std::min(estimate, graph_estimate(call));
+        t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
+      }
+    }
+    GraphExec graph;
     best_estimate_ = std::min(best_estimate_, estimate);
     int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / estimate, copies);
 
-    const int host_calls = std::min(k, 64);  // few enough not to fill the launch queue
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < host_calls; ++i) call(stream);
-    auto t1 = std::chrono::steady_clock::now();
-    t.host_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / host_calls;
-    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
-
-    GraphExec graph;
     if (!t.coarse) capture(call, k, graph);
+    bool warmed = false;
     if (graph && opt.l2 != L2Mode::Cold && k < opt.max_calls) {
-      // The stream estimate includes host launch cost; re-size K from a timed graph launch.
-      BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
+      // The stream estimate includes host launch cost; re-size K from a timed graph launch,
+      // which also warms the graph when K stays.
+      Event e0, e1;
+      BZ_CHECK_CUDA(cudaGraphUpload(graph.get(), stream));
       BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
       BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
       BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
       BZ_CHECK_CUDA(cudaEventSynchronize(e1));
       double launch = std::max(1e-4, double(elapsed_ms(e0, e1)));
       const int resized = calls_per_launch(opt, k * opt.launch_ms / launch, copies);
+      warmed = true;
       if (launch < 0.5 * opt.launch_ms && resized != k) {
         k = resized;
         graph.reset();
         capture(call, k, graph);
+        warmed = false;
       }
     }
     t.calls_per_launch = k;
     t.mode = graph ? "graph" : "stream";
+    Event e0, e1;
     auto launch = [&] {
       if (graph)
         BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
       else
         for (int i = 0; i < k; ++i) call(stream);
     };
-    launch();  // warm the graph
-    BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+    if (!warmed) {
+      launch();  // warm the graph
+      BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+    }
 
     std::vector<double> samples;
     auto start = std::chrono::steady_clock::now();
@@ -310,6 +356,50 @@ class Context {
   }
 
  private:
+  // ms of one call on its own (synchronized before and after).
+  template <class F>
+  double timed_call(F& call) {
+    Event e0, e1;
+    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+    call(stream);
+    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+    return double(elapsed_ms(e0, e1));
+  }
+
+  // Calls an estimate times: few, enough to see an algorithm's cost (back to back on the stream).
+  static constexpr int kEstimateCalls = 3;
+
+  // ms per call of kEstimateCalls calls back to back on the stream; `host_ms`, when given,
+  // gets the host time to enqueue one of them.
+  template <class F>
+  double stream_estimate(F& call, double* host_ms) {
+    Event e0, e1;
+    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kEstimateCalls; ++i) call(stream);
+    if (host_ms) *host_ms = ms_since(t0) / kEstimateCalls;
+    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+    return std::max(1e-4, double(elapsed_ms(e0, e1)) / kEstimateCalls);
+  }
+
+  // ms per call from a graph of kEstimateCalls calls, launched once to warm it and once timed:
+  // the GPU's time without the host's launch cost (INFINITY when the library refuses capture).
+  template <class F>
+  double graph_estimate(F& call) {
+    GraphExec graph;
+    capture(call, kEstimateCalls, graph);
+    if (!graph) return INFINITY;
+    Event e0, e1;
+    BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
+    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+    BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
+    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+    return std::max(1e-4, double(elapsed_ms(e0, e1)) / kEstimateCalls);
+  }
+
   // Capture K calls into a graph; leaves `graph` empty when the library refuses capture.
   template <class F>
   void capture(F& call, int k, GraphExec& graph) {
@@ -336,6 +426,7 @@ class Context {
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   Buffer l2_;
+  Buffer work_;  // workspace()
   size_t l2_bytes_ = 0;
   unsigned flushes_ = 0;
   std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();

@@ -9,9 +9,9 @@
 //   2. run_engine_configs: per config, its engine's numerical and behaviour notes
 //      (backend ENGINE descriptor on the graph's operation graph), the fp32-FMA filter
 //      (engines noted TENSOR_CORE or DOWN_CONVERT_INPUTS run TF32 on fp32 data), plan
-//      build (timed: runtime-compiled engines compile here), workspace, one checked
-//      execution against the fp32 reference, bz::Context::measure, and one result line,
-//      flushed as soon as that config is done.
+//      build (timed: runtime-compiled engines compile here; on host threads ahead of the
+//      GPU, PlanBuilder), workspace, one checked execution against the fp32 reference,
+//      bz::Context::measure, and one result line, flushed as soon as that config is done.
 // Every failure is a recorded status of that config, never a crash of the job.
 #pragma once
 
@@ -29,11 +29,14 @@
 
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -330,6 +333,109 @@ inline void emit_job_failure(Context& ctx, int job, const Result& base, const Er
   ctx.emit(job, r);
 }
 
+// Builds a job's execution plans on host threads ahead of the GPU thread, which measures them
+// in order: runtime-compiled engines (NVRTC) compile while earlier configs are timed. At most
+// `ahead` plans past the one being measured are built (a built plan holds its kernels until
+// FeGraph::release_plan). Each plan index is built by one thread; cudnn-frontend builds a plan
+// without a handle (its own engine config and execution-plan descriptors), so no handle is
+// shared. threads 0: wait() builds the plan itself, on the GPU thread.
+class PlanBuilder {
+ public:
+  struct Built {
+    fe::error_t status{fe::error_code_t::OK, ""};
+    double ms = 0;  // the build's own time, on whichever thread built it
+  };
+
+  // `indices`: the plan index of each config in measuring order, -1 for one not to build.
+  PlanBuilder(FeGraph& g, std::vector<int64_t> indices, int device, int threads)
+      : g_(g), indices_(std::move(indices)), done_(indices_.size()), ahead_(size_t(std::max(1, 2 * threads))) {
+    for (int t = 0; t < threads && size_t(t) < indices_.size(); ++t)
+      threads_.emplace_back([this, device] { work(device); });
+  }
+  ~PlanBuilder() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  PlanBuilder(const PlanBuilder&) = delete;
+  PlanBuilder& operator=(const PlanBuilder&) = delete;
+
+  // The build of config `i` (after it is done); moves the window of builds ahead to i.
+  Built wait(size_t i) {
+    if (threads_.empty()) return build(i);
+    std::unique_lock<std::mutex> lock(m_);
+    current_ = std::max(current_, i);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_[i].has_value(); });
+    return *done_[i];
+  }
+
+ private:
+  Built build(size_t i) {
+    Built b;
+    if (indices_[i] < 0) return b;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      b.status = g_.build_plan_at_index(indices_[i]);
+    } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
+      b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, e.what()};
+    }
+    b.ms = ms_since(t0);
+    return b;
+  }
+
+  void work(int device) {
+    cudaSetDevice(device);  // plans load their kernels into this device's context
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || (next_ < indices_.size() && next_ < current_ + ahead_); });
+      if (stop_) return;
+      const size_t i = next_++;
+      lock.unlock();
+      Built b = build(i);
+      lock.lock();
+      done_[i] = std::move(b);
+      cv_.notify_all();
+    }
+  }
+
+  FeGraph& g_;
+  std::vector<int64_t> indices_;
+  std::vector<std::optional<Built>> done_;
+  size_t ahead_, next_ = 0, current_ = 0;
+  bool stop_ = false;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+};
+
+// What the GPU thread knows of a config before its plan is built: its engine's notes, and why
+// it is not built at all (a named config cuDNN refused, an unparsed name, a TF32 engine on fp32).
+struct ConfigPrep {
+  EngineNotes notes;
+  std::optional<Error> skip;
+};
+
+inline ConfigPrep prepare_config(const EngineConfig& c, cudnnBackendDescriptor_t op_graph, bool fma_only) {
+  ConfigPrep prep;
+  if (c.error) {
+    prep.skip = *c.error;
+    return prep;
+  }
+  if (!c.parsed) {
+    prep.skip = Error(Status::Failed, "cudnn-frontend plan name '" + c.tag + "' is not eng<id>_k<knob>=<v>");
+    return prep;
+  }
+  prep.notes = engine_notes(op_graph, c.engine_id);
+  if (fma_only && (prep.notes.has_numerical(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
+                   prep.notes.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+    prep.skip = Error(Status::NotSupported, "tf32 engine excluded under fp32 FMA");
+  return prep;
+}
+
 // Build, check, time and emit every engine config of `list` (up to --max-engines).
 inline void run_engine_configs(Context& ctx, int job, const Result& base, const CudnnPrecision& p, GraphRun& run,
                                const EngineList& list) {
@@ -342,8 +448,16 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
   const size_t limit = ctx.opt.max_engines > 0 && !list.named
                            ? std::min(list.configs.size(), size_t(ctx.opt.max_engines))
                            : list.configs.size();
+  std::vector<ConfigPrep> preps;
+  std::vector<int64_t> to_build;
+  for (size_t ci = 0; ci < limit; ++ci) {
+    preps.push_back(prepare_config(list.configs[ci], run.graph.op_graph(), fma_only));
+    to_build.push_back(preps.back().skip ? -1 : list.configs[ci].index);
+  }
+  PlanBuilder builder(run.graph, to_build, ctx.opt.device, ctx.opt.plan_threads);
   for (size_t ci = 0; ci < limit; ++ci) {
     const EngineConfig& c = list.configs[ci];
+    const ConfigPrep& prep = preps[ci];
     Result r = base;
     r.algorithm = c.name;
     r.heuristic_rank = c.ranks[0];
@@ -351,29 +465,25 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     r.notes.raw("heuristics", json_ranks(c)).add("config", int(ci)).add("configs", int(list.configs.size()));
     if (list.named) r.notes.add("named", true);
     try {
-      if (c.error) throw *c.error;
-      if (!c.parsed) throw Error(Status::Failed, "cudnn-frontend plan name '" + c.tag + "' is not eng<id>_k<knob>=<v>");
-      const EngineNotes notes = engine_notes(run.graph.op_graph(), c.engine_id);
-      if (notes.known) {
-        r.notes.raw("numerical_notes", json_names(kNumericalNoteNames, notes.numerical, "NOTE"));
-        r.notes.raw("behavior_notes", json_names(kBehaviorNoteNames, notes.behavior, "NOTE"));
-      } else {
-        r.notes.add("notes_error", "engine notes could not be queried");
+      if (c.parsed && !c.error) {
+        if (prep.notes.known) {
+          r.notes.raw("numerical_notes", json_names(kNumericalNoteNames, prep.notes.numerical, "NOTE"));
+          r.notes.raw("behavior_notes", json_names(kBehaviorNoteNames, prep.notes.behavior, "NOTE"));
+        } else {
+          r.notes.add("notes_error", "engine notes could not be queried");
+        }
       }
-      if (fma_only && (notes.has_numerical(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
-                       notes.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
-        throw Error(Status::NotSupported, "tf32 engine excluded under fp32 FMA");
+      if (prep.skip) throw *prep.skip;
       const auto t0 = std::chrono::steady_clock::now();
-      const fe::error_t built = run.graph.build_plan_at_index(c.index);
-      const double build_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      r.notes.add("build_ms", build_ms);
-      check_fe(built, Status::NotSupported, "build_plan_at_index");
+      const PlanBuilder::Built built = builder.wait(ci);
+      ctx.phases.add(Phase::PlanWait, ms_since(t0));
+      r.notes.add("build_ms", built.ms);
+      check_fe(built.status, Status::NotSupported, "build_plan_at_index");
       int64_t ws = 0;
       check_fe(run.graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
                "get_workspace_size_plan_at_index");
       r.workspace_bytes = (long long)ws;
-      Buffer work(static_cast<size_t>(ws));
+      const Workspace work = ctx.workspace(static_cast<size_t>(ws));
       auto execute = [&](void* weights) {  // one execution, reading the weights at `weights`
         run.pack[run.weight_uid] = weights;
         check_fe(run.graph.execute_plan_at_index(ctx.cudnn(), run.pack, work.get(), c.index), Status::Failed,

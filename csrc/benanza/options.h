@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bz {
@@ -43,15 +44,19 @@ struct Options {
   int device = 0;
   bool list = false;
   int max_engines = 0;           // --max-engines N: at most N engine configs per job (graph API); 0 = all
-  double race = 0;               // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
-  double job_budget_ms = 0;      // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
+  // Racing (docs/GENERATOR.md; bench/race_check.py showed it keeps the fastest median within 3 %):
+  double race = 1.5;             // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
+  double job_budget_ms = 4000;   // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
+  double slow_call_ms = 20;      // --slow-call-ms X: a call over X ms is judged from its second call alone
+  int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads (0: on the GPU
+                                 // thread); -1: min(8, cores - 1)
 };
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
                "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
                "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
-               "          [--max-engines N] [--race R] [--job-budget-s S]\n",
+               "          [--max-engines N] [--race R] [--job-budget-s S] [--slow-call-ms X] [--plan-threads N]\n",
                prog);
 }
 
@@ -119,11 +124,16 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
       o.race = d;
     } else if (a == "--job-budget-s" && number(d)) {
       o.job_budget_ms = 1e3 * d;
+    } else if (a == "--slow-call-ms" && number(d)) {
+      o.slow_call_ms = d;
+    } else if (a == "--plan-threads" && number(d)) {
+      o.plan_threads = int(d);
     } else {
       return false;
     }
   }
   o.min_reps = std::min(o.min_reps, o.max_reps);
+  if (o.plan_threads < 0) o.plan_threads = std::clamp(int(std::thread::hardware_concurrency()) - 1, 0, 8);
   if (o.jobs.empty())
     for (int j = 0; j < num_jobs; ++j) o.jobs.push_back(j);
   return true;
