@@ -18,6 +18,9 @@ Tensor Cores       TF32 allowed                  ``Tensor Core gap`` of the stri
 folding            BatchNormalization folded     the BN layers' as-executed rows, less the bias
                    into the conv weights         add each conv then needs (PyTorch adds a conv's
                                                  bias in a kernel of its own): their DB rows
+fusion             BN folded, conv+ReLU and      per conv+BN(+Add)+ReLU fused-call group of the
+                   conv+Add+ReLU as one cuDNN    bound's execution: the run's measured kernels
+                   call each                     of its layers less the fused row charged
 parallel branches  Inception's branches on       ``parallelism gap`` (LBL_seq - LBL_par of the
                    4 CUDA streams                gap baseline)
 =================  ===========================  ===============================================
@@ -71,6 +74,7 @@ FP32 = Variant("fp32, cudnn.benchmark off", benchmark=False)
 FP32_BENCH = Variant("fp32, cudnn.benchmark on")
 TF32_BENCH = Variant("tf32, cudnn.benchmark on", tf32=True)
 FOLDED = Variant("fp32, cudnn.benchmark on, BN folded", change="fold-bn")
+FUSED = Variant("fp32, cudnn.benchmark on, BN folded, conv+bias(+add)+ReLU as one cuDNN call", change="fuse")
 STREAMS = Variant(f"fp32, cudnn.benchmark on, branches on {N_STREAMS} streams", change="streams")
 
 
@@ -99,6 +103,7 @@ EXPERIMENTS = (
                "algorithm-selection gap (ms)"),
     Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "both", FP32_BENCH, TF32_BENCH, "Tensor Core gap (ms)"),
     Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN"),
+    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
 )
 PROFILE_TIMEOUT_S = 240
 
@@ -170,6 +175,30 @@ def folded_bn_prediction(report: Any, model_path: Path, batch: int, db_path: Pat
             "bias adds at the roofline (no row)": roofline_bias, "BN layers without an as-executed row": unmeasured}
 
 
+FUSED_OPS = ("Conv+BatchNormalization+Relu", "Conv+BatchNormalization+Sum+Relu")
+
+
+def fused_groups_prediction(report: Any) -> dict[str, Any]:
+    """Saving of running each conv+BN+ReLU and conv+BN+Add+ReLU group of the bound's execution as one
+    fused call: the framework's measured kernels of the group's layers (from the profile) less the
+    fused row the bound charges for it."""
+    rows = {r["layer"]: r for r in report.tables["layers"].rows}
+    measured, charged, groups, unmeasured = 0.0, 0.0, 0, 0
+    for g in report.tables["execution"].rows:
+        if g["kind"] != "fused call" or g["ops"] not in FUSED_OPS:
+            continue
+        times = [rows[n.strip()]["measured (ms)"] for n in g["layers"].split(",") if n.strip() in rows]
+        if any(t is None for t in times):
+            unmeasured += 1
+            continue
+        groups += 1
+        measured += sum(times)
+        charged += g["charged (ms)"]
+    return {"predicted_ms": measured - charged if groups and not unmeasured else None, "fused groups": groups,
+            "their layers, measured (ms)": measured, "fused rows charged (ms)": charged,
+            "groups with an unmeasured layer": unmeasured}
+
+
 def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
     """The analysis of the bundle (the run before the change) and the saving it predicts."""
     from benanza.pipeline import analyze_model
@@ -182,6 +211,8 @@ def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> d
                                    "as-executed LBL, mapped layers (ms)", "measured GPU time, mapped layers (ms)")}
     if exp.predicted_by == "folded BN":
         return {**shown, **folded_bn_prediction(report, model_path, exp.batch, db_path)}
+    if exp.predicted_by == "fused groups":
+        return {**shown, **fused_groups_prediction(report)}
     return {**shown, "predicted_ms": s.get(exp.predicted_by)}
 
 
@@ -214,6 +245,81 @@ def fold_bn(gm: Any) -> tuple[Any, int]:
     gm.recompile()
     gm.delete_all_unused_submodules()
     return gm, folded
+
+
+def _conv_relu_module(conv: Any) -> Any:
+    """relu(conv(x) [+ z]) as one cuDNN call on the GPU (torch.cudnn_convolution_relu /
+    cudnn_convolution_add_relu: conv + bias + [z] + ReLU in one fused operation graph); the same
+    arithmetic unfused elsewhere (the CPU check)."""
+    import torch
+    from torch import nn
+
+    class ConvReLU(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x: Any, z: Any = None) -> Any:
+            c = self.conv
+            if x.is_cuda:
+                if z is None:
+                    return torch.cudnn_convolution_relu(x, c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups)
+                return torch.cudnn_convolution_add_relu(x, c.weight, z, 1.0, c.bias, c.stride, c.padding, c.dilation,
+                                                        c.groups)
+            y = c(x)
+            return torch.relu(y if z is None else y + z)
+
+    return ConvReLU()
+
+
+def fuse_conv_relu(gm: Any) -> tuple[Any, int]:
+    """After ``fold_bn``: every ReLU module reading a Conv2d (its only reader), or reading a
+    two-input Sum/Add of such a conv and another tensor, becomes one fused conv(+add)+ReLU call."""
+    import torch
+    import torch.fx as fx
+    from torch import nn
+
+    modules = dict(gm.named_modules())
+
+    def lone_conv(node: Any) -> bool:
+        return (isinstance(node, fx.Node) and node.op == "call_module" and len(node.users) == 1
+                and isinstance(modules.get(node.target), nn.Conv2d) and modules[node.target].padding_mode == "zeros"
+                and not isinstance(modules[node.target].padding, str))
+
+    fused = 0
+    for relu in list(gm.graph.nodes):
+        if relu.op != "call_module" or not isinstance(modules.get(relu.target), nn.ReLU) or not relu.args:
+            continue
+        src = relu.args[0]
+        if lone_conv(src):
+            parent, _, name = src.target.rpartition(".")
+            setattr(gm.get_submodule(parent) if parent else gm, name, _conv_relu_module(modules[src.target]))
+            relu.replace_all_uses_with(src)
+            gm.graph.erase_node(relu)
+            fused += 1
+            continue
+        kind = type(modules.get(src.target)).__name__ if isinstance(src, fx.Node) and src.op == "call_module" else ""
+        is_add = (len(src.users) == 1 and len(src.args) == 2 and
+                  (kind == "OnnxSum" or (kind == "OnnxBinaryMathOperation"
+                   and getattr(modules[src.target], "math_op_function", None) is torch.add))) if kind else False
+        if not is_add:
+            continue
+        conv = next((a for a in src.args if lone_conv(a)), None)
+        if conv is None:
+            continue
+        z = src.args[1] if src.args[0] is conv else src.args[0]
+        parent, _, name = conv.target.rpartition(".")
+        setattr(gm.get_submodule(parent) if parent else gm, name, _conv_relu_module(modules[conv.target]))
+        with gm.graph.inserting_before(src):
+            call = gm.graph.call_module(conv.target, (conv.args[0], z))
+        relu.replace_all_uses_with(call)
+        for dead in (relu, src, conv):
+            gm.graph.erase_node(dead)
+        fused += 1
+    gm.graph.lint()
+    gm.recompile()
+    gm.delete_all_unused_submodules()
+    return gm, fused
 
 
 COMPUTE = ("call_module", "call_function", "call_method")
@@ -346,6 +452,12 @@ def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
         if not folded:
             raise RuntimeError("no Conv2d -> BatchNorm pair to fold in the converted module")
         return module, {"BN folded": folded}
+    if variant.change == "fuse":
+        module, folded = fold_bn(module)
+        module, fused = fuse_conv_relu(module)
+        if not fused:
+            raise RuntimeError("no conv(+add)+ReLU to fuse in the converted module")
+        return module, {"BN folded": folded, "conv(+add)+ReLU fused": fused}
     if variant.change == "streams":
         wrapped = streamed(module)
         if wrapped.branches < 2:

@@ -1,4 +1,4 @@
-"""bench/close_loop.py's native changes (BN folding, branches on streams) keep the model's outputs,
+"""bench/close_loop.py's native changes (BN folding, conv+ReLU fusion, branches on streams) keep the model's outputs,
 and its command line refuses what it does not know. The torch parts skip where torch is not
 installed (CI); the GPU run itself is the lead's (docs/RESULTS.md §5)."""
 
@@ -26,7 +26,7 @@ def test_help_and_a_bad_gap_kind_are_one_line_answers() -> None:
 def test_every_gap_kind_has_an_experiment_and_names_a_shipped_bundle_pattern() -> None:
     import close_loop
 
-    assert {e.gap for e in close_loop.EXPERIMENTS} == {"algorithm choice", "Tensor Cores", "folding",
+    assert {e.gap for e in close_loop.EXPERIMENTS} == {"algorithm choice", "Tensor Cores", "folding", "fusion",
                                                        "parallel branches"}
     assert {e.bundle for e in close_loop.EXPERIMENTS} == {"resnet50_b64_torch_fp32_heuristic",
                                                           "resnet50_b64_torch_fp32", "inception_v1_b1_torch_fp32"}
@@ -62,6 +62,8 @@ def test_folding_and_streams_keep_the_outputs() -> None:
         folded, n = close_loop.fold_bn(close_loop.copy.deepcopy(gm))
         assert n == 1 and not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
         assert torch.allclose(folded(x), ref, atol=1e-5)
+        fused, n = close_loop.fuse_conv_relu(close_loop.fold_bn(close_loop.copy.deepcopy(gm))[0])
+        assert n == 1 and torch.allclose(fused(x), ref, atol=1e-5)  # branch b's conv + ReLU
         plan = close_loop.stream_plan(gm.graph)
         assert len(set(plan.values())) == 3  # three branches after the ReLU
         streamed = close_loop.streamed(close_loop.copy.deepcopy(gm))
