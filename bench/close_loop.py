@@ -604,7 +604,7 @@ def main() -> None:
     p.add_argument("--out", help="directory for close_loop.json and the bundles (required unless --dry-run)")
     p.add_argument("--db", help="performance database (default: the shipped H100 database)")
     p.add_argument("--models", default=str(ROOT / "models" / "zoo"), help="zoo models (filled if missing)")
-    p.add_argument("--only", default="", help="comma-separated gap kinds to run (default: all four)")
+    p.add_argument("--only", default="", help="comma-separated gap kinds to run (default: all)")
     p.add_argument("--budget-s", type=float, default=360.0, help="start no experiment after this many seconds")
     p.add_argument("--profile-runs", type=int, default=20, help="benanza profile --runs")
     p.add_argument("--profiled-runs", type=int, default=3, help="benanza profile --profiled-runs")
