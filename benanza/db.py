@@ -174,7 +174,7 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
     if missing or not set(VIEWS) <= have:  # written before a table or the browsing views were added
         with transaction(db):
             _create_missing(db)
-    if not missing and "layout" not in db["benchmarks"].pks:
+    if "layout" not in db["benchmarks"].pks:  # keyed before the layout was part of the key
         _key_by_layout(db)
     return db
 
@@ -190,6 +190,12 @@ def _create_missing(db: Database) -> None:
 _JOB_LAYOUT_OF_ROWS = ("COALESCE((SELECT MIN(b.layout) FROM benchmarks b WHERE b.system_id = j.system_id "
                        "AND b.layer_key = j.layer_key AND b.api = j.api AND b.dtype = j.dtype "
                        "AND b.fusion = j.fusion AND b.l2 = j.l2), '')")
+
+
+# A merge source written before the layout was a key column: its completed jobs' layout comes
+# from its own rows (``_JOB_LAYOUT_OF_ROWS`` over the source's benchmarks).
+_LAYOUT_OF_OLD = {("completed_jobs", "layout"):
+                  _JOB_LAYOUT_OF_ROWS.replace("FROM benchmarks b", "FROM src.benchmarks b")}
 
 
 def _key_by_layout(db: Database) -> None:
@@ -613,10 +619,14 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
         try:
             with transaction(db):
                 for table in TABLES:
-                    cols = [c for c in _columns(db, "main", table) if c in set(_columns(db, "src", table))]
-                    names = ", ".join(cols)
+                    have = set(_columns(db, "src", table))
+                    cols = [c for c in _columns(db, "main", table) if c in have or (table, c) in _LAYOUT_OF_OLD]
+                    values = ", ".join(c if c in have and c != "layout" else
+                                       "COALESCE(layout, '')" if c in have else _LAYOUT_OF_OLD[(table, c)]
+                                       for c in cols)
                     before = db.conn.total_changes
-                    db.execute(f"INSERT OR IGNORE INTO main.{table} ({names}) SELECT {names} FROM src.{table}")
+                    db.execute(f"INSERT OR IGNORE INTO main.{table} ({', '.join(cols)}) "
+                               f"SELECT {values} FROM src.{table} j")
                     added[table] += db.conn.total_changes - before
         finally:
             db.execute("DETACH DATABASE src")

@@ -360,3 +360,17 @@ def test_a_database_keyed_without_the_layout_is_rekeyed_on_open_and_read_as_it_w
     assert db.execute("SELECT COUNT(*) FROM benchmark_details").fetchone()[0] == 4
     db.close()
     assert perfdb.open_db(path)["benchmarks"].count == 4  # opening again changes nothing
+
+
+def test_merging_a_database_keyed_without_the_layout_keeps_its_jobs_layouts(tmp_path: Path) -> None:
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.executescript(OLD_KEYS)
+    conn.executescript(perfdb.SCHEMA)
+    conn.close()
+    added = perfdb.merge(tmp_path / "new.db", [old])
+    assert added["benchmarks"] == 3 and added["completed_jobs"] == 2
+    db = perfdb.open_db(tmp_path / "new.db")
+    assert {(j.layer_key, j.layout) for j in perfdb.completed_jobs(db, "s")} == {("k", "NHWC"), ("x", "")}
+    assert perfdb.measured(db, "s")({"layer_key": "k", "api": "g", "dtype": "fp16", "fusion": "none",
+                                     "algorithm": "*", "layout": "NHWC"})

@@ -148,16 +148,25 @@ def test_the_gaps_share_the_run_baseline(bundle: Path, analyzed) -> None:
 
 
 # Issue 6's acceptance: the four models at batch 1 and 64 in both frameworks, fp32.
-# Also the TF32 and heuristic runs (0.99-1.01 today); not the fp16 one (0.54): the database has fp16 rows
-# in NHWC only, and PyTorch runs fp16 convolutions NCHW.
-ACCEPTANCE = [b for b in BUNDLES if re.fullmatch(r".+_b(1|64)_(ort|torch)_(fp32|tf32)(_heuristic)?", b.name)]
+# Also the TF32 and heuristic runs (0.99-1.01 today), and the fp16 one (issue 15; 0.54 against a
+# database with fp16 convolutions in NHWC only, while PyTorch runs them NCHW): checked once the
+# database holds the NCHW rows.
+ACCEPTANCE = [b for b in BUNDLES if re.fullmatch(r".+_b(1|64)_(ort|torch)_(fp32|tf32|fp16)(_heuristic)?", b.name)]
+
+
+def has_fp16_nchw_convs(db_path: Path) -> bool:
+    db = perfdb.open_db(db_path, readonly=True)
+    return db.execute("SELECT 1 FROM benchmarks WHERE dtype = 'fp16' AND layout = 'NCHW' AND api = ?",
+                      (Api.GRAPH_CONV.value,)).fetchone() is not None
 
 
 @pytest.mark.parametrize("bundle", ACCEPTANCE, ids=[b.name for b in ACCEPTANCE])
-def test_the_as_executed_lbl_is_within_10_percent_of_the_measured_kernels(bundle: Path, analyzed) -> None:
+def test_the_as_executed_lbl_is_within_10_percent_of_the_measured_kernels(bundle: Path, analyzed, h100) -> None:
     """The benchmarks of the calls the framework made reproduce its GPU kernel time of the mapped
     layers: at batch 1 measured as the run leaves L2 (weights cold, activations warm), at batch 64
     warm (activations dominate the traffic there)."""
+    if run_kind(bundle) == "torch_fp16" and not has_fp16_nchw_convs(h100):
+        pytest.xfail("the shipped database predates fp16 convolutions measured NCHW (PyTorch's layout)")
     s = analyzed(bundle)[0].summary
     key = "as-executed cold weights / measured" if read_bundle(bundle).meta.batch == 1 else \
         "as-executed / measured, mapped layers"
@@ -170,11 +179,8 @@ def test_the_database_holds_every_engine_config_the_frameworks_ran(bundle: Path,
     model = load_model(model_of(bundle), read_bundle(bundle).meta.batch)
     calls = [(model, key, call) for key, call in executed_calls(model, read_bundle(bundle))]
     assert any(Api(c.api) in NAMED_CONFIG_APIS for _m, _k, c in calls)
-    db = perfdb.open_db(h100, readonly=True)
-    left = plan_executed(calls, skip=perfdb.measured(db, SYSTEM))
-    if any(j.layout == "NCHW" and j.precision.value == "fp16" for j in left.jobs) and not db.execute(
-            "SELECT 1 FROM benchmarks WHERE dtype = 'fp16' AND layout = 'NCHW' AND api = ?",
-            (Api.GRAPH_CONV.value,)).fetchone():
+    left = plan_executed(calls, skip=perfdb.measured(perfdb.open_db(h100, readonly=True), SYSTEM))
+    if any(j.layout == "NCHW" and j.precision.value == "fp16" for j in left.jobs) and not has_fp16_nchw_convs(h100):
         pytest.xfail("the shipped database predates fp16 convolutions measured NCHW (PyTorch's layout)")
     assert not [j for j in left.jobs if j.api in NAMED_CONFIG_APIS], [j.fields.algorithms for j in left.jobs]
 

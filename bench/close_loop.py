@@ -1,0 +1,633 @@
+"""Close the loop with the execution bound: one recommendation per gap kind, applied natively in
+PyTorch, its realized kernel-time saving against the saving the analyzer predicted.
+
+Why: a gap is only a recommendation if taking it saves about what it says. For each gap kind
+this profiles a zoo model with ``benanza profile --framework torch`` (docs/PROFILES.md), reads
+the predicted saving from ``benanza``'s analysis of that bundle against the database, applies
+the change in PyTorch itself and times the model before and after with ``bench/validate.py``'s
+own timing (median per-iteration union of CUPTI kernel intervals, device-resident inputs; none
+of benanza's profile readers or mapping):
+
+=================  ===========================  ===============================================
+gap kind           change applied (PyTorch)      predicted saving (from the analysis)
+=================  ===========================  ===============================================
+algorithm choice   ``cudnn.benchmark`` on        ``algorithm-selection gap`` of the run with it
+                                                 off, among graph-API engines (PyTorch calls
+                                                 cuDNN convolutions through the graph API only)
+Tensor Cores       TF32 allowed                  ``Tensor Core gap`` of the strict-fp32 run
+folding            BatchNormalization folded     the BN layers' as-executed rows, less the bias
+                   into the conv weights         add each conv then needs (PyTorch adds a conv's
+                                                 bias in a kernel of its own): their DB rows
+fusion             BN folded, conv+ReLU and      per conv+BN(+Add)+ReLU fused-call group of the
+                   conv+Add+ReLU as one cuDNN    bound's execution: the run's measured kernels
+                   call each                     of its layers less the fused row charged
+parallel branches  Inception's branches on       ``parallelism gap`` (LBL_seq - LBL_par of the
+                   4 CUDA streams                gap baseline)
+=================  ===========================  ===============================================
+
+``realized = kernel_ms(before) - kernel_ms(after)``, ``within = |realized / predicted - 1| <= 0.15``.
+Everything runs in one process, in order, within ``--budget-s`` (what is left is recorded as
+skipped); results go to ``OUT/close_loop.json`` and a Markdown table to stdout.
+
+    python bench/close_loop.py --out "$OUT"          # on the GPU: about 5 min on an H100
+    python bench/close_loop.py --dry-run             # anywhere: the plan, and the predictions
+                                                     # from the shipped bundles that match
+
+Needs torch (with CUDA for a real run) and onnx2torch; no ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # validate.py: the independent timing
+
+TOLERANCE = 0.15
+N_STREAMS = 4
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of running the model natively: the validate.py setting plus a graph change."""
+
+    name: str
+    tf32: bool = False
+    benchmark: bool = True
+    change: str = ""  # "", "fold-bn" or "streams"
+
+    def setting(self) -> dict[str, Any]:
+        return {"tf32": self.tf32, "fp16": False, "benchmark": self.benchmark}
+
+
+FP32 = Variant("fp32, cudnn.benchmark off", benchmark=False)
+FP32_BENCH = Variant("fp32, cudnn.benchmark on")
+TF32_BENCH = Variant("tf32, cudnn.benchmark on", tf32=True)
+FOLDED = Variant("fp32, cudnn.benchmark on, BN folded", change="fold-bn")
+FUSED = Variant("fp32, cudnn.benchmark on, BN folded, conv+bias(+add)+ReLU as one cuDNN call", change="fuse")
+STREAMS = Variant(f"fp32, cudnn.benchmark on, branches on {N_STREAMS} streams", change="streams")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    gap: str  # the gap kind
+    model: str  # zoo model stem
+    batch: int
+    algo_search: str  # benanza profile --algo-search: exhaustive = cudnn.benchmark on
+    apis: str  # the analysis' API families (pipeline.FAMILIES)
+    before: Variant
+    after: Variant
+    predicted_by: str  # how the prediction is read (PREDICTORS)
+
+    @property
+    def bundle(self) -> str:
+        """Named as the shipped bundles are, so that a dry run finds them in perfdb/bundles."""
+        return f"{self.model}_b{self.batch}_torch_fp32" + ("_heuristic" if self.algo_search == "heuristic" else "")
+
+
+# In run order: the small model first; the Tensor Core and folding experiments share a bundle.
+EXPERIMENTS = (
+    Experiment("parallel branches", "inception_v1", 1, "exhaustive", "both", FP32_BENCH, STREAMS,
+               "parallelism gap (ms)"),
+    Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_BENCH,
+               "algorithm-selection gap (ms)"),
+    Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "both", FP32_BENCH, TF32_BENCH, "Tensor Core gap (ms)"),
+    Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN"),
+    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
+)
+PROFILE_TIMEOUT_S = 240
+
+
+@dataclass
+class Outcome:
+    experiment: Experiment
+    predicted_ms: float | None = None
+    prediction: dict[str, Any] = field(default_factory=dict)  # the analysis' figures behind it
+    before: dict[str, Any] = field(default_factory=dict)  # validate.py's timing of each variant
+    after: dict[str, Any] = field(default_factory=dict)
+    realized_ms: float | None = None
+    error: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.realized_ms is None or not self.predicted_ms:
+            return None
+        return self.realized_ms / self.predicted_ms
+
+    @property
+    def within(self) -> bool | None:
+        return None if self.ratio is None else abs(self.ratio - 1.0) <= TOLERANCE
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio, "within_15_percent": self.within}
+
+
+# ---------------------------------------------------------------- the predictions (benanza's analysis)
+def folded_bn_prediction(report: Any, model_path: Path, batch: int, db_path: Path) -> dict[str, Any]:
+    """Saving of folding every BatchNormalization that directly follows a conv (its only reader):
+    the BN layers' as-executed rows go, a bias add per conv comes (its DB row in fp32, else its
+    bytes at the system's bandwidth, counted and named)."""
+    from benanza import db as perfdb
+    from benanza.analyze.choose import fastest, usable
+    from benanza.model.layer import bias_add
+    from benanza.model.onnx_import import load_model
+    from benanza.pipeline import pick_system
+
+    model = load_model(model_path, batch)
+    rows = {r["#"]: r for r in report.tables["layers"].rows}
+    pairs = []
+    for layer in model.layers:
+        preds = list(model.graph.predecessors(layer.index))
+        if layer.op != "BatchNormalization" or len(preds) != 1:
+            continue
+        conv = model.layers[preds[0]]
+        if conv.op == "Conv" and list(model.graph.successors(conv.index)) == [layer.index]:
+            pairs.append((conv, layer))
+    db = perfdb.open_db(db_path, readonly=True)
+    system = pick_system(db, None, str(db_path))
+    keys = {conv.index: bias_add(conv).key for conv, _ in pairs}
+    found = perfdb.results_for(db, system["id"], keys.values())
+    bn_ms, bias_ms, unmeasured, roofline_bias = 0.0, 0.0, [], 0
+    for conv, bn in pairs:
+        executed = rows.get(bn.index, {}).get("as-executed (ms)")
+        if executed is None:
+            unmeasured.append(bn.name)
+            continue
+        bn_ms += executed
+        row = fastest(r for r in usable(found.get(keys[conv.index], ())) if r.dtype == "fp32")
+        if row is not None:
+            bias_ms += row.median_ms or 0.0
+        else:  # read the output and the bias, write the output, at the measured bandwidth
+            roofline_bias += 1
+            bias_ms += 2 * conv.bytes_written / (float(system["bandwidth_gbs"]) * 1e6)
+    return {"predicted_ms": bn_ms - bias_ms if pairs and not unmeasured else None,
+            "BN layers folded": len(pairs), "BN as-executed (ms)": bn_ms, "bias adds (ms)": bias_ms,
+            "bias adds at the roofline (no row)": roofline_bias, "BN layers without an as-executed row": unmeasured}
+
+
+FUSED_OPS = ("Conv+BatchNormalization+Relu", "Conv+BatchNormalization+Sum+Relu")
+
+
+def fused_groups_prediction(report: Any) -> dict[str, Any]:
+    """Saving of running each conv+BN+ReLU and conv+BN+Add+ReLU group of the bound's execution as one
+    fused call: the framework's measured kernels of the group's layers (from the profile) less the
+    fused row the bound charges for it."""
+    rows = {r["layer"]: r for r in report.tables["layers"].rows}
+    measured, charged, groups, unmeasured = 0.0, 0.0, 0, 0
+    for g in report.tables["execution"].rows:
+        if g["kind"] != "fused call" or g["ops"] not in FUSED_OPS:
+            continue
+        times = [rows[n.strip()]["measured (ms)"] for n in g["layers"].split(",") if n.strip() in rows]
+        if any(t is None for t in times):
+            unmeasured += 1
+            continue
+        groups += 1
+        measured += sum(times)
+        charged += g["charged (ms)"]
+    return {"predicted_ms": measured - charged if groups and not unmeasured else None, "fused groups": groups,
+            "their layers, measured (ms)": measured, "fused rows charged (ms)": charged,
+            "groups with an unmeasured layer": unmeasured}
+
+
+def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
+    """The analysis of the bundle (the run before the change) and the saving it predicts."""
+    from benanza.pipeline import analyze_model
+
+    report, _ = analyze_model(model_path, db_path, bundle, apis=exp.apis)
+    s = report.summary
+    shown = {k: s.get(k) for k in ("GPU busy (ms)", "LBL_seq (ms)", "LBL_par (ms)",
+                                   "gap baseline LBL_seq, no fused calls (ms)", "algorithm-selection gap (ms)",
+                                   "Tensor Core gap (ms)", "fusion gap (ms)", "parallelism gap (ms)",
+                                   "as-executed LBL, mapped layers (ms)", "measured GPU time, mapped layers (ms)")}
+    if exp.predicted_by == "folded BN":
+        return {**shown, **folded_bn_prediction(report, model_path, exp.batch, db_path)}
+    if exp.predicted_by == "fused groups":
+        return {**shown, **fused_groups_prediction(report)}
+    return {**shown, "predicted_ms": s.get(exp.predicted_by)}
+
+
+# ---------------------------------------------------------------- the changes, natively in PyTorch
+def fold_bn(gm: Any) -> tuple[Any, int]:
+    """Every BatchNorm module that is the only reader of a Conv2d module folded into its weights
+    and bias (torch.nn.utils.fusion.fuse_conv_bn_eval); returns the module and how many."""
+    import torch.fx as fx
+    from torch import nn
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    modules = dict(gm.named_modules())
+    folded = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_module" or not isinstance(modules.get(node.target), nn.modules.batchnorm._BatchNorm):
+            continue
+        conv = node.args[0] if node.args else None
+        if not (isinstance(conv, fx.Node) and conv.op == "call_module" and isinstance(modules.get(conv.target),
+                                                                                      nn.Conv2d)
+                and len(conv.users) == 1):
+            continue
+        fused = fuse_conv_bn_eval(modules[conv.target].eval(), modules[node.target].eval())
+        parent, _, name = conv.target.rpartition(".")
+        setattr(gm.get_submodule(parent) if parent else gm, name, fused)
+        modules[conv.target] = fused
+        node.replace_all_uses_with(conv)
+        gm.graph.erase_node(node)
+        folded += 1
+    gm.graph.lint()
+    gm.recompile()
+    gm.delete_all_unused_submodules()
+    return gm, folded
+
+
+def _conv_relu_module(conv: Any) -> Any:
+    """relu(conv(x) [+ z]) as one cuDNN call on the GPU (torch.cudnn_convolution_relu /
+    cudnn_convolution_add_relu: conv + bias + [z] + ReLU in one fused operation graph); the same
+    arithmetic unfused elsewhere (the CPU check)."""
+    import torch
+    from torch import nn
+
+    class ConvReLU(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x: Any, z: Any = None) -> Any:
+            c = self.conv
+            if x.is_cuda:
+                if z is None:
+                    return torch.cudnn_convolution_relu(x, c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups)
+                return torch.cudnn_convolution_add_relu(x, c.weight, z, 1.0, c.bias, c.stride, c.padding, c.dilation,
+                                                        c.groups)
+            y = c(x)
+            return torch.relu(y if z is None else y + z)
+
+    return ConvReLU()
+
+
+def fuse_conv_relu(gm: Any) -> tuple[Any, int]:
+    """After ``fold_bn``: every ReLU module reading a Conv2d (its only reader), or reading a
+    two-input Sum/Add of such a conv and another tensor, becomes one fused conv(+add)+ReLU call."""
+    import torch
+    import torch.fx as fx
+    from torch import nn
+
+    modules = dict(gm.named_modules())
+
+    def lone_conv(node: Any) -> bool:
+        return (isinstance(node, fx.Node) and node.op == "call_module" and len(node.users) == 1
+                and isinstance(modules.get(node.target), nn.Conv2d) and modules[node.target].padding_mode == "zeros"
+                and not isinstance(modules[node.target].padding, str))
+
+    fused = 0
+    for relu in list(gm.graph.nodes):
+        if relu.op != "call_module" or not isinstance(modules.get(relu.target), nn.ReLU) or not relu.args:
+            continue
+        src = relu.args[0]
+        if lone_conv(src):
+            parent, _, name = src.target.rpartition(".")
+            setattr(gm.get_submodule(parent) if parent else gm, name, _conv_relu_module(modules[src.target]))
+            relu.replace_all_uses_with(src)
+            gm.graph.erase_node(relu)
+            fused += 1
+            continue
+        kind = type(modules.get(src.target)).__name__ if isinstance(src, fx.Node) and src.op == "call_module" else ""
+        is_add = (len(src.users) == 1 and len(src.args) == 2 and
+                  (kind == "OnnxSum" or (kind == "OnnxBinaryMathOperation"
+                   and getattr(modules[src.target], "math_op_function", None) is torch.add))) if kind else False
+        if not is_add:
+            continue
+        conv = next((a for a in src.args if lone_conv(a)), None)
+        if conv is None:
+            continue
+        z = src.args[1] if src.args[0] is conv else src.args[0]
+        parent, _, name = conv.target.rpartition(".")
+        setattr(gm.get_submodule(parent) if parent else gm, name, _conv_relu_module(modules[conv.target]))
+        with gm.graph.inserting_before(src):
+            call = gm.graph.call_module(conv.target, (conv.args[0], z))
+        relu.replace_all_uses_with(call)
+        for dead in (relu, src, conv):
+            gm.graph.erase_node(dead)
+        fused += 1
+    gm.graph.lint()
+    gm.recompile()
+    gm.delete_all_unused_submodules()
+    return gm, fused
+
+
+COMPUTE = ("call_module", "call_function", "call_method")
+
+
+def stream_plan(graph: Any, n_streams: int = N_STREAMS) -> dict[Any, int]:
+    """Stream of each compute node: at a fork (a node read by several compute nodes) its k-th
+    reader starts a branch on stream (parent's + k) mod n; a node with one compute input stays on
+    its stream; a join (Concat, Add) continues on its first input's stream."""
+    stream: dict[Any, int] = {}
+    for node in graph.nodes:
+        if node.op not in COMPUTE:
+            continue
+        inputs = [i for i in node.all_input_nodes if i.op in COMPUTE]
+        if not inputs:
+            stream[node] = 0
+            continue
+        parent = inputs[0]
+        readers = [u for u in parent.users if u.op in COMPUTE]
+        if len(inputs) == 1 and len(readers) > 1:
+            stream[node] = (stream[parent] + readers.index(node)) % n_streams
+        else:
+            stream[node] = stream[parent]
+    return stream
+
+
+def streamed(gm: Any, n_streams: int = N_STREAMS) -> Any:
+    """An nn.Module that runs ``gm``'s fx graph node by node with the branches of ``stream_plan``
+    on their own CUDA streams (events order the cross-stream reads; ``record_stream`` keeps the
+    caching allocator from reusing a tensor another stream still reads). Without CUDA the streams
+    are not used (a CPU check of the plan and the interpreter)."""
+    import torch
+    from torch import nn
+    from torch.fx.node import map_arg
+
+    plan = stream_plan(gm.graph, n_streams)
+    crossing = {i for n in plan for i in n.all_input_nodes if i in plan and plan[i] != plan[n]}
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            crossing |= {i for i in node.all_input_nodes if i in plan and plan[i] != 0}
+
+    class Streamed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gm = gm
+            self.streams: list[Any] = []
+            self.branches = len(set(plan.values()))
+
+        def forward(self, *args: Any) -> Any:
+            cuda = args and isinstance(args[0], torch.Tensor) and args[0].is_cuda
+            if cuda and not self.streams:
+                self.streams = [None] + [torch.cuda.Stream() for _ in range(n_streams - 1)]
+            main = torch.cuda.current_stream() if cuda else None
+            env: dict[Any, Any] = {}
+            events: dict[Any, Any] = {}
+            it = iter(args)
+            for node in self.gm.graph.nodes:
+                if node.op == "placeholder":
+                    env[node] = next(it)
+                    continue
+                if node.op == "get_attr":
+                    obj = self.gm
+                    for part in node.target.split("."):
+                        obj = getattr(obj, part)
+                    env[node] = obj
+                    continue
+                if node.op == "output":
+                    if cuda:
+                        for i in node.all_input_nodes:
+                            if i in events:
+                                main.wait_event(events[i])
+                    return map_arg(node.args[0], lambda n: env[n])
+                s = (self.streams[plan[node]] or main) if cuda else None
+                if cuda:
+                    for i in node.all_input_nodes:
+                        if i in events and plan[i] != plan[node]:
+                            s.wait_event(events[i])
+                            value = env[i]
+                            for t in (value if isinstance(value, (tuple, list)) else (value,)):
+                                if isinstance(t, torch.Tensor):
+                                    t.record_stream(s)
+                a = map_arg(node.args, lambda n: env[n])
+                kw = map_arg(node.kwargs, lambda n: env[n])
+                with torch.cuda.stream(s) if cuda else _nothing():
+                    if node.op == "call_module":
+                        env[node] = self.gm.get_submodule(node.target)(*a, **kw)
+                    elif node.op == "call_function":
+                        env[node] = node.target(*a, **kw)
+                    else:
+                        env[node] = getattr(a[0], node.target)(*a[1:], **kw)
+                if cuda and node in crossing:
+                    events[node] = torch.cuda.Event()
+                    events[node].record(s)
+            raise RuntimeError("the graph has no output node")
+
+    return Streamed()
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def native_module(model_path: Path, batch: int, work: Path) -> tuple[Any, dict[str, Any]]:
+    """The model as the profile ran it (benanza's materialize: same seed, same weights; onnx2torch with
+    benanza's fixes), and random device-independent inputs for validate.py."""
+    import numpy as np
+    import onnx
+    from validate import input_specs
+
+    from benanza.profile.materialize import materialize
+    from benanza.profile.onnx_torch import convert
+
+    out = work / f"{model_path.stem}_b{batch}.onnx"
+    if not out.exists():
+        materialize(model_path, batch, out)
+    gm = convert(str(out))
+    specs = input_specs(onnx.load(str(out), load_external_data=False))
+    rng = np.random.default_rng(1)
+    return gm, {name: rng.standard_normal(shape).astype(np.float32) for name, shape in specs}
+
+
+def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
+    module = copy.deepcopy(gm)
+    if variant.change == "fold-bn":
+        module, folded = fold_bn(module)
+        if not folded:
+            raise RuntimeError("no Conv2d -> BatchNorm pair to fold in the converted module")
+        return module, {"BN folded": folded}
+    if variant.change == "fuse":
+        module, folded = fold_bn(module)
+        module, fused = fuse_conv_relu(module)
+        if not fused:
+            raise RuntimeError("no conv(+add)+ReLU to fuse in the converted module")
+        return module, {"BN folded": folded, "conv(+add)+ReLU fused": fused}
+    if variant.change == "streams":
+        wrapped = streamed(module)
+        if wrapped.branches < 2:
+            raise RuntimeError("the graph has no parallel branches")
+        return wrapped, {"streams used": wrapped.branches}
+    return module, {}
+
+
+# ---------------------------------------------------------------- driver
+def run_experiments(args: argparse.Namespace) -> list[Outcome]:
+    import torch
+    from validate import run_torch
+
+    from benanza.paths import shipped_db
+
+    if not torch.cuda.is_available():
+        sys.exit("close_loop.py: no usable CUDA GPU (use --dry-run for the plan)")
+    start = time.perf_counter()
+    out = Path(args.out)
+    bundles = out / "bundles"
+    bundles.mkdir(parents=True, exist_ok=True)
+    db_path = Path(args.db) if args.db else shipped_db()
+    work = Path(tempfile.mkdtemp(prefix="close_loop_"))
+    timings: dict[tuple[str, int, str], dict[str, Any]] = {}
+    natives: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}
+    outcomes = []
+    for exp in selected(args):
+        o = Outcome(exp)
+        outcomes.append(o)
+        if time.perf_counter() - start > args.budget_s:
+            o.error = f"skipped: past the {args.budget_s:.0f} s budget"
+            continue
+        try:
+            model_path = zoo_model(Path(args.models), exp.model)
+            bundle = bundles / exp.bundle
+            if not (bundle / "meta.json").exists():
+                profile(model_path, exp, bundle, args)
+            o.prediction = predict(exp, model_path, bundle, db_path)
+            o.predicted_ms = o.prediction.pop("predicted_ms")
+            if (exp.model, exp.batch) not in natives:
+                natives[(exp.model, exp.batch)] = native_module(model_path, exp.batch, work)
+            gm, feeds = natives[(exp.model, exp.batch)]
+            for variant, slot in ((exp.before, "before"), (exp.after, "after")):
+                key = (exp.model, exp.batch, variant.name)
+                if key not in timings:
+                    module, notes = apply(gm, variant)
+                    timings[key] = {"variant": variant.name, **notes, **run_torch(module, variant.setting(), feeds,
+                                                                                     args)}
+                    del module
+                    torch.cuda.empty_cache()
+                setattr(o, slot, timings[key])
+            o.realized_ms = o.before["kernel_ms"] - o.after["kernel_ms"]
+        except Exception as exc:  # one failed experiment is recorded, the others still run
+            o.error = f"{type(exc).__name__}: {exc}"[:400]
+        print_row(o)
+        save(out, outcomes, start)
+    return outcomes
+
+
+def selected(args: argparse.Namespace) -> list[Experiment]:
+    wanted = {w.strip().lower() for w in args.only.split(",")} if args.only else None
+    return [e for e in EXPERIMENTS if wanted is None or e.gap.lower() in wanted]
+
+
+def zoo_model(models: Path, stem: str) -> Path:
+    path = models / f"{stem}.onnx"
+    if not path.exists():
+        subprocess.run([sys.executable, "-m", "benanza", "models", "zoo", str(models)], check=True)
+    return path
+
+
+def profile_command(model_path: Path, exp: Experiment, bundle: Path, args: argparse.Namespace) -> list[str]:
+    return [sys.executable, "-m", "benanza", "profile", str(model_path), "--framework", "torch", "--batch",
+            str(exp.batch), "--dtype", "fp32", "--algo-search", exp.algo_search, "--out", str(bundle),
+            "--runs", str(args.profile_runs), "--profiled-runs", str(args.profiled_runs), "--warmup", "5"]
+
+
+def profile(model_path: Path, exp: Experiment, bundle: Path, args: argparse.Namespace) -> None:
+    done = subprocess.run(profile_command(model_path, exp, bundle, args), capture_output=True, text=True,
+                          timeout=PROFILE_TIMEOUT_S)
+    if done.returncode:
+        raise RuntimeError(f"benanza profile failed: {(done.stderr or done.stdout).strip()[-300:]}")
+
+
+def save(out: Path, outcomes: list[Outcome], start: float) -> None:
+    import torch
+
+    meta = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version(), "tolerance": TOLERANCE,
+            "wall_s": round(time.perf_counter() - start, 1),
+            "method": "realized = kernel_ms(before) - kernel_ms(after), kernel_ms from bench/validate.py (median "
+                      "per-iteration union of CUPTI kernel intervals, device-resident inputs)"}
+    (out / "close_loop.json").write_text(json.dumps({"meta": meta, "outcomes": [o.to_json() for o in outcomes]},
+                                                    indent=1, default=str))
+
+
+COLUMNS = ("gap kind", "model, batch", "change", "predicted (ms)", "realized (ms)", "realized / predicted",
+           "within ±15 %", "kernel-only before → after (ms)")
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def print_row(o: Outcome, header: list[bool] = [True]) -> None:  # noqa: B006 (prints the header once)
+    if header[0]:
+        print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS), flush=True)
+        header[0] = False
+    e = o.experiment
+    within = "–" if o.within is None else ("yes" if o.within else "no")
+    times = (f"{_f(o.before.get('kernel_ms'))} → {_f(o.after.get('kernel_ms'))}" if o.after else o.error or "–")
+    print(f"| {e.gap} | {e.model}, {e.batch} | {e.before.name} → {e.after.name} | {_f(o.predicted_ms)} | "
+          f"{_f(o.realized_ms)} | {_f(o.ratio, 2)} | {within} | {times} |", flush=True)
+
+
+def dry_run(args: argparse.Namespace) -> None:
+    """The plan, and the predictions from shipped bundles of the same name where there are some."""
+    from benanza.paths import shipped_db
+
+    db_path = Path(args.db) if args.db else shipped_db()
+    out = Path(args.out or "OUT")
+    shipped = Path(args.bundles)
+    for exp in selected(args):
+        model_path = Path(args.models) / f"{exp.model}.onnx"
+        print(f"\n## {exp.gap}: {exp.model}, batch {exp.batch}")
+        print("profile: " + " ".join(profile_command(model_path, exp, out / "bundles" / exp.bundle, args)))
+        print(f"predict: analysis of the bundle against {db_path} (--apis {exp.apis}): {exp.predicted_by}")
+        print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}")
+        bundle = shipped / exp.bundle
+        if (bundle / "meta.json").exists() and model_path.exists():
+            try:
+                prediction = predict(exp, model_path, bundle, db_path)
+            except Exception as exc:
+                print(f"prediction from {bundle}: failed: {type(exc).__name__}: {exc}")
+                continue
+            print(f"prediction from the shipped bundle {bundle.name}: {_f(prediction.pop('predicted_ms'))} ms")
+            print("  " + json.dumps(prediction, default=str))
+        else:
+            print(f"(no bundle {bundle} or no {model_path} here: prediction made on the GPU)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", help="directory for close_loop.json and the bundles (required unless --dry-run)")
+    p.add_argument("--db", help="performance database (default: the shipped H100 database)")
+    p.add_argument("--models", default=str(ROOT / "models" / "zoo"), help="zoo models (filled if missing)")
+    p.add_argument("--only", default="", help="comma-separated gap kinds to run (default: all)")
+    p.add_argument("--budget-s", type=float, default=360.0, help="start no experiment after this many seconds")
+    p.add_argument("--profile-runs", type=int, default=20, help="benanza profile --runs")
+    p.add_argument("--profiled-runs", type=int, default=3, help="benanza profile --profiled-runs")
+    p.add_argument("--warmup", type=int, default=5, help="validate.py timing: untimed runs")
+    p.add_argument("--iters", type=int, default=20, help="validate.py timing: host-timed runs")
+    p.add_argument("--profiled", type=int, default=10, help="validate.py timing: CUPTI-profiled runs")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and the predictions; run nothing")
+    p.add_argument("--bundles", default=str(ROOT / "perfdb" / "bundles"), help="--dry-run: bundles to predict from")
+    args = p.parse_args()
+    if args.only and not selected(args):
+        p.error(f"--only: no gap kind {args.only!r} (kinds: {', '.join(e.gap for e in EXPERIMENTS)})")
+    if args.dry_run:
+        dry_run(args)
+        return
+    if not args.out:
+        p.error("--out is required (unless --dry-run)")
+    outcomes = run_experiments(args)
+    ok = [o for o in outcomes if o.within is not None]
+    print(f"\n{sum(bool(o.within) for o in ok)} of {len(outcomes)} within ±{TOLERANCE:.0%}; "
+          f"median |realized/predicted - 1|: "
+          f"{_f(statistics.median(abs(o.ratio - 1) for o in ok) if ok else None, 2)}; "
+          f"results in {Path(args.out) / 'close_loop.json'}")
+
+
+if __name__ == "__main__":
+    main()

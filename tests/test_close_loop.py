@@ -1,0 +1,70 @@
+"""bench/close_loop.py's native changes (BN folding, conv+ReLU fusion, branches on streams) keep the model's outputs,
+and its command line refuses what it does not know. The torch parts skip where torch is not
+installed (CI); the GPU run itself is the lead's (docs/RESULTS.md §5)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "close_loop.py"
+sys.path.insert(0, str(SCRIPT.parent))
+
+
+def test_help_and_a_bad_gap_kind_are_one_line_answers() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "--dry-run" in done.stdout and "--budget-s" in done.stdout
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--only", "nope", "--dry-run"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--only: no gap kind 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+    no_out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
+    assert no_out.returncode == 2 and "--out is required" in no_out.stderr
+
+
+def test_every_gap_kind_has_an_experiment_and_names_a_shipped_bundle_pattern() -> None:
+    import close_loop
+
+    assert {e.gap for e in close_loop.EXPERIMENTS} == {"algorithm choice", "Tensor Cores", "folding", "fusion",
+                                                       "parallel branches"}
+    assert {e.bundle for e in close_loop.EXPERIMENTS} == {"resnet50_b64_torch_fp32_heuristic",
+                                                          "resnet50_b64_torch_fp32", "inception_v1_b1_torch_fp32"}
+
+
+def test_folding_and_streams_keep_the_outputs() -> None:
+    torch = pytest.importorskip("torch")
+    import close_loop
+    from torch import fx, nn
+
+    class Branchy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+            self.a = nn.Conv2d(8, 4, 1)
+            self.b = nn.Sequential(nn.Conv2d(8, 4, 3, padding=1), nn.ReLU())
+            self.c = nn.MaxPool2d(3, 1, 1)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.stem(x)))
+            return torch.cat([self.a(y), self.b(y), self.c(y)], 1)
+
+    torch.manual_seed(0)
+    net = Branchy().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-1, 1)
+        net.bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 8, 8)
+    gm = fx.symbolic_trace(net)
+    with torch.inference_mode():
+        ref = gm(x)
+        folded, n = close_loop.fold_bn(close_loop.copy.deepcopy(gm))
+        assert n == 1 and not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
+        assert torch.allclose(folded(x), ref, atol=1e-5)
+        fused, n = close_loop.fuse_conv_relu(close_loop.fold_bn(close_loop.copy.deepcopy(gm))[0])
+        assert n == 1 and torch.allclose(fused(x), ref, atol=1e-5)  # branch b's conv + ReLU
+        plan = close_loop.stream_plan(gm.graph)
+        assert len(set(plan.values())) == 3  # three branches after the ReLU
+        streamed = close_loop.streamed(close_loop.copy.deepcopy(gm))
+        assert torch.equal(streamed(x), ref)
