@@ -321,6 +321,9 @@ struct GraphRun {
   const float* ref;
   WeightRing& weights;
   int64_t weight_uid;  // the variant pack's uid of the weight tensor
+  // false for a graph with no matmul or convolution (a pointwise chain): a TENSOR_CORE note on
+  // its engine changes no arithmetic, so fp32 FMA keeps it
+  bool tensor_core_ops = true;
 };
 
 // One result with `status` for a job whose graph could not be set up or offered no
@@ -419,7 +422,8 @@ struct ConfigPrep {
   std::optional<Error> skip;
 };
 
-inline ConfigPrep prepare_config(const EngineConfig& c, cudnnBackendDescriptor_t op_graph, bool fma_only) {
+inline ConfigPrep prepare_config(const EngineConfig& c, cudnnBackendDescriptor_t op_graph, bool fma_only,
+                                 bool tensor_core_ops) {
   ConfigPrep prep;
   if (c.error) {
     prep.skip = *c.error;
@@ -430,7 +434,7 @@ inline ConfigPrep prepare_config(const EngineConfig& c, cudnnBackendDescriptor_t
     return prep;
   }
   prep.notes = engine_notes(op_graph, c.engine_id);
-  if (fma_only && (prep.notes.has_numerical(CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
+  if (fma_only && ((tensor_core_ops && prep.notes.has_numerical(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) ||
                    prep.notes.has_numerical(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
     prep.skip = Error(Status::NotSupported, "tf32 engine excluded under fp32 FMA");
   return prep;
@@ -451,7 +455,7 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
   std::vector<ConfigPrep> preps;
   std::vector<int64_t> to_build;
   for (size_t ci = 0; ci < limit; ++ci) {
-    preps.push_back(prepare_config(list.configs[ci], run.graph.op_graph(), fma_only));
+    preps.push_back(prepare_config(list.configs[ci], run.graph.op_graph(), fma_only, run.tensor_core_ops));
     to_build.push_back(preps.back().skip ? -1 : list.configs[ci].index);
   }
   PlanBuilder builder(run.graph, to_build, ctx.opt.device, ctx.opt.plan_threads);
