@@ -74,10 +74,10 @@ def check_database(db: Database, db_path: Path, system: dict[str, Any], model: M
     wanted = library_keys(model)
     have = measured_keys(db, system["id"], wanted, precisions)
     if wanted and len(have) < MIN_COVERAGE * len(wanted):
-        dtype = ",".join(p.value for p in precisions)
+        precision_list = ",".join(p.value for p in precisions)
         held = "none" if not have else f"only {len(have)}"
         raise BenanzaError(
             f"{db_path}: holds measurements of {held} of the {len(wanted)} library layers of {model.name} "
-            f"at batch {model.batch} in {dtype} on {system.get('gpu') or system['id'][:12]}; "
-            f"measure them: benanza run {shlex.quote(str(model_path))} --batch {model.batch} --dtype {dtype} "
+            f"at batch {model.batch} in {precision_list} on {system.get('gpu') or system['id'][:12]}; "
+            f"measure them: benanza run {shlex.quote(str(model_path))} --batch {model.batch} --dtype {precision_list} "
             f"--db {shlex.quote(str(db_path))}")

@@ -99,7 +99,7 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
     return calls
 
 
-def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
+def generate_project(models: list[Path], out: Path, precisions: tuple[str, ...], batch: int | None,
                      skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
@@ -110,7 +110,7 @@ def generate_project(models: list[Path], out: Path, dtypes: tuple[str, ...], bat
 
     loaded = [load_model(m, batch) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-    p = planner.plan(loaded, dtypes, apis=apis, ceilings=apis is None, skip=skip)
+    p = planner.plan(loaded, precisions, apis=apis, ceilings=apis is None, skip=skip)
     if not p.jobs and skip is None:
         raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
     if not p.jobs:

@@ -233,10 +233,10 @@ def executed_row(call: ExecutedCall, layer_key: str, inputs: Inputs, l2: L2 = L2
     def same(want: str, got: str) -> bool:
         return want in (ANY, got)
 
-    def of_call(dtype: str) -> list[Result]:
+    def of_call(precision: str) -> list[Result]:
         # in the layout the call used, where both are known (fp16 convolutions are measured NHWC and NCHW)
         return [r for r in measured if same(call.api, r.api) and same(call.algorithm, r.algorithm)
-                and (r.dtype, r.fusion) == (dtype, call.fusion)
+                and (r.dtype, r.fusion) == (precision, call.fusion)
                 and (not call.layout or not r.layout or r.layout == call.layout)]
 
     rows = of_call(call.precision)

@@ -81,18 +81,18 @@ def api_comparison(model: Model, inputs: Inputs) -> tuple[Table, Table]:
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for layer in model.layers:
         ok = [r for r in usable(inputs.measurements.get(layer.key, ())) if r.fusion == Fusion.NONE.value]
-        for dtype in sorted({r.dtype for r in ok}):
-            legacy = fastest(r for r in ok if r.dtype == dtype and api_family(r.api) is ApiFamily.LEGACY)
-            graph = fastest(r for r in ok if r.dtype == dtype and api_family(r.api) is ApiFamily.GRAPH)
+        for precision in sorted({r.dtype for r in ok}):
+            legacy = fastest(r for r in ok if r.dtype == precision and api_family(r.api) is ApiFamily.LEGACY)
+            graph = fastest(r for r in ok if r.dtype == precision and api_family(r.api) is ApiFamily.GRAPH)
             if legacy is None or graph is None:
                 continue
             lms, gms = legacy.median_ms or 0.0, graph.median_ms or 0.0
-            rows.append({**layer_cols(layer), "precision": dtype,
+            rows.append({**layer_cols(layer), "precision": precision,
                          "legacy (ms)": lms, "legacy call": f"{legacy.api} / {legacy.algorithm}",
                          "graph (ms)": gms, "graph call": f"{graph.api} / {graph.algorithm}",
                          "legacy - graph (ms)": lms - gms,
                          "graph speedup (x)": lms / gms if gms > 0 else None})
-            t = totals[dtype]
+            t = totals[precision]
             t["layers"] += 1
             t["graph wins"] += gms < lms
             t["legacy (ms)"] += lms
@@ -102,11 +102,11 @@ def api_comparison(model: Model, inputs: Inputs) -> tuple[Table, Table]:
                       ("#", "layer", "op", "precision", "legacy (ms)", "legacy call", "graph (ms)", "graph call",
                        "legacy - graph (ms)", "graph speedup (x)"), tuple(rows),
                       note="positive legacy - graph: the graph API is faster")
-    total_rows = tuple({"precision": dtype, "layers": int(t["layers"]), "graph wins": int(t["graph wins"]),
+    total_rows = tuple({"precision": precision, "layers": int(t["layers"]), "graph wins": int(t["graph wins"]),
                         "legacy (ms)": t["legacy (ms)"], "graph (ms)": t["graph (ms)"],
                         "legacy - graph (ms)": t["legacy (ms)"] - t["graph (ms)"],
                         "best of both (ms)": t["best of both (ms)"]}
-                       for dtype, t in sorted(totals.items()))
+                       for precision, t in sorted(totals.items()))
     total = Table("API gap per precision (layers with both kinds measured)",
                   ("precision", "layers", "graph wins", "legacy (ms)", "graph (ms)", "legacy - graph (ms)",
                    "best of both (ms)"), total_rows)

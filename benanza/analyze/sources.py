@@ -76,14 +76,14 @@ def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profil
 TF32_SETTINGS: dict[str, str] = {"onnxruntime": "use_tf32", "pytorch": "allow_tf32"}
 
 
-def run_precisions(framework: str, dtype: str, extra: Mapping[str, Any]) -> tuple[frozenset[Precision], str]:
+def run_precisions(framework: str, precision: str, extra: Mapping[str, Any]) -> tuple[frozenset[Precision], str]:
     """The precisions a recorded run could compute in, from its settings: (precisions, why).
 
     fp16/bf16 runs compute in that precision; an fp32/tf32 run may use TF32 only where its
     framework's TF32 switch was on (ORT ``use_tf32``, PyTorch ``allow_tf32``). Without a
     recorded switch the run's dtype decides (tf32: TF32 allowed; fp32: both, the looser bound).
     """
-    p = Precision(dtype)
+    p = Precision(precision)
     if p in (Precision.FP16, Precision.BF16):
         return frozenset({p}), f"{p.value} run"
     setting = TF32_SETTINGS.get(framework)

@@ -32,13 +32,13 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None)
             raise
 
 
-def generate(models: list[Path], out: Path, dtypes: tuple[str, ...], batch: int | None,
+def generate(models: list[Path], out: Path, precisions: tuple[str, ...], batch: int | None,
              **options: Any) -> Path | None:
     """``pipeline.generate_project`` under a progress line."""
     from benanza import pipeline  # the planner and onnx load on the first generate, not at every command
 
     with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
-        return pipeline.generate_project(models, out, dtypes, batch, **options)
+        return pipeline.generate_project(models, out, precisions, batch, **options)
 
 
 @contextmanager

@@ -123,7 +123,7 @@ def _meta_from_json(path: Path, data: Any) -> BundleMeta:
         raise BenanzaError(f"{path}: unknown framework {data['framework']!r} "
                            f"(one of {', '.join(f.value for f in Framework)})") from None
     try:
-        dtype = Precision(data["dtype"]).value
+        precision = Precision(data["dtype"]).value
     except ValueError:
         raise BenanzaError(f"{path}: unknown dtype {data['dtype']!r} "
                            f"(one of {', '.join(p.value for p in Precision)})") from None
@@ -141,7 +141,7 @@ def _meta_from_json(path: Path, data: Any) -> BundleMeta:
     if schema > SCHEMA_VERSION:
         raise BenanzaError(f"{path}: schema {schema} is newer than this benanza reads ({SCHEMA_VERSION})")
     return BundleMeta(framework=framework, framework_version=str(data["framework_version"]), model=str(data["model"]),
-                      batch=batch, dtype=dtype, latency_ms=latency, system=dict(data.get("system") or {}),
+                      batch=batch, dtype=precision, latency_ms=latency, system=dict(data.get("system") or {}),
                       timestamp=str(data.get("timestamp", "")), extra=dict(data.get("extra") or {}), schema=schema,
                       model_sha256=str(data.get("model_sha256") or ""))
 
