@@ -104,7 +104,7 @@ def test_child_command_is_an_argument_list(tmp_path):
     bundle = tmp_path / "b u;ndle"
     run = child_command(Framework.ONNXRUNTIME, hostile, bundle, Precision.TF32, 7, 2, AlgoSearch.HEURISTIC, True,
                         python="/usr/bin/python3")
-    assert run.argv[:3] == ("/usr/bin/python3", "-m", "benanza.profile.capture")
+    assert run.argv[:3] == ("/usr/bin/python3", "-m", "benanza.profile.capture_child")
     assert str(hostile) in run.argv and str(bundle) in run.argv  # each path is one argument, untouched
     args = dict(zip(run.argv[3::2], run.argv[4::2], strict=True))
     assert args == {"--framework": "onnxruntime", "--model": str(hostile), "--bundle": str(bundle), "--dtype": "tf32",

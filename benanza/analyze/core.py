@@ -9,8 +9,9 @@ from benanza import SCHEMA_VERSION
 from benanza.analyze import gaps
 from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose, executed_ms, fusion_key, usable
 from benanza.analyze.dag import critical_path, layer_graph
-from benanza.analyze.execution import Bounds, Execution, GroupKind, effective_ceilings
+from benanza.analyze.execution import Bounds, Execution, GroupKind
 from benanza.analyze.inputs import Inputs, LayerProfile
+from benanza.analyze.peaks import effective_ceilings
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes
 from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline

@@ -20,7 +20,7 @@ from benanza.analyze.choose import (
     fusion_key,
     usable,
 )
-from benanza.analyze.execution import BIAS_OPS, conv_bias_ms, storage, tensor_core_precisions
+from benanza.analyze.execution import BIAS_OPS, conv_bias_ms, tensor_core_precisions
 from benanza.analyze.inputs import (
     ApiFamily,
     Constraints,
@@ -28,6 +28,7 @@ from benanza.analyze.inputs import (
     OverheadKind,
     api_family,
 )
+from benanza.analyze.peaks import storage
 from benanza.analyze.tables import Table
 from benanza.library import Fusion
 from benanza.model.layer import FusionCandidate, Layer, Model
