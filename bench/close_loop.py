@@ -217,6 +217,14 @@ def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> d
 
 
 # ---------------------------------------------------------------- the changes, natively in PyTorch
+def _rebuilt(gm: Any) -> Any:
+    """``gm`` after its graph was rewritten: checked, recompiled, its dropped submodules removed."""
+    gm.graph.lint()
+    gm.recompile()
+    gm.delete_all_unused_submodules()
+    return gm
+
+
 def fold_bn(gm: Any) -> tuple[Any, int]:
     """Every BatchNorm module that is the only reader of a Conv2d module folded into its weights
     and bias (torch.nn.utils.fusion.fuse_conv_bn_eval); returns the module and how many."""
@@ -241,10 +249,7 @@ def fold_bn(gm: Any) -> tuple[Any, int]:
         node.replace_all_uses_with(conv)
         gm.graph.erase_node(node)
         folded += 1
-    gm.graph.lint()
-    gm.recompile()
-    gm.delete_all_unused_submodules()
-    return gm, folded
+    return _rebuilt(gm), folded
 
 
 def _conv_relu_module(conv: Any) -> Any:
@@ -316,10 +321,7 @@ def fuse_conv_relu(gm: Any) -> tuple[Any, int]:
         for dead in (relu, src, conv):
             gm.graph.erase_node(dead)
         fused += 1
-    gm.graph.lint()
-    gm.recompile()
-    gm.delete_all_unused_submodules()
-    return gm, fused
+    return _rebuilt(gm), fused
 
 
 COMPUTE = ("call_module", "call_function", "call_method")

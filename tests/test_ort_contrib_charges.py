@@ -24,28 +24,16 @@ from benanza.analyze.inputs import Constraints
 from benanza.analyze.sources import inputs_from_db
 from benanza.library import Api, Fusion, Precision
 from benanza.model.onnx_import import load_model
-from benanza.profile.capture import materialize
 from benanza.profile.contrib import contrib_calls
 from benanza.profile.mapping import contrib_charges, ort_node_layers
 from benanza.profile.ort_profile import read_ort_profile
 from benanza.records import ANY, ROOFLINE, LayerProfile, Profile, checked_result
 
 ort = pytest.importorskip("onnxruntime")
-EXPORTS = Path(__file__).parent / "data" / "exports"
+from ort_cpu import EXPORTS, ort_nodes, profiling_session  # noqa: E402 (after the skip: it needs onnxruntime)
+
 SYSTEM = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "bandwidth_gbs": 3000.0,
           "cuda_driver": "13.0", "cudnn_version": "9.19.0", "cublas_version": "13.1"}
-
-
-def _ort_nodes(tmp_path: Path, stem: str) -> tuple[list, Path]:
-    mat = materialize(EXPORTS / f"{stem}.onnx", 2, tmp_path / "model.onnx", seq_len=16)
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    options.profile_file_prefix = str(tmp_path / "ort")
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    options.log_severity_level = 3
-    sess = ort.InferenceSession(str(mat.path), options, providers=["CPUExecutionProvider"])
-    sess.run(None, {i.name: np.ones((2, 16), np.int64) for i in sess.get_inputs()})
-    return read_ort_profile(sess.end_profiling()).runs[0].nodes, tmp_path / "optimized.onnx"
 
 
 def _line(key: str, api: str, algorithm: str, dtype: str, fusion: str, ms: float) -> dict:
@@ -76,7 +64,7 @@ def _group(model, anchor: int, charged) -> set[int]:
 
 
 def test_skip_layer_norm_fast_gelu_and_fused_matmul_are_charged(tmp_path: Path) -> None:
-    nodes, optimized = _ort_nodes(tmp_path, "tinygpt2_dynamo20")
+    nodes, optimized = ort_nodes(tmp_path, "tinygpt2_dynamo20")
     model = load_model(EXPORTS / "tinygpt2_dynamo20.onnx", 2, 16)
     mapping = ort_node_layers(model, nodes, optimized)
     seen: dict[str, list] = {}
@@ -101,7 +89,7 @@ def test_skip_layer_norm_fast_gelu_and_fused_matmul_are_charged(tmp_path: Path) 
 
 
 def test_as_executed_charges_the_groups_rows_and_rooflines(tmp_path: Path) -> None:
-    nodes, optimized = _ort_nodes(tmp_path, "tinybert_dynamo20")
+    nodes, optimized = ort_nodes(tmp_path, "tinybert_dynamo20")
     model = load_model(EXPORTS / "tinybert_dynamo20.onnx", 2, 16)
     mapping = ort_node_layers(model, nodes, optimized)
     charged = contrib_charges(model, mapping, "fp32", {})
@@ -177,19 +165,13 @@ def test_map_bundle_report_puts_the_charges_on_each_nodes_anchor(tmp_path: Path)
     from benanza.profile.bundle import write_meta
     from benanza.profile.mapping import map_bundle_report
 
-    mat = materialize(EXPORTS / "tinygpt2_dynamo20.onnx", 2, tmp_path / "model.onnx", seq_len=16)
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    options.profile_file_prefix = str(tmp_path / "ort")
-    options.optimized_model_filepath = str(bundle / "optimized_model.onnx")
-    options.log_severity_level = 3
-    sess = ort.InferenceSession(str(mat.path), options, providers=["CPUExecutionProvider"])
+    sess, feeds = profiling_session("tinygpt2_dynamo20", 2, 16, tmp_path, bundle / "optimized_model.onnx")
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        sess.run(None, {i.name: np.ones((2, 16), np.int64) for i in sess.get_inputs()})
+        sess.run(None, feeds)
         times.append((time.perf_counter() - start) * 1e3)
     shutil.copyfile(sess.end_profiling(), bundle / "ort_profile.json")
     write_meta(bundle, framework="onnxruntime", framework_version=ort.__version__, model="tinygpt2_dynamo20.onnx",

@@ -7,29 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from benanza.model.onnx_import import load_model
-from benanza.profile.capture import materialize
 from benanza.profile.mapping import ort_node_layers
 from benanza.profile.node_layers import covered_layers
-from benanza.profile.ort_profile import read_ort_profile
 
 ort = pytest.importorskip("onnxruntime")
-EXPORTS = Path(__file__).parent / "data" / "exports"
-
-
-def _ort_nodes(tmp_path: Path, stem: str, batch: int, seq: int) -> tuple[list, Path]:
-    mat = materialize(EXPORTS / f"{stem}.onnx", batch, tmp_path / "model.onnx", seq_len=seq)
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    options.profile_file_prefix = str(tmp_path / "ort")
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    options.log_severity_level = 3
-    sess = ort.InferenceSession(str(mat.path), options, providers=["CPUExecutionProvider"])
-    sess.run(None, {i.name: np.ones((batch, seq), np.int64) for i in sess.get_inputs()})
-    return read_ort_profile(sess.end_profiling()).runs[0].nodes, tmp_path / "optimized.onnx"
+from ort_cpu import EXPORTS, ort_nodes  # noqa: E402 (after the skip: it needs onnxruntime)
 
 
 @pytest.mark.parametrize(("stem", "fused"), [("tinybert_dynamo20", {"SkipLayerNormalization": ["Add", "Dropout",
@@ -37,7 +22,7 @@ def _ort_nodes(tmp_path: Path, stem: str, batch: int, seq: int) -> tuple[list, P
                                             ("tinygpt2_dynamo20", {"FastGelu": ["Add", "Add", "Mul", "Mul", "Mul",
                                                                                 "Mul", "Pow", "Tanh"]})])
 def test_fused_contrib_nodes_cover_their_layers(tmp_path: Path, stem: str, fused: dict[str, list[str]]) -> None:
-    nodes, optimized = _ort_nodes(tmp_path, stem, 2, 16)
+    nodes, optimized = ort_nodes(tmp_path, stem, 2, 16)
     model = load_model(EXPORTS / f"{stem}.onnx", 2, 16)
     mapping = ort_node_layers(model, nodes, optimized)
     mapped = {i for node in mapping for i in node.layers}
@@ -60,7 +45,7 @@ def test_gemm_of_matmul_and_add_takes_their_layers_not_its_reshapes(tmp_path: Pa
     """ORT rewrites a 3-D MatMul + bias Add as Reshape -> Gemm -> Reshape over tensors of its own: the
     Gemm (which launches the kernels) covers the MatMul and the Add, the Reshapes nothing, and no node
     claims the embedding lookups ORT folded at load time (the last Reshape used to take them all)."""
-    nodes, optimized = _ort_nodes(tmp_path, "tinybert_dynamo20", 2, 16)
+    nodes, optimized = ort_nodes(tmp_path, "tinybert_dynamo20", 2, 16)
     model = load_model(EXPORTS / "tinybert_dynamo20.onnx", 2, 16)
     mapping = ort_node_layers(model, nodes, optimized)
     gemms = [sorted(model.layers[i].op for i in n.layers if model.layers[i].op != "Dropout")
