@@ -122,6 +122,8 @@ FROM model_layers ml JOIN layers l ON l.key = ml.layer_key JOIN benchmarks b ON 
 LEFT JOIN systems s ON s.id = b.system_id;
 """
 VIEWS = ("benchmark_details", "model_benchmarks")
+BROWSING_INDEXES = ("benchmarks_by_api", "benchmarks_by_dtype", "benchmarks_by_status", "benchmarks_by_key",
+                    "model_layers_by_key", "layers_by_op")
 
 # Every table with its primary key, in the order a merge copies them (parents first).
 TABLES: dict[str, tuple[str, ...]] = {
@@ -171,7 +173,8 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
     missing = _check_benanza(_connect(name, readonly=True), name, close=True)
     db = _wrap(_connect(name, readonly=False), name)
     have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
-    if missing or not set(VIEWS) <= have:  # written before a table or the browsing views were added
+    if missing or not {*VIEWS, *BROWSING_INDEXES} <= have:  # written before a table, view or index was added,
+        # or shipped without the browsing indexes (perfdb/ packs a database without them: smaller)
         with transaction(db):
             _create_missing(db)
     if "layout" not in db["benchmarks"].pks:  # keyed before the layout was part of the key
