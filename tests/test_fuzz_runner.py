@@ -90,8 +90,11 @@ def test_checked_result_refuses(line: dict) -> None:
         checked_result({**good, **line})
 
 
+# The runner as a terminal starts it: SIGINT raises KeyboardInterrupt. A suite started in the
+# background by a non-interactive shell inherits SIGINT ignored, and so would this child.
 RUN_SCRIPT = textwrap.dedent("""
-    import sys
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from benanza import db, runner
     runner.run(sys.argv[1], db.open_db(sys.argv[2]), timeout_s=30, build_dir=sys.argv[3])
 """)
