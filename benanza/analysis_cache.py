@@ -21,20 +21,18 @@ classes and networkx's graph, so a foreign file can at worst fail to load (then 
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import gc
 import hashlib
-import io
 import json
-import os
 import pickle
-import sys
 import zlib
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benanza import pickled_cache
+from benanza.pickled_cache import hash_file
 from benanza.profile.parse_cache import CACHE_DIR
 
 FORMAT = b"benanza-analysis-1\n"
@@ -69,11 +67,7 @@ def code_key() -> str:
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return hash_file(hashlib.sha256(), path).hexdigest()
 
 
 def bundle_digest(bundle: Path) -> list[tuple[str, str]]:
@@ -118,24 +112,16 @@ def entry_key(model: Path, bundle: Path | None, db: Path, options: dict[str, Any
 
 
 def user_cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza" / "analysis"
+    return pickled_cache.user_cache_dir("analysis")
 
 
 def _places(bundle: Path | None) -> tuple[Path, ...]:
     return ((Path(bundle) / CACHE_DIR,) if bundle is not None else ()) + (user_cache_dir(),)
 
 
-class _Unpickler(pickle.Unpickler):
-    """Resolves only benanza's record dataclasses and enums, networkx's graph and paths."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in TRUSTED_CLASSES:
-            return super().find_class(module, name)
-        if module in TRUSTED_MODULES:
-            found = getattr(sys.modules.get(module) or __import__(module, fromlist=[name]), name, None)
-            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
-                return found
-        raise pickle.UnpicklingError(f"{module}.{name} is not an analysis record class")
+# Resolves only benanza's record dataclasses and enums, networkx's graph and paths.
+_Unpickler = pickled_cache.restricted_unpickler(TRUSTED_CLASSES, TRUSTED_MODULES, lambda c: issubclass(c, enum.Enum),
+                                                "an analysis record class")
 
 
 def load(key: str, bundle: Path | None) -> Any | None:
@@ -147,9 +133,7 @@ def load(key: str, bundle: Path | None) -> Any | None:
         enabled = gc.isenabled()
         gc.disable()  # tens of thousands of small objects: collections mid-load only cost time
         try:
-            raw = file.read_bytes()
-            if raw.startswith(FORMAT):
-                return _Unpickler(io.BytesIO(zlib.decompress(raw[len(FORMAT):]))).load()
+            return pickled_cache.decode(FORMAT, file.read_bytes(), _Unpickler)
         except (OSError, EOFError, ValueError, zlib.error, pickle.UnpicklingError, AttributeError, TypeError,
                 ImportError):
             pass  # recompute, and overwrite it
@@ -161,15 +145,10 @@ def load(key: str, bundle: Path | None) -> Any | None:
 
 def store(key: str, bundle: Path | None, value: Any) -> Path | None:
     """Write atomically into the first writable place, keeping its ``KEEP`` newest entries."""
-    data = FORMAT + zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    data = pickled_cache.encode(FORMAT, value)
     for directory in _places(bundle):
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            partial = directory / f".{PREFIX}{os.getpid()}.partial"
-            partial.write_bytes(data)
-            target = directory / f"{PREFIX}{key}.pickle.z"
-            partial.replace(target)
-        except OSError:
+        target = directory / f"{PREFIX}{key}.pickle.z"
+        if not pickled_cache.write_atomic(directory, target.name, data):
             continue
         old = sorted(directory.glob(f"{PREFIX}*.pickle.z"), key=_mtime, reverse=True)
         for stale in old[KEEP:]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
-import os
 import pickle
 import sys
 import time
@@ -24,6 +22,9 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from benanza import pickled_cache
+from benanza.pickled_cache import hash_file
 
 CACHE_DIR = ".parsed"  # inside a bundle directory (ignored by git)
 FORMAT = b"benanza-parsed-1\n"
@@ -56,48 +57,22 @@ def parsers_key() -> str:
 
 def file_key(path: Path, reader: Callable[[Path], Any]) -> str:
     """The cache key of one parsed file: its content, its reader and the parsers' source."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    digest = hash_file(hashlib.sha256(), path)
     digest.update(f"{reader.__module__}.{reader.__qualname__}:{parsers_key()}".encode())
     return digest.hexdigest()[:32]
 
 
 def user_cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza" / "parsed"
+    return pickled_cache.user_cache_dir("parsed")
 
 
-class _RecordUnpickler(pickle.Unpickler):
-    """Resolves only benanza's profile dataclasses and paths; anything else is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in TRUSTED_PATHS:
-            return super().find_class(module, name)
-        if module in TRUSTED_MODULES:
-            found = getattr(sys.modules.get(module) or __import__(module, fromlist=[name]), name, None)
-            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, str)):
-                return found
-        raise pickle.UnpicklingError(f"{module}.{name} is not a profile record class")
+# Resolves only benanza's profile dataclasses (and str enums) and paths; anything else is refused.
+_RecordUnpickler = pickled_cache.restricted_unpickler(TRUSTED_PATHS, TRUSTED_MODULES, lambda c: issubclass(c, str),
+                                                      "a profile record class")
 
 
 def _load(file: Path) -> Any:
-    raw = file.read_bytes()
-    if not raw.startswith(FORMAT):
-        raise pickle.UnpicklingError("not a benanza parsed-bundle cache")
-    return _RecordUnpickler(io.BytesIO(zlib.decompress(raw[len(FORMAT):]))).load()
-
-
-def _store(directory: Path, name: str, value: Any) -> bool:
-    """Write atomically; False where the directory cannot be written."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        partial = directory / f".{name}.{os.getpid()}.partial"
-        partial.write_bytes(FORMAT + zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1))
-        partial.replace(directory / name)
-        return True
-    except OSError:
-        return False
+    return pickled_cache.decode(FORMAT, file.read_bytes(), _RecordUnpickler)
 
 
 def _with_path(value: Any, path: Path) -> Any:
@@ -127,8 +102,9 @@ def cached_read(path: Path, reader: Callable[[Path], T], part: str = "",
     if slow:
         say(f"parsing {path} (once; later reads use the cache in {places[0]})")
     value = reader(path)
+    data = pickled_cache.encode(FORMAT, value)
     for directory in places:
-        if _store(directory, name, value):
+        if pickled_cache.write_atomic(directory, name, data):
             break
     if slow:
         say(f"parsed {path.name} in {time.perf_counter() - started:.1f} s")
