@@ -9,6 +9,7 @@ and it runs in a process of its own; the parent side (``capture.py``) never impo
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -198,15 +199,10 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
 
         torch.manual_seed(SEED)
         try:
-            module, example = torch_module.build(torch_module.parse_spec(args.torch_module), args.batch)
+            module, host_inputs = torch_module.build(torch_module.parse_spec(args.torch_module), args.batch)
         except BenanzaError as exc:
             raise Refused(str(exc)) from None
-        module = module.cuda().eval()
-        if prec is Precision.FP16:
-            module = module.half()
-        if profiled:
-            torch_module.module_ranges(module)
-        inputs = [t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in example]
+        add_ranges: Callable[[Any], Any] = torch_module.module_ranges
     else:
         import onnx2torch  # noqa: F401 -- an ImportError here is the child's "needs it installed" line
 
@@ -216,20 +212,21 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
             module, node_names = convert_named(args.model)
         except ConversionError as exc:
             raise Refused(str(exc)) from None
-        module = module.cuda().eval()
-        if prec is Precision.FP16:
-            module = module.half()
-        if profiled:
-            _node_ranges(module, node_names)
+        add_ranges = functools.partial(_node_ranges, node_names=node_names)
         proto = onnx.load(args.model, load_external_data=False)
         init = {t.name for t in proto.graph.initializer}
         rng = np.random.default_rng(SEED)
         specs = [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim],
                   onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
                  for v in proto.graph.input if v.name not in init]
-        # float inputs in the run's precision; token ids and masks keep their integer type
-        inputs = [torch.from_numpy(a).to("cuda", dtype) if a.dtype.kind == "f" else torch.from_numpy(a).to("cuda")
-                  for a in _random_feeds(specs, rng).values()]
+        host_inputs = [torch.from_numpy(a) for a in _random_feeds(specs, rng).values()]
+    module = module.cuda().eval()
+    if prec is Precision.FP16:
+        module = module.half()
+    if profiled:
+        add_ranges(module)
+    # float inputs in the run's precision; token ids and masks keep their integer type
+    inputs = [t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in host_inputs]
 
     def run() -> None:
         with torch.no_grad():
