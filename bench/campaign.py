@@ -7,6 +7,10 @@
     # an already generated project (built here if it is not)
     .venv/bin/python bench/campaign.py PROJECT --db perf.db [--max-engines N] [--l2 warm]
 
+    # every 40th job of each executable, with other harness settings: the whole campaign's wall
+    # and phases estimated as 40 x the sample's (what a timing policy costs, before running it all)
+    .venv/bin/python bench/campaign.py PROJECT --db sample.db --sample 40 --harness "--launch-ms 0.25"
+
 Prints, per executable and overall: jobs, jobs/s, the GPU seconds of the timed repetitions against
 the wall seconds (campaign efficiency), the time per phase, and the slowest jobs. The phases:
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -117,6 +122,23 @@ def print_report(per_exe: dict[str, dict[str, Any]], overall: dict[str, Any], ca
               f"{j['status']}; most in {LABELS.get(top, top)}: {j['phases_s'][top]:.2f} s)")
 
 
+def sampled_project(project: Path, every: int) -> Path:
+    """A project directory beside PROJECT whose manifest holds every `every`-th job of each executable
+    (spread over its models, batches and precisions); it runs with PROJECT's build directory."""
+    manifest = runner.load_manifest(project)
+    position: dict[str, int] = defaultdict(int)
+    kept = []
+    for job in manifest["jobs"]:
+        n = position[job["executable"]]
+        position[job["executable"]] += 1
+        if n % every == 0:
+            kept.append(job)
+    out = project.parent / f"{project.name}.sample{every}"
+    out.mkdir(exist_ok=True)
+    (out / "manifest.json").write_text(json.dumps({**manifest, "jobs": kept}))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path, help="generated benchmark project (written with --generate)")
@@ -145,6 +167,11 @@ def main() -> int:
                         help="stop after the job that ends past S seconds of running (report what ran; a later "
                              "call resumes: completed jobs are skipped)")
     parser.add_argument("--json", type=Path, help="write every job's times and the totals here")
+    parser.add_argument("--sample", type=int, default=1, metavar="N",
+                        help="run every N-th job of each executable and also print the totals scaled by N "
+                             "(an estimate of the whole campaign)")
+    parser.add_argument("--harness", default="", metavar="ARGS",
+                        help="more harness options, as one string (e.g. \"--launch-ms 0.25 --slow-call-ms 1\")")
     args = parser.parse_args()
 
     campaign: dict[str, float] = {}
@@ -160,12 +187,14 @@ def main() -> int:
     campaign["build"] = time.perf_counter() - t0
     recorder = Recorder(None if args.time_limit is None else time.perf_counter() + args.time_limit)
     try:
-        summary = runner.run(args.project, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
+        run_dir = args.project if args.sample <= 1 else sampled_project(args.project, args.sample)
+        summary = runner.run(run_dir, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
                              max_engines=args.max_engines,
                              harness_args=[f"--{name.replace('_', '-')}={value:g}" for name, value in
                                            (("race", args.race), ("job_budget_s", args.job_budget_s),
-                                            ("plan_threads", args.plan_threads)) if value is not None])
+                                            ("plan_threads", args.plan_threads)) if value is not None]
+                             + shlex.split(args.harness))
     except Enough:
         summary = None
         print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")
@@ -178,12 +207,18 @@ def main() -> int:
     overall = totals(recorder.jobs)
     slowest = sorted(recorder.jobs, key=lambda j: -j["wall_s"])[:args.slowest]
     print_report(per_exe, overall, campaign, slowest)
+    if args.sample > 1:
+        n = args.sample
+        print(f"whole campaign estimated from this 1/{n} sample: run {overall['wall_s'] * n:.0f} s wall, "
+              f"{overall['timed_gpu_s'] * n:.0f} s timed GPU (efficiency {overall['efficiency']:.0%}); per "
+              "executable: " + ", ".join(f"{name} {t['wall_s'] * n:.0f} s" for name, t in sorted(
+                  per_exe.items(), key=lambda kv: -kv[1]["wall_s"])))
     if summary is not None:
         print(f"runner: {summary.ran} jobs ran, {summary.skipped} skipped, {summary.results} results, "
               f"{summary.crashed} crashed, {summary.timeout} timed out; errors: {summary.errors or 'none'}")
     if args.json:
-        args.json.write_text(json.dumps({"campaign_s": campaign, "overall": overall, "executables": per_exe,
-                                         "jobs": recorder.jobs}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"sample_every": args.sample, "campaign_s": campaign, "overall": overall,
+                                         "executables": per_exe, "jobs": recorder.jobs}, indent=1) + "\n")
     return 0 if summary is None or not summary.errors else 1
 
 

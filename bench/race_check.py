@@ -81,8 +81,10 @@ def main() -> int:
             continue
         every = [j["job"] for j in manifest["jobs"] if j["executable"] == exe]
         jobs = every[::max(1, len(every) // args.jobs_per_exe)][:args.jobs_per_exe]  # spread over models, batches
-        # exhaustive: racing and the job budget off; raced: the harness's defaults but --race R
-        full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0"], args.timeout)
+        # exhaustive: racing and the job budget off, 1 ms timed launches (the careful measurement before
+        # issue 17's defaults); raced: the harness's defaults but --race R
+        full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0", "--launch-ms", "1"],
+                           args.timeout)
         raced, w_raced = run(build / exe, jobs, [*common, "--race", f"{args.race:g}"], args.timeout)
         walls["exhaustive"] += w_full
         walls["raced"] += w_raced

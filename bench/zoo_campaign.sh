@@ -4,10 +4,14 @@
 # incremental, the runner skips the jobs the database holds). Run from the repository root:
 #
 #   bench/zoo_campaign.sh prepare RESULTS_DIR     # zoo models, generate + build the zoo project (timed),
-#                                                 # the bundles' projects built in the background, race check
+#                                                 # the bundles' projects built in the background
+#   bench/zoo_campaign.sh sample RESULTS_DIR N     # every N-th job of each executable, with the whole
+#                                                 # campaign's wall estimated from it (its rows count)
 #   bench/zoo_campaign.sh run RESULTS_DIR SECONDS  # bench/campaign.py on the zoo project for about SECONDS
 #   bench/zoo_campaign.sh profiles RESULTS_DIR    # the shipped bundles' own calls: warm, cold L2, cold weights
+#   bench/zoo_campaign.sh race RESULTS_DIR        # bench/race_check.py on the zoo project (RACE_JOBS per exe)
 #   bench/zoo_campaign.sh pack RESULTS_DIR        # VACUUM the database and write RESULTS_DIR/h100.db.xz
+#                                                 # (in parts h100.db.xz.0*, 15 MB each, when larger)
 #
 # The database is out/zoo.db; each step writes its log numbers and JSON into RESULTS_DIR.
 set -euo pipefail
@@ -41,7 +45,13 @@ prepare)
     $py -c \"from benanza import runner; runner.build('out/cold', jobs=4)\" &&
     touch out/profiles.built" >out/profiles.log 2>&1 &
   echo $! >out/profiles.pid
-  $py bench/race_check.py out/zoo --jobs-per-exe "${RACE_JOBS:-50}" --out "$results/race_check.json" || true
+  ;;
+sample)
+  every=${3:?every N-th job}
+  $py bench/campaign.py out/zoo --db $db --sample "$every" --json "$results/sample_$every.json" --slowest 10 || true
+  ;;
+race)
+  $py bench/race_check.py out/zoo --jobs-per-exe "${RACE_JOBS:-40}" --out "$results/race_check.json" || true
   ;;
 run)
   seconds=${3:?seconds}
@@ -72,7 +82,10 @@ con.execute("VACUUM")
 con.close()
 EOF
   xz -T0 -9 -k -c $db >"$results/h100.db.xz"
-  ls -l "$results/h100.db.xz"
+  if [ "$(stat -c %s "$results/h100.db.xz")" -gt 15728640 ]; then  # the device returns files of <= 16 MB
+    split -b 15M -d "$results/h100.db.xz" "$results/h100.db.xz." && rm "$results/h100.db.xz"
+  fi
+  ls -l "$results"/h100.db.xz*
   ;;
 *)
   echo "unknown step $step" >&2

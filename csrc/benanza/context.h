@@ -43,6 +43,11 @@ inline constexpr const char* kRaced = "raced";
 inline constexpr const char* kJobBudget = "job budget";
 inline constexpr const char* kSlowCall = "slow call";  // raced or past the budget, from one call (--slow-call-ms)
 
+// What a first call may add to a slow call's time (lazy module loading, first-touch of its
+// workspace): a first call over --slow-call-ms races on its own only when its time minus this
+// still loses (FirstCall), so a first call's costs never drop what may be the job's fastest.
+inline double first_call_slack_ms(double first_ms) { return std::max(1.0, 0.1 * first_ms); }
+
 // With --race R: its estimate (ms per call; Context::measure confirms a first estimate on the
 // stream with a second and with a captured graph's before it races) is >= R x the best
 // estimate of the job so far; with --job-budget-s: the job has run past its budget and the
@@ -200,21 +205,46 @@ class Context {
     return WeightRing(w, n, is_weight, stream);
   }
 
+  // ms of one call of `call()` on its own (synchronized before and after): the checked call a
+  // benchmark makes before measure() is timed with this and handed to it as its first call.
+  template <class F>
+  double time_call(F&& call) {
+    Event e0, e1;
+    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
+    call();
+    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
+    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
+    return double(elapsed_ms(e0, e1));
+  }
+
   // Time `call(stream)`, which enqueues one library call (and throws bz::Error on failure).
   // Warm-up, K calls per timed launch (a captured CUDA graph, else back-to-back on the
   // stream), adaptive repetitions until the median is stable; host cost from the estimate's enqueue.
   // `ring`: the weight ring `call` takes its weights from (ring.next()), which sets K's policy.
   // With --race or --job-budget-s a call far slower than the job's best so far (coarse_reason)
   // gets kCoarseReps stream repetitions and Timing::coarse; `protect` exempts it.
+  // `first_ms`: the time of a call the benchmark already made (its checked call, time_call),
+  // which then stands for measure's own first warm-up call.
   template <class F>
-  Timing measure(F&& call, const WeightRing& ring = WeightRing(), bool protect = false) {
+  Timing measure(F&& call, const WeightRing& ring = WeightRing(), bool protect = false,
+                 std::optional<double> first_ms = std::nullopt) {
     Timing t;
     const auto warmup_start = std::chrono::steady_clock::now();
     const int copies = ring.copies();
     // The first warm-up call, timed: a pathologically slow call (--slow-call-ms) is judged from
-    // its second call alone, and one that cannot win gets that call as its coarse median.
-    const double first = timed_call(call);
+    // its second call alone, and one that cannot win gets that call as its coarse median. With
+    // warm L2, a first call that loses the race even less its first-call slack is that median.
+    const double first = first_ms ? *first_ms : timed_call(call);
     double estimate = 0;
+    if (first > opt.slow_call_ms && opt.l2 == L2Mode::Warm &&
+        coarse_reason(opt, protect, first - first_call_slack_ms(first), best_estimate_, ms_since(job_start_))) {
+      phases.add(Phase::Warmup, ms_since(warmup_start));
+      phases.add(Phase::TimedGpu, first);
+      t.coarse = kSlowCall;
+      t.ms = stats_of({first});
+      t.repetitions = 1;
+      return t;
+    }
     if (first > opt.slow_call_ms) {
       const auto t0 = std::chrono::steady_clock::now();
       estimate = timed_call(call);

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -336,23 +337,26 @@ inline void emit_job_failure(Context& ctx, int job, const Result& base, const Er
   ctx.emit(job, r);
 }
 
-// Builds a job's execution plans on host threads ahead of the GPU thread, which measures them
-// in order: runtime-compiled engines (NVRTC) compile while earlier configs are timed. At most
-// `ahead` plans past the one being measured are built (a built plan holds its kernels until
-// FeGraph::release_plan). Each plan index is built by one thread; cudnn-frontend builds a plan
-// without a handle (its own engine config and execution-plan descriptors), so no handle is
-// shared. threads 0: wait() builds the plan itself, on the GPU thread.
+// Prepares (engine notes) and builds a job's execution plans on host threads ahead of the GPU
+// thread, which measures them in the order their builds finish (next()): runtime-compiled
+// engines (NVRTC) compile while other configs are timed. At most `ahead` plans are built or
+// building and not yet taken (a built plan holds its kernels until FeGraph::release_plan). Each
+// config is prepared and built by one thread; cudnn-frontend builds a plan without a handle (its
+// own engine config and execution-plan descriptors), so no handle is shared. threads 0: next()
+// prepares and builds each config itself, in order, on the GPU thread.
 class PlanBuilder {
  public:
   struct Built {
     fe::error_t status{fe::error_code_t::OK, ""};
     double ms = 0;  // the build's own time, on whichever thread built it
   };
+  // Config i's plan index, -1 for one not to build; called once per config, on a builder thread.
+  using Prepare = std::function<int64_t(size_t)>;
 
-  // `indices`: the plan index of each config in measuring order, -1 for one not to build.
-  PlanBuilder(FeGraph& g, std::vector<int64_t> indices, int device, int threads)
-      : g_(g), indices_(std::move(indices)), done_(indices_.size()), ahead_(size_t(std::max(1, 2 * threads))) {
-    for (int t = 0; t < threads && size_t(t) < indices_.size(); ++t)
+  PlanBuilder(FeGraph& g, size_t configs, Prepare prepare, int device, int threads)
+      : g_(g), prepare_(std::move(prepare)), done_(configs), taken_(configs, false),
+        ahead_(size_t(std::max(1, 2 * threads))) {
+    for (int t = 0; t < threads && size_t(t) < configs; ++t)
       threads_.emplace_back([this, device] { work(device); });
   }
   ~PlanBuilder() {
@@ -366,23 +370,36 @@ class PlanBuilder {
   PlanBuilder(const PlanBuilder&) = delete;
   PlanBuilder& operator=(const PlanBuilder&) = delete;
 
-  // The build of config `i` (after it is done); moves the window of builds ahead to i.
-  Built wait(size_t i) {
-    if (threads_.empty()) return build(i);
+  // The next config to measure and its build: the lowest-indexed config whose build is done and
+  // that was not taken yet, waiting while there is none. Measuring in the order builds finish
+  // keeps the GPU timing built plans while slow (runtime-compiled) ones compile; without threads
+  // the configs come in order, each built here.
+  std::pair<size_t, Built> next() {
+    if (threads_.empty()) {
+      const size_t i = taken_count_++;
+      return {i, build(i)};
+    }
     std::unique_lock<std::mutex> lock(m_);
-    current_ = std::max(current_, i);
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return done_[i].has_value(); });
-    return *done_[i];
+    size_t i = 0;
+    cv_.wait(lock, [&] {
+      for (i = 0; i < done_.size(); ++i)
+        if (done_[i] && !taken_[i]) return true;
+      return false;
+    });
+    taken_[i] = true;
+    ++taken_count_;
+    cv_.notify_all();  // the window of builds moves on
+    return {i, *done_[i]};
   }
 
  private:
   Built build(size_t i) {
     Built b;
-    if (indices_[i] < 0) return b;
+    const int64_t index = prepare_(i);
+    if (index < 0) return b;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      b.status = g_.build_plan_at_index(indices_[i]);
+      b.status = g_.build_plan_at_index(index);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
       b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, e.what()};
     }
@@ -394,7 +411,7 @@ class PlanBuilder {
     cudaSetDevice(device);  // plans load their kernels into this device's context
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || (next_ < indices_.size() && next_ < current_ + ahead_); });
+      cv_.wait(lock, [&] { return stop_ || (next_ < done_.size() && next_ < taken_count_ + ahead_); });
       if (stop_) return;
       const size_t i = next_++;
       lock.unlock();
@@ -406,9 +423,10 @@ class PlanBuilder {
   }
 
   FeGraph& g_;
-  std::vector<int64_t> indices_;
+  Prepare prepare_;
   std::vector<std::optional<Built>> done_;
-  size_t ahead_, next_ = 0, current_ = 0;
+  std::vector<bool> taken_;  // handed to the GPU thread by next()
+  size_t ahead_, next_ = 0, taken_count_ = 0;
   bool stop_ = false;
   std::mutex m_;
   std::condition_variable cv_;
@@ -452,14 +470,24 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
   const size_t limit = ctx.opt.max_engines > 0 && !list.named
                            ? std::min(list.configs.size(), size_t(ctx.opt.max_engines))
                            : list.configs.size();
-  std::vector<ConfigPrep> preps;
-  std::vector<int64_t> to_build;
-  for (size_t ci = 0; ci < limit; ++ci) {
-    preps.push_back(prepare_config(list.configs[ci], run.graph.op_graph(), fma_only, run.tensor_core_ops));
-    to_build.push_back(preps.back().skip ? -1 : list.configs[ci].index);
-  }
-  PlanBuilder builder(run.graph, to_build, ctx.opt.device, ctx.opt.plan_threads);
-  for (size_t ci = 0; ci < limit; ++ci) {
+  std::vector<ConfigPrep> preps(limit);  // element ci written by the one builder thread that prepares ci
+  auto prepare = [&](size_t ci) -> int64_t {  // runs on a builder thread: nothing may escape it
+    try {
+      preps[ci] = prepare_config(list.configs[ci], run.graph.op_graph(), fma_only, run.tensor_core_ops);
+    } catch (const Error& e) {
+      preps[ci].skip = e;
+    } catch (const std::exception& e) {
+      preps[ci].skip = Error(Status::Failed, std::string("engine notes: ") + one_line(e.what()));
+    }
+    return preps[ci].skip ? -1 : list.configs[ci].index;
+  };
+  PlanBuilder builder(run.graph, limit, prepare, ctx.opt.device, ctx.opt.plan_threads);
+  for (size_t step = 0; step < limit; ++step) {
+    const auto t_next = std::chrono::steady_clock::now();
+    const std::pair<size_t, PlanBuilder::Built> ready = builder.next();  // configs not built come at once
+    const size_t ci = ready.first;
+    const PlanBuilder::Built& built = ready.second;
+    ctx.phases.add(Phase::PlanWait, ms_since(t_next));
     const EngineConfig& c = list.configs[ci];
     const ConfigPrep& prep = preps[ci];
     Result r = base;
@@ -478,9 +506,6 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
         }
       }
       if (prep.skip) throw *prep.skip;
-      const auto t0 = std::chrono::steady_clock::now();
-      const PlanBuilder::Built built = builder.wait(ci);
-      ctx.phases.add(Phase::PlanWait, ms_since(t0));
       r.notes.add("build_ms", built.ms);
       check_fe(built.status, Status::NotSupported, "build_plan_at_index");
       int64_t ws = 0;
@@ -494,10 +519,10 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
                  "execute_plan_at_index");
       };
       BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
-      execute(run.weights.first());  // checked on copy 0, the buffer the reference read
+      const double first = ctx.time_call([&] { execute(run.weights.first()); });  // checked on copy 0, as the reference
       ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
       Context::record(r, ctx.measure([&](cudaStream_t) { execute(run.weights.next()); }, run.weights,
-                                     list.named || Context::is_first_choice(r)));  // never raced
+                                     list.named || Context::is_first_choice(r), first));  // never raced
     } catch (const Error& e) {
       r.fail(e);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException

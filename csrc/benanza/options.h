@@ -39,7 +39,7 @@ struct Options {
   int max_reps = 200;
   double target_rel_err = 0.01;  // stop once the median's 95% CI half-width / median is below this
   double max_ms = 2000.0;        // wall-clock budget of the timed repetitions of one benchmark
-  double launch_ms = 1.0;        // aim for one timed launch (graph of K calls) to take this long
+  double launch_ms = 0.25;       // aim for one timed launch (graph of K calls) to take this long
   int max_calls = 1000;          // cap on K
   int device = 0;
   bool list = false;
@@ -47,9 +47,9 @@ struct Options {
   // Racing (docs/GENERATOR.md; bench/race_check.py showed it keeps the fastest median within 3 %):
   double race = 1.5;             // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
   double job_budget_ms = 4000;   // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
-  double slow_call_ms = 20;      // --slow-call-ms X: a call over X ms is judged from its second call alone
+  double slow_call_ms = 1;       // --slow-call-ms X: a call over X ms is judged from its second call alone
   int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads (0: on the GPU
-                                 // thread); -1: min(8, cores - 1)
+                                 // thread); -1: cores - 1
 };
 
 inline void usage(const char* prog) {
@@ -133,7 +133,7 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
     }
   }
   o.min_reps = std::min(o.min_reps, o.max_reps);
-  if (o.plan_threads < 0) o.plan_threads = std::clamp(int(std::thread::hardware_concurrency()) - 1, 0, 8);
+  if (o.plan_threads < 0) o.plan_threads = std::max(int(std::thread::hardware_concurrency()) - 1, 0);
   if (o.jobs.empty())
     for (int j = 0; j < num_jobs; ++j) o.jobs.push_back(j);
   return true;
