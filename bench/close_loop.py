@@ -11,21 +11,34 @@ of benanza's profile readers or mapping):
 =================  ===========================  ===============================================
 gap kind           change applied (PyTorch)      predicted saving (from the analysis)
 =================  ===========================  ===============================================
-algorithm choice   ``cudnn.benchmark`` on        ``algorithm-selection gap`` of the run with it
-                                                 off, among graph-API engines (PyTorch calls
-                                                 cuDNN convolutions through the graph API only)
-Tensor Cores       TF32 allowed                  ``Tensor Core gap`` of the strict-fp32 run
+algorithm choice   ``cudnn.benchmark`` on with   ``algorithm-selection gap`` of the run with it
+                   ``benchmark_limit = 0``       off, among graph-API engines (PyTorch calls
+                   (every engine config, not     cuDNN convolutions through the graph API only)
+                   the heuristics' first 10)
+Tensor Cores       TF32 allowed (benchmark on,   ``Tensor Core gap`` of the strict-fp32 run among
+                   ``benchmark_limit = 0`` on    graph-API engines on both sides: the fp32 bound
+                   both sides)                   may not use legacy FFT/Winograd rows PyTorch
+                                                 cannot reach, for the same reason as above
 folding            BatchNormalization folded     the BN layers' as-executed rows, less the bias
                    into the conv weights         add each conv then needs (PyTorch adds a conv's
-                                                 bias in a kernel of its own): their DB rows
+                                                 bias in a kernel of its own): their DB rows;
+                                                 timed over 10x the profiled iterations, since
+                                                 it is ~0.5 % of the run
 fusion             BN folded, conv+ReLU and      per conv+BN(+Add)+ReLU fused-call group of the
                    conv+Add+ReLU as one cuDNN    bound's execution: the run's measured kernels
                    call each                     of its layers less the fused row charged
 parallel branches  Inception's branches on       ``parallelism gap`` (LBL_seq - LBL_par of the
-                   4 CUDA streams                gap baseline)
+                   4 CUDA streams, before and    gap baseline); both sides are CUDA graph
+                   after captured in one CUDA    replays, so launches leave the critical path
+                   graph                         and only the streams differ
 =================  ===========================  ===============================================
 
-``realized = kernel_ms(before) - kernel_ms(after)``, ``within = |realized / predicted - 1| <= 0.15``.
+Each cuDNN setting (tf32, benchmark, benchmark_limit) is timed on a thread of its own: PyTorch's
+cuDNN plan caches are thread-local and keyed without ``benchmark``, so in one thread a
+benchmark-on run reuses the plans a benchmark-off run chose for the same convolutions.
+
+``realized = kernel_ms(before) - kernel_ms(after)`` (± the medians' combined standard error),
+``within = |realized / predicted - 1| <= 0.15``.
 Everything runs in one process, in order, within ``--budget-s`` (what is left is recorded as
 skipped); results go to ``OUT/close_loop.json`` and a Markdown table to stdout.
 
@@ -110,15 +123,17 @@ class Experiment:
         return f"{self.model}_b{self.batch}_torch_fp32" + ("_heuristic" if self.algo_search == "heuristic" else "")
 
 
-# In run order: the small model first; the Tensor Core and folding experiments share a bundle.
+# In run order: the small model first, the two searches over every engine config (the slowest
+# part, cuDNN builds and times each config of each conv) last, so that a run past --budget-s
+# still has the others; Tensor Cores, folding and fusion share a bundle.
 EXPERIMENTS = (
     Experiment("parallel branches", "inception_v1", 1, "exhaustive", "both", GRAPHED, STREAMS,
                "parallelism gap (ms)"),
+    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
+    Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN", repeats=FOLD_REPEATS),
     Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_ALL,
                "algorithm-selection gap (ms)"),
     Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "graph", FP32_ALL, TF32_ALL, "Tensor Core gap (ms)"),
-    Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN", repeats=FOLD_REPEATS),
-    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
 )
 PROFILE_TIMEOUT_S = 240
 
@@ -706,7 +721,8 @@ def dry_run(args: argparse.Namespace) -> None:
         print(f"\n## {exp.gap}: {exp.model}, batch {exp.batch}")
         print("profile: " + " ".join(profile_command(model_path, exp, out / "bundles" / exp.bundle, args)))
         print(f"predict: analysis of the bundle against {db_path} (--apis {exp.apis}): {exp.predicted_by}")
-        print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}")
+        print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}"
+              + (f", {exp.repeats}x --profiled iterations" if exp.repeats > 1 else ""))
         bundle = shipped / exp.bundle
         if (bundle / "meta.json").exists() and model_path.exists():
             try:
