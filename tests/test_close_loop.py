@@ -109,3 +109,29 @@ def test_spread_of_the_realized_saving() -> None:
     one = 1.2533 * (q[2] - q[0]) / 1.349 / 20 ** 0.5
     assert abs(cl.spread(before, after) - one * 2 ** 0.5) < 1e-12
     assert cl.spread({"kernel_ms_iters": [1.0, 2.0]}, after) is None  # too few iterations to say
+
+
+def test_the_graph_variants_wrap_and_keep_the_outputs_off_the_gpu() -> None:
+    """Off the GPU the CUDA-graph wrapper runs its module directly (the capture needs CUDA): the
+    wrapping and the streams' interpreter are checked here, the capture in the lead's GPU run."""
+    torch = pytest.importorskip("torch")
+    import close_loop
+    from torch import fx, nn
+
+    class Fork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.a, self.b = nn.Conv2d(3, 3, 1), nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.stem(x)  # a fork is a compute node read by several: the two convs after it
+            return torch.cat([self.a(y), self.b(y)], 1)
+
+    gm = fx.symbolic_trace(Fork().eval())
+    x = torch.randn(1, 3, 8, 8)
+    with torch.inference_mode():
+        ref = gm(x)
+        for variant, streams in ((close_loop.GRAPHED, None), (close_loop.STREAMS, 2)):
+            module, notes = close_loop.apply(gm, variant)
+            assert notes.get("CUDA graph") is True and notes.get("streams used") == streams
+            assert torch.equal(module(x), ref)
