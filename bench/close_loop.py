@@ -11,21 +11,34 @@ of benanza's profile readers or mapping):
 =================  ===========================  ===============================================
 gap kind           change applied (PyTorch)      predicted saving (from the analysis)
 =================  ===========================  ===============================================
-algorithm choice   ``cudnn.benchmark`` on        ``algorithm-selection gap`` of the run with it
-                                                 off, among graph-API engines (PyTorch calls
-                                                 cuDNN convolutions through the graph API only)
-Tensor Cores       TF32 allowed                  ``Tensor Core gap`` of the strict-fp32 run
+algorithm choice   ``cudnn.benchmark`` on with   ``algorithm-selection gap`` of the run with it
+                   ``benchmark_limit = 0``       off, among graph-API engines (PyTorch calls
+                   (every engine config, not     cuDNN convolutions through the graph API only)
+                   the heuristics' first 10)
+Tensor Cores       TF32 allowed (benchmark on,   ``Tensor Core gap`` of the strict-fp32 run among
+                   ``benchmark_limit = 0`` on    graph-API engines on both sides: the fp32 bound
+                   both sides)                   may not use legacy FFT/Winograd rows PyTorch
+                                                 cannot reach, for the same reason as above
 folding            BatchNormalization folded     the BN layers' as-executed rows, less the bias
                    into the conv weights         add each conv then needs (PyTorch adds a conv's
-                                                 bias in a kernel of its own): their DB rows
+                                                 bias in a kernel of its own): their DB rows;
+                                                 timed over 10x the profiled iterations, since
+                                                 it is ~0.5 % of the run
 fusion             BN folded, conv+ReLU and      per conv+BN(+Add)+ReLU fused-call group of the
                    conv+Add+ReLU as one cuDNN    bound's execution: the run's measured kernels
                    call each                     of its layers less the fused row charged
 parallel branches  Inception's branches on       ``parallelism gap`` (LBL_seq - LBL_par of the
-                   4 CUDA streams                gap baseline)
+                   4 CUDA streams, before and    gap baseline); both sides are CUDA graph
+                   after captured in one CUDA    replays, so launches leave the critical path
+                   graph                         and only the streams differ
 =================  ===========================  ===============================================
 
-``realized = kernel_ms(before) - kernel_ms(after)``, ``within = |realized / predicted - 1| <= 0.15``.
+Each cuDNN setting (tf32, benchmark, benchmark_limit) is timed on a thread of its own: PyTorch's
+cuDNN plan caches are thread-local and keyed without ``benchmark``, so in one thread a
+benchmark-on run reuses the plans a benchmark-off run chose for the same convolutions.
+
+``realized = kernel_ms(before) - kernel_ms(after)`` (± the medians' combined standard error),
+``within = |realized / predicted - 1| <= 0.15``.
 Everything runs in one process, in order, within ``--budget-s`` (what is left is recorded as
 skipped); results go to ``OUT/close_loop.json`` and a Markdown table to stdout.
 
@@ -55,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # validate.py: the ind
 
 TOLERANCE = 0.15
 N_STREAMS = 4
+FOLD_REPEATS = 10  # folding saves ~0.5 % of ResNet-50 b64: 100 profiled iterations resolve it
 
 
 @dataclass(frozen=True)
@@ -64,18 +78,31 @@ class Variant:
     name: str
     tf32: bool = False
     benchmark: bool = True
-    change: str = ""  # "", "fold-bn" or "streams"
+    benchmark_limit: int | None = None  # torch.backends.cudnn.benchmark_limit; None: PyTorch's default (10)
+    change: str = ""  # "", "fold-bn", "fuse" or "streams"
+    cuda_graph: bool = False  # captured once, timed as graph replays
 
     def setting(self) -> dict[str, Any]:
         return {"tf32": self.tf32, "fp16": False, "benchmark": self.benchmark}
 
+    @property
+    def plan_cache(self) -> tuple[bool, bool, int | None]:
+        """The cuDNN settings whose variants share one plan cache (one timing thread): PyTorch keys
+        its cuDNN plan cache without ``benchmark``, so a plan chosen by the heuristics would be
+        reused by a later benchmark-on run of the same convolutions in the same thread."""
+        return self.tf32, self.benchmark, self.benchmark_limit
+
 
 FP32 = Variant("fp32, cudnn.benchmark off", benchmark=False)
 FP32_BENCH = Variant("fp32, cudnn.benchmark on")
-TF32_BENCH = Variant("tf32, cudnn.benchmark on", tf32=True)
+FP32_ALL = Variant("fp32, cudnn.benchmark on, every engine config (benchmark_limit 0)", benchmark_limit=0)
+TF32_ALL = Variant("tf32, cudnn.benchmark on, every engine config (benchmark_limit 0)", tf32=True,
+                   benchmark_limit=0)
 FOLDED = Variant("fp32, cudnn.benchmark on, BN folded", change="fold-bn")
 FUSED = Variant("fp32, cudnn.benchmark on, BN folded, conv+bias(+add)+ReLU as one cuDNN call", change="fuse")
-STREAMS = Variant(f"fp32, cudnn.benchmark on, branches on {N_STREAMS} streams", change="streams")
+GRAPHED = Variant("fp32, cudnn.benchmark on, one CUDA graph", cuda_graph=True)
+STREAMS = Variant(f"fp32, cudnn.benchmark on, one CUDA graph, branches on {N_STREAMS} streams", change="streams",
+                  cuda_graph=True)
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,7 @@ class Experiment:
     before: Variant
     after: Variant
     predicted_by: str  # how the prediction is read (PREDICTORS)
+    repeats: int = 1  # CUPTI-profiled iterations: this many times --profiled (a saving near the run's noise)
 
     @property
     def bundle(self) -> str:
@@ -95,15 +123,17 @@ class Experiment:
         return f"{self.model}_b{self.batch}_torch_fp32" + ("_heuristic" if self.algo_search == "heuristic" else "")
 
 
-# In run order: the small model first; the Tensor Core and folding experiments share a bundle.
+# In run order: the small model first, the two searches over every engine config (the slowest
+# part, cuDNN builds and times each config of each conv) last, so that a run past --budget-s
+# still has the others; Tensor Cores, folding and fusion share a bundle.
 EXPERIMENTS = (
-    Experiment("parallel branches", "inception_v1", 1, "exhaustive", "both", FP32_BENCH, STREAMS,
+    Experiment("parallel branches", "inception_v1", 1, "exhaustive", "both", GRAPHED, STREAMS,
                "parallelism gap (ms)"),
-    Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_BENCH,
-               "algorithm-selection gap (ms)"),
-    Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "both", FP32_BENCH, TF32_BENCH, "Tensor Core gap (ms)"),
-    Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN"),
     Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
+    Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN", repeats=FOLD_REPEATS),
+    Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_ALL,
+               "algorithm-selection gap (ms)"),
+    Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "graph", FP32_ALL, TF32_ALL, "Tensor Core gap (ms)"),
 )
 PROFILE_TIMEOUT_S = 240
 
@@ -393,6 +423,8 @@ def streamed(gm: Any, n_streams: int = N_STREAMS) -> Any:
                         for i in node.all_input_nodes:
                             if i in events:
                                 main.wait_event(events[i])
+                        for side in self.streams[1:]:  # every branch joins: a CUDA graph capture needs it
+                            main.wait_stream(side)
                     return map_arg(node.args[0], lambda n: env[n])
                 s = (self.streams[plan[node]] or main) if cuda else None
                 if cuda:
@@ -428,6 +460,54 @@ class _nothing:
         return None
 
 
+def graph_replayed(module: Any) -> Any:
+    """``module`` captured once in a CUDA graph (torch.cuda.graph) on its first CUDA call and replayed
+    after that, so that its launches leave the critical path: kernels of different streams can then
+    overlap even at batch 1. Before the capture it runs three times on a side stream (PyTorch's
+    rule: cuDNN's benchmark and lazy initialisation may not happen inside a capture), and integer
+    buffers (onnx2torch's Reshape shapes) move to the host, where reading them needs no sync. The
+    first call's inputs are the graph's static inputs; other tensors are copied into them."""
+    import torch
+    from torch import nn
+
+    class GraphReplay(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module
+            self.graph: Any = None
+            self.static_in: list[Any] = []
+            self.static_out: Any = None
+
+        def _capture(self, args: tuple[Any, ...]) -> None:
+            for sub in self.inner.modules():
+                for name, buf in list(sub._buffers.items()):
+                    if buf is not None and not buf.is_floating_point():
+                        sub._buffers[name] = buf.cpu()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self.inner(*args)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.static_out = self.inner(*args)
+            self.static_in = list(args)
+
+        def forward(self, *args: Any) -> Any:
+            if not (args and isinstance(args[0], torch.Tensor) and args[0].is_cuda):
+                return self.inner(*args)
+            if self.graph is None:
+                self._capture(args)
+            for static, given in zip(self.static_in, args, strict=True):
+                if given.data_ptr() != static.data_ptr():
+                    static.copy_(given)
+            self.graph.replay()
+            return self.static_out
+
+    return GraphReplay()
+
+
 def native_module(model_path: Path, batch: int, work: Path) -> tuple[Any, dict[str, Any]]:
     """The model as the profile ran it (benanza's materialize: same seed, same weights; onnx2torch with
     benanza's fixes), and random device-independent inputs for validate.py."""
@@ -460,18 +540,53 @@ def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
         if not fused:
             raise RuntimeError("no conv(+add)+ReLU to fuse in the converted module")
         return module, {"BN folded": folded, "conv(+add)+ReLU fused": fused}
+    notes: dict[str, Any] = {}
     if variant.change == "streams":
-        wrapped = streamed(module)
-        if wrapped.branches < 2:
+        module = streamed(module)
+        if module.branches < 2:
             raise RuntimeError("the graph has no parallel branches")
-        return wrapped, {"streams used": wrapped.branches}
-    return module, {}
+        notes["streams used"] = module.branches
+    if variant.cuda_graph:
+        module, notes["CUDA graph"] = graph_replayed(module), True
+    return module, notes
+
+
+class PlanCacheThreads:
+    """One timing thread per cuDNN setting (``Variant.plan_cache``). PyTorch's cuDNN plan caches are
+    thread-local and keyed without ``benchmark``: in one thread a benchmark-on run would reuse the
+    plans a benchmark-off run chose for the same convolutions (session 7 measured the two 0.006 ms
+    apart). Variants of one setting share a thread, so a graph change (folding) runs the same conv
+    plans as its baseline."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._new = lambda: ThreadPoolExecutor(max_workers=1)
+        self.pools: dict[tuple[Any, ...], Any] = {}
+
+    def submit(self, variant: Variant, job: Any) -> Any:
+        """``job()`` run on the thread of ``variant``'s cuDNN setting; its result (or its exception)."""
+        return self.pools.setdefault(variant.plan_cache, self._new()).submit(job).result()
+
+    def time(self, module: Any, variant: Variant, feeds: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+        from validate import run_torch
+
+        def job() -> dict[str, Any]:
+            import torch
+
+            torch.backends.cudnn.benchmark_limit = 10 if variant.benchmark_limit is None else variant.benchmark_limit
+            return run_torch(module, variant.setting(), feeds, args)
+
+        return self.submit(variant, job)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown()
 
 
 # ---------------------------------------------------------------- driver
 def run_experiments(args: argparse.Namespace) -> list[Outcome]:
     import torch
-    from validate import run_torch
 
     from benanza.paths import shipped_db
 
@@ -486,6 +601,7 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
     timings: dict[tuple[str, int, str], dict[str, Any]] = {}
     natives: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}
     outcomes = []
+    threads = PlanCacheThreads()
     for exp in selected(args):
         o = Outcome(exp)
         outcomes.append(o)
@@ -502,21 +618,37 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
             if (exp.model, exp.batch) not in natives:
                 natives[(exp.model, exp.batch)] = native_module(model_path, exp.batch, work)
             gm, feeds = natives[(exp.model, exp.batch)]
+            timing = argparse.Namespace(**{**vars(args), "profiled": args.profiled * exp.repeats})
             for variant, slot in ((exp.before, "before"), (exp.after, "after")):
-                key = (exp.model, exp.batch, variant.name)
+                key = (exp.model, exp.batch, variant.name, exp.repeats)
                 if key not in timings:
                     module, notes = apply(gm, variant)
-                    timings[key] = {"variant": variant.name, **notes, **run_torch(module, variant.setting(), feeds,
-                                                                                     args)}
+                    timings[key] = {"variant": variant.name, **notes, **threads.time(module, variant, feeds, timing)}
                     del module
                     torch.cuda.empty_cache()
                 setattr(o, slot, timings[key])
             o.realized_ms = o.before["kernel_ms"] - o.after["kernel_ms"]
+            o.prediction["realized spread (ms)"] = spread(o.before, o.after)
         except Exception as exc:  # one failed experiment is recorded, the others still run
             o.error = f"{type(exc).__name__}: {exc}"[:400]
         print_row(o)
         save(out, outcomes, start)
+    threads.close()
     return outcomes
+
+
+def spread(before: dict[str, Any], after: dict[str, Any]) -> float | None:
+    """Run-to-run spread of ``realized``: the two medians' standard errors combined, each from the
+    interquartile range of its per-iteration kernel times (IQR / 1.349 estimates a normal sigma;
+    a median's standard error is about 1.2533 sigma / sqrt(n))."""
+    errors = []
+    for t in (before, after):
+        times = t.get("kernel_ms_iters") or []
+        if len(times) < 4:
+            return None
+        q = statistics.quantiles(times, n=4)
+        errors.append(1.2533 * (q[2] - q[0]) / 1.349 / len(times) ** 0.5)
+    return (errors[0] ** 2 + errors[1] ** 2) ** 0.5
 
 
 def selected(args: argparse.Namespace) -> list[Experiment]:
@@ -571,8 +703,10 @@ def print_row(o: Outcome, header: list[bool] = [True]) -> None:  # noqa: B006 (p
     e = o.experiment
     within = "–" if o.within is None else ("yes" if o.within else "no")
     times = (f"{_f(o.before.get('kernel_ms'))} → {_f(o.after.get('kernel_ms'))}" if o.after else o.error or "–")
+    noise = o.prediction.get("realized spread (ms)")
+    realized = _f(o.realized_ms) + ("" if noise is None else f" ± {noise:.3f}")
     print(f"| {e.gap} | {e.model}, {e.batch} | {e.before.name} → {e.after.name} | {_f(o.predicted_ms)} | "
-          f"{_f(o.realized_ms)} | {_f(o.ratio, 2)} | {within} | {times} |", flush=True)
+          f"{realized} | {_f(o.ratio, 2)} | {within} | {times} |", flush=True)
 
 
 def dry_run(args: argparse.Namespace) -> None:
@@ -587,7 +721,8 @@ def dry_run(args: argparse.Namespace) -> None:
         print(f"\n## {exp.gap}: {exp.model}, batch {exp.batch}")
         print("profile: " + " ".join(profile_command(model_path, exp, out / "bundles" / exp.bundle, args)))
         print(f"predict: analysis of the bundle against {db_path} (--apis {exp.apis}): {exp.predicted_by}")
-        print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}")
+        print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}"
+              + (f", {exp.repeats}x --profiled iterations" if exp.repeats > 1 else ""))
         bundle = shipped / exp.bundle
         if (bundle / "meta.json").exists() and model_path.exists():
             try:

@@ -189,7 +189,8 @@ def timed(run, sync, warmup: int, iters: int, profiled: int) -> dict[str, Any]:
     del torch
     if not kern or not any(count):
         raise RuntimeError("the profiler recorded no GPU kernels")
-    return {"kernel_ms": statistics.median(kern), "kernel_ms_min": min(kern), "memcpy_ms": statistics.median(copy),
+    return {"kernel_ms": statistics.median(kern), "kernel_ms_min": min(kern), "kernel_ms_iters": kern,
+            "memcpy_ms": statistics.median(copy),
             "kernels_per_iter": statistics.median(count), "latency_ms": statistics.median(lat),
             "latency_ms_min": min(lat), "iters": iters, "profiled_iters": profiled}
 

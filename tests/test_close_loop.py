@@ -68,3 +68,70 @@ def test_folding_and_streams_keep_the_outputs() -> None:
         assert len(set(plan.values())) == 3  # three branches after the ReLU
         streamed = close_loop.streamed(close_loop.copy.deepcopy(gm))
         assert torch.equal(streamed(x), ref)
+
+
+def test_each_cudnn_setting_is_timed_on_its_own_thread() -> None:
+    """PyTorch's cuDNN plan cache is thread-local and keyed without ``benchmark``: benchmark off and
+    on must not share a thread, a graph change must share its baseline's (same conv plans)."""
+    import threading
+
+    import close_loop as cl
+
+    threads = cl.PlanCacheThreads()
+    try:
+        ident = {v.name: threads.submit(v, threading.get_ident)
+                 for v in (cl.FP32, cl.FP32_BENCH, cl.FP32_ALL, cl.TF32_ALL, cl.FOLDED, cl.FUSED, cl.GRAPHED)}
+    finally:
+        threads.close()
+    assert len({ident[v.name] for v in (cl.FP32, cl.FP32_BENCH, cl.FP32_ALL, cl.TF32_ALL)}) == 4
+    assert ident[cl.FOLDED.name] == ident[cl.FUSED.name] == ident[cl.GRAPHED.name] == ident[cl.FP32_BENCH.name]
+    assert threading.get_ident() not in ident.values()
+
+
+def test_the_changes_isolate_what_the_prediction_assumes() -> None:
+    import close_loop as cl
+
+    by_gap = {e.gap: e for e in cl.EXPERIMENTS}
+    algo, tc, par = by_gap["algorithm choice"], by_gap["Tensor Cores"], by_gap["parallel branches"]
+    # the bound takes the best graph-API engine: every engine config is tried, on both sides of the TC change
+    assert algo.apis == tc.apis == "graph" and algo.after.benchmark_limit == 0
+    assert tc.before.benchmark_limit == tc.after.benchmark_limit == 0 and tc.after.tf32 and not tc.before.tf32
+    # only the streams differ: both sides are one CUDA graph, launched off the critical path
+    assert par.before.cuda_graph and par.after.cuda_graph and (par.before.change, par.after.change) == ("", "streams")
+
+
+def test_spread_of_the_realized_saving() -> None:
+    import close_loop as cl
+
+    before = {"kernel_ms_iters": [10.0, 10.1, 10.2, 10.3, 10.4] * 4}
+    after = {"kernel_ms_iters": [9.0, 9.1, 9.2, 9.3, 9.4] * 4}
+    q = __import__("statistics").quantiles(before["kernel_ms_iters"], n=4)
+    one = 1.2533 * (q[2] - q[0]) / 1.349 / 20 ** 0.5
+    assert abs(cl.spread(before, after) - one * 2 ** 0.5) < 1e-12
+    assert cl.spread({"kernel_ms_iters": [1.0, 2.0]}, after) is None  # too few iterations to say
+
+
+def test_the_graph_variants_wrap_and_keep_the_outputs_off_the_gpu() -> None:
+    """Off the GPU the CUDA-graph wrapper runs its module directly (the capture needs CUDA): the
+    wrapping and the streams' interpreter are checked here, the capture in the lead's GPU run."""
+    torch = pytest.importorskip("torch")
+    import close_loop
+    from torch import fx, nn
+
+    class Fork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.a, self.b = nn.Conv2d(3, 3, 1), nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.stem(x)  # a fork is a compute node read by several: the two convs after it
+            return torch.cat([self.a(y), self.b(y)], 1)
+
+    gm = fx.symbolic_trace(Fork().eval())
+    x = torch.randn(1, 3, 8, 8)
+    with torch.inference_mode():
+        ref = gm(x)
+        for variant, streams in ((close_loop.GRAPHED, None), (close_loop.STREAMS, 2)):
+            module, notes = close_loop.apply(gm, variant)
+            assert notes.get("CUDA graph") is True and notes.get("streams used") == streams
+            assert torch.equal(module(x), ref)
