@@ -43,10 +43,11 @@ inline constexpr const char* kRaced = "raced";
 inline constexpr const char* kJobBudget = "job budget";
 inline constexpr const char* kSlowCall = "slow call";  // raced or past the budget, from one call (--slow-call-ms)
 
-// What a first call may add to a slow call's time (lazy module loading, first-touch of its
-// workspace): a first call over --slow-call-ms races on its own only when its time minus this
-// still loses (FirstCall), so a first call's costs never drop what may be the job's fastest.
-inline double first_call_slack_ms(double first_ms) { return std::max(1.0, 0.1 * first_ms); }
+// A first call races on its own only past kFirstCallCoarseMs and when its time less
+// first_call_slack_ms (what lazy module loading or a first touch of the workspace may add) still
+// loses: a first call's one-off costs must never drop what may be the job's fastest.
+inline constexpr double kFirstCallCoarseMs = 20.0;
+inline double first_call_slack_ms(double first_ms) { return std::max(10.0, 0.1 * first_ms); }
 
 // With --race R: its estimate (ms per call; Context::measure confirms a first estimate on the
 // stream with a second and with a captured graph's before it races) is >= R x the best
@@ -231,37 +232,45 @@ class Context {
     Timing t;
     const auto warmup_start = std::chrono::steady_clock::now();
     const int copies = ring.copies();
-    // The first warm-up call, timed: a pathologically slow call (--slow-call-ms) is judged from
-    // its second call alone, and one that cannot win gets that call as its coarse median. With
-    // warm L2, a first call that loses the race even less its first-call slack is that median.
+    if (opt.l2 == L2Mode::ColdWeights) {
+      t.weight_copies = copies;
+      t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
+    }
+    // The first warm-up call, timed. It may pay one-off costs (lazy module loading, a first
+    // touch of the workspace), so it decides alone only for a call so slow that those cannot
+    // matter (kFirstCallCoarseMs, less first_call_slack_ms, warm L2): one that loses the race is
+    // then its own coarse median. A call over --slow-call-ms whose second call is slow too is
+    // judged from that second call (a synchronized single call times a slow call well, not a
+    // fast one: then the usual estimate follows).
     const double first = first_ms ? *first_ms : timed_call(call);
     double estimate = 0;
-    if (first > opt.slow_call_ms && opt.l2 == L2Mode::Warm &&
-        coarse_reason(opt, protect, first - first_call_slack_ms(first), best_estimate_, ms_since(job_start_))) {
+    auto coarse_from_one_call = [&](double ms) {
+      best_estimate_ = std::min(best_estimate_, ms);
       phases.add(Phase::Warmup, ms_since(warmup_start));
-      phases.add(Phase::TimedGpu, first);
+      phases.add(Phase::TimedGpu, ms);
       t.coarse = kSlowCall;
-      t.ms = stats_of({first});
+      t.ms = stats_of({ms});
       t.repetitions = 1;
       return t;
-    }
+    };
+    if (first > kFirstCallCoarseMs && opt.l2 == L2Mode::Warm &&
+        coarse_reason(opt, protect, first - first_call_slack_ms(first), best_estimate_, ms_since(job_start_)))
+      return coarse_from_one_call(first);
+    bool slow = false;
     if (first > opt.slow_call_ms) {
       const auto t0 = std::chrono::steady_clock::now();
       estimate = timed_call(call);
-      t.host_ms = std::max(0.0, ms_since(t0) - estimate);  // what the synchronized call's wall time adds
-      t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
-      if (t.coarse) {
-        best_estimate_ = std::min(best_estimate_, estimate);
-        phases.add(Phase::Warmup, ms_since(warmup_start));
-        phases.add(Phase::TimedGpu, estimate);
-        t.coarse = kSlowCall;
-        t.ms = stats_of({estimate});
-        t.repetitions = 1;
-        return t;
+      slow = estimate > opt.slow_call_ms;
+      if (slow) {
+        t.host_ms = std::max(0.0, ms_since(t0) - estimate);  // what the synchronized call's wall time adds
+        if (coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_)))
+          return coarse_from_one_call(estimate);
       }
     } else {
       call(stream);  // the second warm-up call
       BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
+    }
+    if (!slow) {
       estimate = stream_estimate(call, &t.host_ms);  // its enqueue time is the host cost
       t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
       if (t.coarse == kRaced) {
@@ -332,10 +341,6 @@ class Context {
     phases.add(Phase::Timed, ms_since(start));
     t.ms = stats_of(samples);
     t.repetitions = int(samples.size());
-    if (opt.l2 == L2Mode::ColdWeights) {
-      t.weight_copies = copies;
-      t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
-    }
     return t;
   }
 

@@ -39,7 +39,7 @@ struct Options {
   int max_reps = 200;
   double target_rel_err = 0.01;  // stop once the median's 95% CI half-width / median is below this
   double max_ms = 2000.0;        // wall-clock budget of the timed repetitions of one benchmark
-  double launch_ms = 0.25;       // aim for one timed launch (graph of K calls) to take this long
+  double launch_ms = 0.5;        // aim for one timed launch (graph of K calls) to take this long
   int max_calls = 1000;          // cap on K
   int device = 0;
   bool list = false;
