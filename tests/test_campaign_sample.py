@@ -1,0 +1,25 @@
+"""bench/campaign.py --sample: the sampled project keeps every N-th job of each executable (so the
+estimate spreads over models, batches and precisions) and the rest of the manifest as it is."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import campaign  # noqa: E402
+
+
+def test_sample_keeps_every_nth_job_per_executable(tmp_path: Path) -> None:
+    project = tmp_path / "zoo"
+    project.mkdir()
+    jobs = [{"executable": exe, "job": i} for exe, n in (("bench_a", 7), ("bench_b", 3)) for i in range(n)]
+    (project / "manifest.json").write_text(json.dumps({"schema": 1, "layers": {"k": 1}, "jobs": jobs}))
+    sampled = campaign.sampled_project(project, 3)
+    manifest = json.loads((sampled / "manifest.json").read_text())
+    assert [(j["executable"], j["job"]) for j in manifest["jobs"]] == [
+        ("bench_a", 0), ("bench_a", 3), ("bench_a", 6), ("bench_b", 0)]
+    assert manifest["layers"] == {"k": 1} and sampled != project
