@@ -8,7 +8,8 @@
     .venv/bin/python bench/campaign.py PROJECT --db perf.db [--max-engines N] [--l2 warm]
 
     # every 40th job of each executable, with other harness settings: the whole campaign's wall
-    # and phases estimated as 40 x the sample's (what a timing policy costs, before running it all)
+    # estimated as 40 x each executable's jobs plus its process start once (what a timing policy
+    # costs, before running it all)
     .venv/bin/python bench/campaign.py PROJECT --db sample.db --sample 40 --harness "--launch-ms 0.25"
 
 Prints, per executable and overall: jobs, jobs/s, the GPU seconds of the timed repetitions against
@@ -139,6 +140,13 @@ def sampled_project(project: Path, every: int) -> Path:
     return out
 
 
+def scaled_wall(exe_totals: dict[str, Any], every: int) -> float:
+    """An executable's whole-campaign wall from its 1/`every` sample: `every` x its jobs' time, but its
+    process start once (a process runs all of an executable's jobs, sampled or not)."""
+    start = exe_totals["phases_s"]["process_start"]
+    return (exe_totals["wall_s"] - start) * every + start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path, help="generated benchmark project (written with --generate)")
@@ -168,8 +176,8 @@ def main() -> int:
                              "call resumes: completed jobs are skipped)")
     parser.add_argument("--json", type=Path, help="write every job's times and the totals here")
     parser.add_argument("--sample", type=int, default=1, metavar="N",
-                        help="run every N-th job of each executable and also print the totals scaled by N "
-                             "(an estimate of the whole campaign)")
+                        help="run every N-th job of each executable and also print the whole campaign's "
+                             "estimate (N x each executable's jobs, its process start once)")
     parser.add_argument("--harness", default="", metavar="ARGS",
                         help="more harness options, as one string (e.g. \"--launch-ms 0.25 --slow-call-ms 1\")")
     args = parser.parse_args()
@@ -208,11 +216,11 @@ def main() -> int:
     slowest = sorted(recorder.jobs, key=lambda j: -j["wall_s"])[:args.slowest]
     print_report(per_exe, overall, campaign, slowest)
     if args.sample > 1:
-        n = args.sample
-        print(f"whole campaign estimated from this 1/{n} sample: run {overall['wall_s'] * n:.0f} s wall, "
-              f"{overall['timed_gpu_s'] * n:.0f} s timed GPU (efficiency {overall['efficiency']:.0%}); per "
-              "executable: " + ", ".join(f"{name} {t['wall_s'] * n:.0f} s" for name, t in sorted(
-                  per_exe.items(), key=lambda kv: -kv[1]["wall_s"])))
+        walls = {name: scaled_wall(t, args.sample) for name, t in per_exe.items()}
+        gpu, wall = overall["timed_gpu_s"] * args.sample, sum(walls.values())
+        print(f"whole campaign estimated from this 1/{args.sample} sample: run {wall:.0f} s wall, {gpu:.0f} s "
+              f"timed GPU (efficiency {gpu / wall if wall else 0:.0%}); per executable: "
+              + ", ".join(f"{name} {w:.0f} s" for name, w in sorted(walls.items(), key=lambda kv: -kv[1])))
     if summary is not None:
         print(f"runner: {summary.ran} jobs ran, {summary.skipped} skipped, {summary.results} results, "
               f"{summary.crashed} crashed, {summary.timeout} timed out; errors: {summary.errors or 'none'}")

@@ -52,6 +52,7 @@ Needs torch (with CUDA for a real run) and onnx2torch; no ONNX Runtime.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import statistics
@@ -437,7 +438,7 @@ def streamed(gm: Any, n_streams: int = N_STREAMS) -> Any:
                                     t.record_stream(s)
                 a = map_arg(node.args, lambda n: env[n])
                 kw = map_arg(node.kwargs, lambda n: env[n])
-                with torch.cuda.stream(s) if cuda else _nothing():
+                with torch.cuda.stream(s) if cuda else contextlib.nullcontext():
                     if node.op == "call_module":
                         env[node] = self.gm.get_submodule(node.target)(*a, **kw)
                     elif node.op == "call_function":
@@ -450,14 +451,6 @@ def streamed(gm: Any, n_streams: int = N_STREAMS) -> Any:
             raise RuntimeError("the graph has no output node")
 
     return Streamed()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def graph_replayed(module: Any) -> Any:

@@ -23,3 +23,8 @@ def test_sample_keeps_every_nth_job_per_executable(tmp_path: Path) -> None:
     assert [(j["executable"], j["job"]) for j in manifest["jobs"]] == [
         ("bench_a", 0), ("bench_a", 3), ("bench_a", 6), ("bench_b", 0)]
     assert manifest["layers"] == {"k": 1} and sampled != project
+
+
+def test_estimate_scales_the_jobs_not_the_process_start() -> None:
+    exe = {"wall_s": 2.5, "phases_s": {"process_start": 0.5}}
+    assert campaign.scaled_wall(exe, 40) == 2.0 * 40 + 0.5

@@ -9,6 +9,7 @@ and it runs in a process of its own; the parent side (``capture.py``) never impo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import shutil
@@ -68,10 +69,10 @@ def _timed(run: Callable[[], Any], sync: Callable[[], None], warmup: int, runs: 
         run()
     sync()
     latencies, starts = [], []
-    ctx = profiler if profiler is not None else _Null()
+    ctx = profiler if profiler is not None else contextlib.nullcontext()
     with ctx:
         for _ in range(runs):
-            rf = _record_function(RUN_RANGE) if profiler is not None else _Null()
+            rf = _record_function(RUN_RANGE) if profiler is not None else contextlib.nullcontext()
             t0 = time.perf_counter_ns()
             starts.append(time.monotonic_ns())
             with rf:
@@ -79,14 +80,6 @@ def _timed(run: Callable[[], Any], sync: Callable[[], None], warmup: int, runs: 
                 sync()
             latencies.append((time.perf_counter_ns() - t0) / 1e6)
     return latencies, starts
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _record_function(name: str) -> Any:

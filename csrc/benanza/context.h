@@ -206,8 +206,9 @@ class Context {
     return WeightRing(w, n, is_weight, stream);
   }
 
-  // ms of one call of `call()` on its own (synchronized before and after): the checked call a
-  // benchmark makes before measure() is timed with this and handed to it as its first call.
+  // ms of what `call()` enqueues, on its own (synchronized before and after): the checked call a
+  // benchmark makes before measure() is timed with this and handed to it as its first call;
+  // measure times its single calls and graph launches with it too.
   template <class F>
   double time_call(F&& call) {
     Event e0, e1;
@@ -291,13 +292,8 @@ class Context {
     if (graph && opt.l2 != L2Mode::Cold && k < opt.max_calls) {
       // The stream estimate includes host launch cost; re-size K from a timed graph launch,
       // which also warms the graph when K stays.
-      Event e0, e1;
       BZ_CHECK_CUDA(cudaGraphUpload(graph.get(), stream));
-      BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
-      BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
-      BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
-      BZ_CHECK_CUDA(cudaEventSynchronize(e1));
-      double launch = std::max(1e-4, double(elapsed_ms(e0, e1)));
+      const double launch = std::max(1e-4, time_call([&] { BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream)); }));
       const int resized = calls_per_launch(opt, k * opt.launch_ms / launch, copies);
       warmed = true;
       if (launch < 0.5 * opt.launch_ms && resized != k) {
@@ -394,12 +390,7 @@ class Context {
   // ms of one call on its own (synchronized before and after).
   template <class F>
   double timed_call(F& call) {
-    Event e0, e1;
-    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
-    call(stream);
-    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
-    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
-    return double(elapsed_ms(e0, e1));
+    return time_call([&] { call(stream); });
   }
 
   // Calls an estimate times: few, enough to see an algorithm's cost (back to back on the stream).
@@ -426,13 +417,8 @@ class Context {
     GraphExec graph;
     capture(call, kEstimateCalls, graph);
     if (!graph) return INFINITY;
-    Event e0, e1;
-    BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
-    BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
-    BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));
-    BZ_CHECK_CUDA(cudaEventRecord(e1, stream));
-    BZ_CHECK_CUDA(cudaEventSynchronize(e1));
-    return std::max(1e-4, double(elapsed_ms(e0, e1)) / kEstimateCalls);
+    BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream));  // warms it; the next launch is timed
+    return std::max(1e-4, time_call([&] { BZ_CHECK_CUDA(cudaGraphLaunch(graph.get(), stream)); }) / kEstimateCalls);
   }
 
   // Capture K calls into a graph; leaves `graph` empty when the library refuses capture.
