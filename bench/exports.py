@@ -74,6 +74,7 @@ def export(name: str, exporter: str, out: Path) -> Path:
     import torch
 
     path = out / f"{name}_{exporter}.onnx"
+    torch.manual_seed(0)  # the same weights, so the same file (and digest) on every machine
     if name in TORCHVISION:
         import torchvision
 

@@ -43,12 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/exports.py
 from benanza import codegen, runner, system
 from benanza.db import open_db
 from benanza.errors import BenanzaError
+from benanza.guards import model_digest
 from benanza.library import Fusion, Precision
 from benanza.model.onnx_import import load_model
 from benanza.pipeline import analyze_model
 from benanza.plan import plan
 from benanza.profile.capture import capture
-from benanza.profile.mapping import summary
+from benanza.profile.mapping import kernel_time_mapped, summary
 
 SEQ = 128
 MAX_FILE = 15 * 2**20  # per returned archive (the device returns files up to 16 MB)
@@ -145,22 +146,33 @@ def attention_ran(report: Any, mapping: Any, model: Any) -> dict[str, Any]:
 def analyze_bundle(model_path: Path, db_path: Path, bundle: Path) -> dict[str, Any]:
     report, mapping = analyze_model(model_path, db_path, bundle)
     s, rs = summary(mapping), report.summary
-    p = mapping.profile
-    kernel_ms = sum(lp.gpu_ms or 0.0 for lp in p.layers.values())
-    unmapped_ms = sum(w.ms for w in p.unmapped)
+    share, copy_ms = kernel_time_mapped(mapping.profile)
     mapped = s["with node"] + s["fused into another"]
     model = load_model(model_path, read_batch(bundle), SEQ)
     return {"layers": s["layers"], "layers mapped (%)": 100.0 * mapped / max(s["layers"], 1),
-            "kernel time mapped (%)": 100.0 * kernel_ms / (kernel_ms + unmapped_ms) if kernel_ms + unmapped_ms
-            else None,
+            "kernel time mapped (%)": None if share is None else 100.0 * share,
+            "memcpy/memset (ms)": copy_ms,
             "layers charged a roofline (no benchmark)": rs.get("layers charged a roofline in whole or part "
                                                                "(no benchmark)"),
             "LBL_seq (ms)": rs.get("LBL_seq (ms)"), "GPU busy (ms)": rs.get("GPU busy (ms)"),
             "BR_seq vs GPU busy": rs.get("BR_seq vs GPU busy"),
             "as-executed / measured": rs.get("as-executed / measured, mapped layers"),
             "mapped layers (as-executed check)": rs.get("mapped layers (measured and as-executed)"),
+            "as-executed / measured, library calls": rs.get("as-executed / measured, library-call layers"),
+            "library-call layers (as-executed check)": rs.get("library-call layers (as-executed check)"),
             "fusion gap (ms)": rs.get("fusion gap (ms)"), "attention": attention_ran(report, mapping, model),
             "ops of the missing table": sorted({r.get("op", "") for r in report.tables["missing"].rows})[:20]}
+
+
+def reuse_db(source: Path, db_path: Path) -> None:
+    """A previous call's database as this call's, unpacked when gzipped."""
+    if not source.is_file():
+        sys.exit(f"--db: {source}: no such file")
+    if source.suffix == ".gz":
+        with gzip.open(source, "rb") as src, open(db_path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    elif source.resolve() != db_path.resolve():
+        shutil.copyfile(source, db_path)
 
 
 def read_batch(bundle: Path) -> int:
@@ -202,8 +214,9 @@ def archives(bundles: list[Path], results: Path) -> list[str]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = ("| model | batch | dtype | framework | layers | mapped | kernel time mapped | roofline-only layers | "
-            "BR_seq vs GPU busy | as-executed / measured | attention gap (analyzer, ms) | framework ran |")
-    lines = [head, "|" + "---|" * 12]
+            "BR_seq vs GPU busy | as-executed / measured | as-executed / measured, library calls (layers) | "
+            "attention gap (analyzer, ms) | framework ran |")
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         a = r.get("analysis") or {}
         att = a.get("attention") or {}
@@ -214,12 +227,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         ran = "" if not att else ("fused kernel" if att.get("framework ran a fused attention kernel") else
                                   f"unfused ({f(att.get('framework GPU time on the cores (ms)'))} ms)")
         lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['framework']} | "
-                     + (f"{r['error']} | | | | | | | |" if "error" in r else
+                     + (f"{r['error']} | | | | | | | | |" if "error" in r else
                         f"{a['layers']} | {f(a['layers mapped (%)'], '.1f')} % | "
                         f"{f(a['kernel time mapped (%)'], '.1f')} % | "
                         f"{a['layers charged a roofline (no benchmark)']} | "
                         f"{f(a['BR_seq vs GPU busy'])} | "
-                        f"{f(a['as-executed / measured'])} | {f(att.get('analyzer fusion gap (ms)'))} | {ran} |"))
+                        f"{f(a['as-executed / measured'])} | {f(a['as-executed / measured, library calls'])} "
+                        f"({a['library-call layers (as-executed check)']}) | "
+                        f"{f(att.get('analyzer fusion gap (ms)'))} | {ran} |"))
     return "\n".join(lines)
 
 
@@ -243,6 +258,8 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=500.0, help="stop starting new steps after this many seconds")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per profile")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per benchmark executable")
+    ap.add_argument("--db", type=Path, help="analyze against this database (.db or .db.gz) and skip the benchmarks "
+                    "(a previous call's perf.db.gz: profiles then fit in their own call)")
     ap.add_argument("--dry-run", action="store_true", help="export and generate only (no GPU needed)")
     ap.add_argument("--export-only", action="store_true", help="export only")
     ap.add_argument("--tiny", action="store_true", help="tiny text-model configs (a CPU check of the script)")
@@ -266,14 +283,19 @@ def main() -> None:
     if args.export_only or not models:
         (results / "campaign.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
         return
+    record["exports"] = {name: {"file": path.name, "sha256": model_digest(path)} for name, path in models.items()}
     db_path = work / "perf.db"
-    try:
-        record["benchmarks"] = benchmark(models, args.batch, dtypes, work / "project", db_path,
-                                         args.max_engines or None, clock, args.timeout, args.dry_run,
-                                         args.max_reps, args.max_ms, args.race)
-    except BenanzaError as exc:
-        record["benchmarks"] = {"error": str(exc)}
-        print(f"benchmarks: {exc}", flush=True)
+    if args.db:
+        reuse_db(args.db, db_path)
+        record["benchmarks"] = {"reused": str(args.db)}
+    else:
+        try:
+            record["benchmarks"] = benchmark(models, args.batch, dtypes, work / "project", db_path,
+                                             args.max_engines or None, clock, args.timeout, args.dry_run,
+                                             args.max_reps, args.max_ms, args.race)
+        except BenanzaError as exc:
+            record["benchmarks"] = {"error": str(exc)}
+            print(f"benchmarks: {exc}", flush=True)
     bundles: list[Path] = []
     if not args.dry_run and db_path.exists():
         for dtype in dtypes:

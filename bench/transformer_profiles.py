@@ -19,7 +19,7 @@ from benanza.errors import BenanzaError
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import read_bundle
 from benanza.profile.capture import capture
-from benanza.profile.mapping import map_bundle_report, summary
+from benanza.profile.mapping import kernel_time_mapped, map_bundle_report, summary
 
 FRAMEWORKS = {"ort": "onnxruntime", "torch": "pytorch"}
 
@@ -36,9 +36,7 @@ def row(model: Path, batch: int, dtype: str, framework: str, out: Path, seq_len:
     s = summary(mapping)  # layers' kernel time against the kernel time no layer explains
     p = mapping.profile
     mapped = s["with node"] + s["fused into another"]
-    kernel_ms = sum(lp.gpu_ms or 0.0 for lp in p.layers.values())
-    unmapped_ms = sum(w.ms for w in p.unmapped)
-    share = kernel_ms / (kernel_ms + unmapped_ms) if kernel_ms + unmapped_ms else 0.0
+    share = kernel_time_mapped(p)[0] or 0.0  # memcpy/memset are no kernels
     return (f"{head} {s['layers']} | {mapped} ({100 * mapped / max(s['layers'], 1):.1f} %) | "
             f"{s['unmapped layers']} | {100 * share:.1f} % | {s['end-to-end (ms)']} / {s['GPU busy (ms)']} |")
 

@@ -17,6 +17,7 @@ from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
 from benanza.library import L2, Fusion, Precision
 from benanza.model.layer import Layer, Model
+from benanza.records import ANY, ROOFLINE
 
 AllChoices = dict[Policy, dict[int, Choice | Miss]]
 Mapped = list[tuple[Layer, LayerProfile, float]]  # layer, its profile, as-executed ms
@@ -31,6 +32,7 @@ ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensit
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
+COPY_KERNELS = ("Memcpy", "Memset")  # a profile's copy and memset spans
 EXECUTION_POLICY = "best execution"  # the headline bound: docs/METRICS.md, "Execution bound"
 EXECUTION_COLUMNS = ("#", "layers", "ops", "kind", "charged (ms)", "call", "folded")
 BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
@@ -106,6 +108,7 @@ def analyze(inputs: Inputs) -> Report:
     measured = e2e if e2e is not None else busy
     mapped_layers = _mapped(model, inputs, choices[Policy.AS_EXECUTED])
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(mapped_layers)
+    lib_layers, lib_measured, lib_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED])
     cold_layers, cold_measured, cold_executed = _l2_check(mapped_layers, inputs, L2.COLD)
     cw_layers, cw_measured, cw_executed = _l2_check(mapped_layers, inputs, L2.COLD_WEIGHTS)
     executed = [c for c in choices[Policy.AS_EXECUTED].values() if isinstance(c, Choice)]
@@ -134,6 +137,10 @@ def analyze(inputs: Inputs) -> Report:
         "as-executed LBL, mapped layers (ms)": mapped_executed,
         "as-executed / measured, mapped layers": ratio(mapped_executed, mapped_measured),
         "as-executed / library kernels, mapped layers": ratio(mapped_executed, mapped_library),
+        "library-call layers (as-executed check)": lib_layers,
+        "measured library kernels, library-call layers (ms)": lib_measured,
+        "as-executed LBL, library-call layers (ms)": lib_executed,
+        "as-executed / measured, library-call layers": ratio(lib_executed, lib_measured),
         "cold-L2 layers (of the mapped)": cold_layers,
         "measured GPU time, cold-L2 layers (ms)": cold_measured,
         "as-executed LBL, cold L2 (ms)": cold_executed,
@@ -209,11 +216,46 @@ def _as_executed_check(mapped_layers: Mapped) -> tuple[int, float | None, float 
     if not mapped:
         return 0, None, None, None
     measured = sum(lp.gpu_ms or 0.0 for lp, _ in mapped)  # every mapped layer has a GPU time
-    # A layer's framework kernels count as library work when an extra call stands for them
-    # (PyTorch's own bias-add kernel: its counterpart is the bias-add benchmark).
-    library = sum(sum(k.dur_us for k in lp.kernels if lp.extra or not any(m in k.name for m in FRAMEWORK_KERNELS))
-                  / 1e3 if lp.kernels else lp.gpu_ms or 0.0 for lp, _ in mapped)  # no kernel list: all of it
+    library = sum(_library_kernel_ms(lp) for lp, _ in mapped)
     return len(mapped), measured, library, sum(ms for _, ms in mapped)
+
+
+def _library_kernel_ms(lp: LayerProfile, framework_counts: bool | None = None) -> float:
+    """A layer's GPU time without the framework's own kernels that no call stands for. They count
+    when an extra call stands for them (PyTorch's bias-add kernel, whose counterpart is the
+    bias-add benchmark): by default whenever the layer has an extra call."""
+    if not lp.kernels:
+        return lp.gpu_ms or 0.0  # no kernel list: all of it
+    framework_counts = bool(lp.extra) if framework_counts is None else framework_counts
+    return sum(k.dur_us for k in lp.kernels
+               if framework_counts or not any(m in k.name for m in FRAMEWORK_KERNELS)) / 1e3
+
+
+def _library_call_check(mapped_layers: Mapped, executed: dict[int, Choice | Miss]
+                        ) -> tuple[int, float | None, float | None]:
+    """The as-executed check where the framework's kernels are library calls: per mapped layer,
+    the benchmarks of exactly the cuDNN/cuBLAS calls the logs show against the layer's library
+    kernels. Left out on both sides: what the framework ran with its own kernels and the bound
+    charges at the copy roofline (ORT's bias broadcast, elementwise, norm and softmax kernels),
+    copies and memsets; left out entirely: layers of an ORT contrib node charged by the fastest
+    benchmark of its fusion (``ANY``: not the call that ran) and layers with a call that has no
+    benchmark. Framework kernels count only when a benchmarked extra call stands for them.
+    (layer count, measured ms, benchmark ms)."""
+    checked = []
+    for layer, lp, _ in mapped_layers:
+        choice = executed[layer.index]
+        calls = (lp.executed, *lp.extra) if lp.executed is not None else ()
+        exact = [c for c in calls if c.algorithm != ROOFLINE]
+        if (not isinstance(choice, Choice) or choice.result is None or choice.unbenchmarked or not exact
+                or any(ANY in (c.api, c.algorithm) for c in exact)):
+            continue
+        kernels = replace(lp, kernels=tuple(k for k in lp.kernels if not k.name.startswith(COPY_KERNELS)))
+        measured = _library_kernel_ms(kernels, framework_counts=len(exact) > 1)
+        if measured > 0:
+            checked.append((measured, sum(r.median_ms or 0.0 for r in (choice.result, *choice.extra))))
+    if not checked:
+        return 0, None, None
+    return len(checked), sum(m for m, _ in checked), sum(ms for _, ms in checked)
 
 
 def _l2_check(mapped_layers: Mapped, inputs: Inputs, l2: L2) -> tuple[int | None, float | None, float | None]:
