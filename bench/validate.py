@@ -50,6 +50,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,12 +268,29 @@ def run_ort(model, setting: dict[str, Any], feeds: dict[str, np.ndarray], args) 
     return stats
 
 
-def run_torch(module, setting: dict[str, Any], feeds: dict[str, np.ndarray], args,
-              math_attention: bool = False) -> dict[str, Any]:
-    """``math_attention``: nn.MultiheadAttention's fast path off and SDPA's math backend only
-    (the unfused attention; integer feeds such as token ids keep their type)."""
+@contextlib.contextmanager
+def attention_scope(math_attention: bool) -> Iterator[None]:
+    """With ``math_attention``: nn.MultiheadAttention's fast path off and SDPA's math backend only
+    (the unfused attention, ``--attn eager``); else PyTorch's own choice."""
+    if not math_attention:
+        yield
+        return
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+
+
+def run_torch(module, setting: dict[str, Any], feeds: dict[str, np.ndarray], args,
+              math_attention: bool = False) -> dict[str, Any]:
+    """``math_attention``: see :func:`attention_scope` (integer feeds such as token ids keep their type)."""
+    import torch
 
     torch.backends.cuda.matmul.allow_tf32 = setting["tf32"]
     torch.backends.cudnn.allow_tf32 = setting["tf32"]
@@ -281,18 +299,13 @@ def run_torch(module, setting: dict[str, Any], feeds: dict[str, np.ndarray], arg
     net = module.to("cuda", dtype).eval()
     inputs = [torch.from_numpy(v).to("cuda", dtype if v.dtype.kind == "f" else None) for v in feeds.values()]
     out: list[Any] = []
-    scope = (lambda: sdpa_kernel(SDPBackend.MATH)) if math_attention else contextlib.nullcontext
 
     def run() -> None:
-        with torch.inference_mode(), scope():
+        with torch.inference_mode():
             out[:] = [net(*inputs)]
 
-    fastpath = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(fastpath and not math_attention)
-    try:
+    with attention_scope(math_attention):
         stats = timed(run, torch.cuda.synchronize, args.warmup, args.iters, args.profiled)
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fastpath)
     first = out[0][0] if isinstance(out[0], (tuple, list)) else out[0]
     stats["finite_output"] = bool(torch.isfinite(first.float()).all().item())
     stats["output_mean_abs"] = float(first.double().abs().mean().item())
@@ -504,7 +517,7 @@ def dry_run(names: list[str], batches: list[int], frameworks: list[str], args) -
         # ViT's head is zero-initialized (its output is 0 whatever ran): compare the head's input instead
         hook = model.module.heads.register_forward_hook(lambda m, i, o, into=captured: into.append(i[0])) \
             if model.vocab is None else None
-        with torch.inference_mode():
+        with torch.inference_mode(), attention_scope(model.attn == "eager"):
             out = model.module.eval()(*[torch.from_numpy(v) for v in feeds.values()])
         if hook is not None:
             hook.remove()
