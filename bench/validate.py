@@ -1,4 +1,4 @@
-"""Independent check of benanza's lower bound against framework runs timed by separate code.
+r"""Independent check of benanza's lower bound against framework runs timed by separate code.
 
 Why: a lower bound is only trustworthy if something that does not share its code agrees with
 it. ``measure`` runs each model in ONNX Runtime's CUDA EP and in PyTorch eager on the GPU and
@@ -647,7 +647,12 @@ def _write(out: Path, meta: dict[str, Any], cells: list[dict[str, Any]]) -> None
 def cmd_report(args) -> None:
     from benanza.paths import shipped_db
 
-    data = json.loads(Path(args.cells).read_text())
+    try:
+        data = json.loads(Path(args.cells).read_text())
+        data["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"validate.py report: {args.cells}: not a cells JSON of validate.py measure ({type(exc).__name__}: "
+                 f"{str(exc)[:120]})")
     with contextlib.ExitStack() as stack:
         db = Path(args.db) if args.db else shipped_db()
         if db.suffix == ".gz":  # the transformer campaign's perf.db.gz: read from a private copy
@@ -744,7 +749,8 @@ def _print_report(rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="Usage" + __doc__.split("Usage")[-1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure", help="time framework runs on the GPU (no benanza code)")
     m.add_argument("models", nargs="*", help="ONNX files or directories of them")
@@ -752,7 +758,7 @@ def main() -> None:
     m.add_argument("--transformers", default="",
                    help=f"comma-separated bench/exports.py transformers ({', '.join(TRANSFORMER_EXPORTER)}): "
                         "native PyTorch and their exports in ONNX Runtime fp32/tf32/fp16")
-    m.add_argument("--seq-len", type=int, default=128, help="sequence length of the text models")
+    m.add_argument("--seq-len", type=int, default=128, help="sequence length of the text models (ViT's is fixed)")
     m.add_argument("--attn", choices=("native", "eager"), default="native",
                    help="PyTorch attention of the transformers: native (HF sdpa, MHA fast path: fused kernels "
                         "where PyTorch picks them) or eager (unfused)")
