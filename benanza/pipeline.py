@@ -154,12 +154,14 @@ def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
                   batch: int | None = None, precisions: Iterable[Precision] | None = None,
-                  apis: str = "both", db_label: str | None = None, cache: bool = True):
+                  apis: str = "both", db_label: str | None = None, cache: bool = True, seq_len: int | None = None):
     """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
 
     Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
     framework run was allowed: ORT use_tf32=0 or PyTorch strict fp32 {fp32}; TF32 on {fp32, tf32};
     fp16 {fp16}. The summary's ``LBL_seq (ms)`` / ``LBL_par (ms)`` are the headline bound.
+    ``seq_len`` sets a text model's symbolic sequence dims when there is no bundle to say it
+    (a bundle's own sequence length wins; the two differing is refused).
 
     Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
     than half of the layers, and a database without rows for this batch and precision.
@@ -175,14 +177,16 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     prepared = None
     if cache:
         options = {"system": system_name, "batch": batch, "apis": apis, "db_label": db_label,
-                   "precisions": [p.value for p in precisions] if precisions is not None else None}
+                   "precisions": [p.value for p in precisions] if precisions is not None else None,
+                   "seq_len": seq_len}
         try:
             key = analysis_cache.entry_key(model_path, bundle_path, db_path, options)
         except OSError:  # a missing or unreadable file: _prepare says which, in one line
             key = None
         prepared = analysis_cache.load(key, bundle_path) if key is not None and db_path.is_file() else None
     if prepared is None:
-        prepared = _prepare(model_path, db_path, bundle_path, system_name, batch, precisions, apis, db_label)
+        prepared = _prepare(model_path, db_path, bundle_path, system_name, batch, precisions, apis, db_label,
+                            seq_len)
         if key is not None:
             analysis_cache.store(key, bundle_path, prepared)
     inputs, mapping = prepared
@@ -193,7 +197,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
 
 
 def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_name: str | None, batch: int | None,
-             precisions: list[Precision] | None, apis: str, db_label: str | None) -> tuple[Inputs, Mapping | None]:
+             precisions: list[Precision] | None, apis: str, db_label: str | None,
+             seq_len: int | None = None) -> tuple[Inputs, Mapping | None]:
     """The analysis's inputs and the bundle's mapping, after every guard passed (``analyze_model``)."""
     from benanza import db as perfdb
     from benanza.analyze.inputs import Constraints
@@ -207,7 +212,11 @@ def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_n
         if batch is not None and batch != bundle.meta.batch:
             raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
         batch = bundle.meta.batch
-    model = load_model(model_path, batch, bundle_seq_len(bundle) if bundle is not None else None)
+        recorded = bundle_seq_len(bundle)
+        if seq_len is not None and recorded is not None and seq_len != recorded:
+            raise BenanzaError(f"{bundle_path}: bundle was recorded at sequence length {recorded}, not {seq_len}")
+        seq_len = recorded if recorded is not None else seq_len
+    model = load_model(model_path, batch, seq_len)
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")
