@@ -182,8 +182,9 @@ def main() -> int:
                         help="harness --job-budget-s S: past S s a job's remaining algorithms are timed coarsely "
                              "(0: off; default: the harness's, 4)")
     parser.add_argument("--plan-threads", type=int,
-                        help="harness --plan-threads N: graph-API plans built on N host threads (default: the "
-                             "harness's, min(8, cores - 1))")
+                        help="harness --plan-threads N: graph-API plans built on N host threads, and each job's "
+                             "host work done during the job before (default: the harness's, cores - 1; 0: all "
+                             "on the GPU thread, in order)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a job is killed")
     parser.add_argument("--build-jobs", type=int)
     parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")

@@ -147,6 +147,7 @@ class Context {
     const auto t0 = std::chrono::steady_clock::now();
     Prepared p = prefetcher->take(job);
     phases.add(Phase::PrepWait, ms_since(t0));
+    if (!p) throw Error(Status::Failed, "job " + std::to_string(job) + ": no host work prepared ahead (taken twice?)");
     return p;
   }
 

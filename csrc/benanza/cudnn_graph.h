@@ -336,23 +336,23 @@ inline void emit_job_failure(Context& ctx, int job, const Result& base, const Er
   ctx.emit(job, r);
 }
 
-// Builders still starting builds (PlanBuilder): a job prepared ahead starts its builds once the
-// job before it has started all of its own, so that it never takes the host threads that job's
-// GPU thread is waiting for.
+// Builders with builds not yet finished (PlanBuilder): a job prepared ahead starts its builds once
+// the job before it has finished all of its own, so that it never takes the host threads that
+// job's GPU thread is waiting for (and --plan-threads threads build at most at once).
 struct BuildGate {
   std::mutex m;
   std::condition_variable cv;
-  int dispatching = 0;
+  int building = 0;  // builders with builds not yet finished
 };
 inline BuildGate& build_gate() {
   static BuildGate gate;
   return gate;
 }
-// Waits until no builder has a build left to start.
-inline void wait_for_dispatched_builds() {
+// Waits until no builder has a build left to finish.
+inline void wait_for_finished_builds() {
   BuildGate& g = build_gate();
   std::unique_lock<std::mutex> lock(g.m);
-  g.cv.wait(lock, [&] { return g.dispatching == 0; });
+  g.cv.wait(lock, [&] { return g.building == 0; });
 }
 
 // Prepares (engine notes) and builds a job's execution plans on host threads ahead of the GPU
@@ -376,7 +376,7 @@ class PlanBuilder {
         ahead_(size_t(std::max(1, 2 * threads))) {
     if (threads > 0 && configs > 0) {
       std::lock_guard<std::mutex> lock(build_gate().m);
-      ++build_gate().dispatching;
+      ++build_gate().building;
       gated_ = true;
     }
     for (int t = 0; t < threads && size_t(t) < configs; ++t)
@@ -438,33 +438,36 @@ class PlanBuilder {
       cv_.wait(lock, [&] { return stop_ || (next_ < done_.size() && next_ < taken_count_ + ahead_); });
       if (stop_) return;
       const size_t i = next_++;
-      const bool last = next_ == done_.size();
       lock.unlock();
-      if (last) open_gate();  // i is the last build to start
       Built b = build(i);
       lock.lock();
       done_[i] = std::move(b);
       cv_.notify_all();
+      if (++finished_ == done_.size()) {  // the last build: another builder may start
+        lock.unlock();
+        open_gate();
+        lock.lock();
+      }
     }
   }
 
-  // This builder has no build left to start (or is gone): another may start its own.
+  // This builder has no build left to finish (or is gone): another may start its own.
   void open_gate() {
     if (!gated_.exchange(false)) return;
     BuildGate& g = build_gate();
     {
       std::lock_guard<std::mutex> lock(g.m);
-      --g.dispatching;
+      --g.building;
     }
     g.cv.notify_all();
   }
 
   FeGraph& g_;
   Prepare prepare_;
-  std::atomic<bool> gated_{false};  // counted in build_gate().dispatching
+  std::atomic<bool> gated_{false};  // counted in build_gate().building
   std::vector<std::optional<Built>> done_;
   std::vector<bool> taken_;  // handed to the GPU thread by next()
-  size_t ahead_, next_ = 0, taken_count_ = 0;
+  size_t ahead_, next_ = 0, taken_count_ = 0, finished_ = 0;
   bool stop_ = false;
   std::mutex m_;
   std::condition_variable cv_;
@@ -552,7 +555,7 @@ std::shared_ptr<GraphPrep> prepare_graph(const HostContext& host, int job, const
     }
     return c.skip ? -1 : self->list.configs[ci].index;
   };
-  if (host.opt.plan_threads > 0) wait_for_dispatched_builds();  // not counted: the job before's builds
+  if (host.opt.plan_threads > 0) wait_for_finished_builds();  // not counted: the job before's builds
   t0 = std::chrono::steady_clock::now();
   prep->builder = std::make_unique<PlanBuilder>(prep->graph, prep->limit, prepare, host.opt.device,
                                                 host.opt.plan_threads);

@@ -112,6 +112,7 @@ inline int main(int argc, char** argv, const Bench& bench) {
       if (ahead && !prefetch) {  // the first job: its handles, then the worker
         ctx.create_job_handles();
         prefetch.emplace(opt.jobs, [&ctx, &bench](int j, size_t at) {
+          cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
           return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
         });
         ctx.prefetcher = &*prefetch;
