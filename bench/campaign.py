@@ -102,6 +102,8 @@ class Recorder:
                           # the part of it the GPU thread did not wait for
                           "host_prep_s": p.get("host_prep", 0.0) / 1e3,
                           "hidden_host_s": max(0.0, p.get("host_prep", 0.0) - p.get("prep_wait", 0.0)) / 1e3,
+                          # the GPU time of its input fills and fp32 reference (graph API), part of setup
+                          "inputs_gpu_s": p.get("inputs_gpu", 0.0) / 1e3,
                           "phases_s": {k: v / 1e3 for k, v in
                                                                                    phases.items()}})
 
@@ -115,6 +117,7 @@ def totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             "phases_s": {p: sum(j["phases_s"][p] for j in jobs) for p in PHASES},
             "host_prep_s": sum(j.get("host_prep_s", 0.0) for j in jobs),
             "hidden_host_s": sum(j.get("hidden_host_s", 0.0) for j in jobs),
+            "inputs_gpu_s": sum(j.get("inputs_gpu_s", 0.0) for j in jobs),
             "max_job_s": max((j["wall_s"] for j in jobs), default=0.0)}
 
 
@@ -128,7 +131,8 @@ def print_report(per_exe: dict[str, dict[str, Any]], overall: dict[str, Any], ca
                                                                         for p in PHASES))
     if overall["host_prep_s"]:
         print(f"graph-API host work (operation graphs, heuristics, plan-build starts): {overall['host_prep_s']:.1f} s, "
-              f"of which {overall['hidden_host_s']:.1f} s hidden behind the job before (done on another thread)")
+              f"of which {overall['hidden_host_s']:.1f} s hidden behind the job before (done on another thread); "
+              f"GPU time of their inputs and fp32 references: {overall['inputs_gpu_s']:.1f} s")
     if campaign:
         print("campaign: " + ", ".join(f"{k} {v:.1f} s" for k, v in campaign.items()))
     print(f"results: {overall['results']}, of which timed coarsely (--race / --job-budget-s): "

@@ -91,13 +91,14 @@ inline int calls_per_launch(const Options& o, double want, int copies) {
 // PrepWait: the GPU thread's time on the job's host-only work (Bench::prepare): waiting for it
 // when a host thread did it during the job before (Prefetcher), doing it itself otherwise.
 // HostPrep: that work's own host time, wherever it ran; like TimedGpu it claims none of the job's
-// wall time (HostPrep less PrepWait is what ran hidden behind the job before).
-enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, PrepWait, HostPrep, kCount };
-inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check",
-                                          "plan_wait", "prep_wait", "host_prep"};  // in Phase order
+// wall time (HostPrep less PrepWait is what ran hidden behind the job before). InputsGpu: the GPU
+// time of the job's input fills and fp32 reference (GpuSpan), beside the wall time too.
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, PrepWait, HostPrep, InputsGpu, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check", "plan_wait",
+                                          "prep_wait", "host_prep", "inputs_gpu"};  // in Phase order
 
 // Whether a phase is a part of the job's wall time on the GPU thread (the others are measured beside it).
-inline bool claims_wall(Phase p) { return p != Phase::TimedGpu && p != Phase::HostPrep; }
+inline bool claims_wall(Phase p) { return p != Phase::TimedGpu && p != Phase::HostPrep && p != Phase::InputsGpu; }
 
 class PhaseClock {
  public:
@@ -497,6 +498,33 @@ class Context {
   unsigned flushes_ = 0;
   std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
   double best_estimate_ = INFINITY;
+};
+
+// The GPU time of what the job enqueues from construction to end() (a graph benchmark's inputs and
+// fp32 reference), added to phase `p` when the span goes at the job's end, when the stream is long
+// past it: nothing waits for it earlier, and a failed event call only leaves the phase out.
+class GpuSpan {
+ public:
+  GpuSpan(Context& ctx, Phase p) : ctx_(ctx), p_(p) {
+    ok_ = cudaEventCreate(&e0_) == cudaSuccess && cudaEventCreate(&e1_) == cudaSuccess &&
+          cudaEventRecord(e0_, ctx.stream) == cudaSuccess;
+  }
+  void end() { ended_ = ok_ && cudaEventRecord(e1_, ctx_.stream) == cudaSuccess; }
+  ~GpuSpan() {
+    float ms = 0;
+    if (ended_ && cudaEventSynchronize(e1_) == cudaSuccess && cudaEventElapsedTime(&ms, e0_, e1_) == cudaSuccess)
+      ctx_.phases.add(p_, double(ms));
+    if (e0_) cudaEventDestroy(e0_);
+    if (e1_) cudaEventDestroy(e1_);
+  }
+  GpuSpan(const GpuSpan&) = delete;
+  GpuSpan& operator=(const GpuSpan&) = delete;
+
+ private:
+  Context& ctx_;
+  Phase p_;
+  cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  bool ok_ = false, ended_ = false;
 };
 
 }  // namespace bz
