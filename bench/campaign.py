@@ -20,6 +20,11 @@ the wall seconds (campaign efficiency), the time per phase, and the slowest jobs
   handles               cuDNN/cuBLAS handle creation (once per process);
   plan build            the GPU thread waiting for graph-API execution plans (built on host threads
                         ahead of it: harness "plan_wait"; older harnesses: the results' notes.build_ms);
+  host prep             the GPU thread's time on a graph-API job's host work (its operation graph,
+                        heuristics, the start of its plan builds): waiting for it when a host thread
+                        did it during the job before, doing it itself with --plan-threads 0 (harness
+                        "prep_wait"; the work's own time is "host_prep", the part of it hidden behind
+                        the job before is printed below the table);
   setup                 the rest of a job before timing: descriptors, buffers, the fp32 reference,
                         heuristics / find (harness "setup" minus plan build);
   warm-up, timed        Context::measure before and during the timed repetitions (timed GPU apart);
@@ -48,8 +53,10 @@ from benanza import db as perfdb
 from benanza import runner
 from benanza.library import L2
 
-PHASES = ("process_start", "handles", "plan_build", "setup", "warmup", "timed", "check", "db_write", "other")
-LABELS = {"process_start": "process start", "plan_build": "plan build", "warmup": "warm-up", "db_write": "db write"}
+PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "warmup", "timed", "check", "db_write",
+          "other")
+LABELS = {"process_start": "process start", "plan_build": "plan build", "host_prep": "host prep", "warmup": "warm-up",
+          "db_write": "db write"}
 
 
 class Enough(Exception):
@@ -80,7 +87,7 @@ class Recorder:
         plan_ms = p["plan_wait"] if "plan_wait" in p else sum(
             float(r.notes.get("build_ms", 0) or 0) for r in outcome.results if isinstance(r.notes, dict))
         phases = {"process_start": p.get("process_start", 0.0), "handles": p.get("handles", 0.0),
-                  "plan_build": plan_ms,
+                  "plan_build": plan_ms, "host_prep": p.get("prep_wait", 0.0),
                   "setup": max(0.0, p.get("setup", 0.0) - (0.0 if "plan_wait" in p else plan_ms)),
                   "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0), "check": p.get("check", 0.0),
                   "db_write": p.get("db_write", 0.0)}
@@ -90,7 +97,14 @@ class Recorder:
                           "layer_key": outcome.job.key.layer_key, "dtype": outcome.job.key.dtype,
                           "status": outcome.status, "results": len(outcome.results), "coarse": coarse,
                           "wall_s": wall_s,
-                          "timed_gpu_s": p.get("timed_gpu", 0.0) / 1e3, "phases_s": {k: v / 1e3 for k, v in
+                          "timed_gpu_s": p.get("timed_gpu", 0.0) / 1e3,
+                          # host work done ahead of the job, on another thread (harness "host_prep"), and
+                          # the part of it the GPU thread did not wait for
+                          "host_prep_s": p.get("host_prep", 0.0) / 1e3,
+                          "hidden_host_s": max(0.0, p.get("host_prep", 0.0) - p.get("prep_wait", 0.0)) / 1e3,
+                          # the GPU time of its input fills and fp32 reference (graph API), part of setup
+                          "inputs_gpu_s": p.get("inputs_gpu", 0.0) / 1e3,
+                          "phases_s": {k: v / 1e3 for k, v in
                                                                                    phases.items()}})
 
 
@@ -101,6 +115,9 @@ def totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             "coarse_results": sum(j["coarse"] for j in jobs), "wall_s": wall, "timed_gpu_s": gpu,
             "jobs_per_s": len(jobs) / wall if wall else 0.0, "efficiency": gpu / wall if wall else 0.0,
             "phases_s": {p: sum(j["phases_s"][p] for j in jobs) for p in PHASES},
+            "host_prep_s": sum(j.get("host_prep_s", 0.0) for j in jobs),
+            "hidden_host_s": sum(j.get("hidden_host_s", 0.0) for j in jobs),
+            "inputs_gpu_s": sum(j.get("inputs_gpu_s", 0.0) for j in jobs),
             "max_job_s": max((j["wall_s"] for j in jobs), default=0.0)}
 
 
@@ -112,6 +129,10 @@ def print_report(per_exe: dict[str, dict[str, Any]], overall: dict[str, Any], ca
         print(f"{name:<20} {t['jobs']:>6} {t['jobs_per_s']:>7.2f} {t['timed_gpu_s']:>8.1f} {t['wall_s']:>8.1f} "
               f"{t['efficiency']:>5.0%} {t['max_job_s']:>8.1f}" + "".join(f" {t['phases_s'][p]:>13.1f}"
                                                                         for p in PHASES))
+    if overall["host_prep_s"]:
+        print(f"graph-API host work (operation graphs, heuristics, plan-build starts): {overall['host_prep_s']:.1f} s, "
+              f"of which {overall['hidden_host_s']:.1f} s hidden behind the job before (done on another thread); "
+              f"GPU time of their inputs and fp32 references: {overall['inputs_gpu_s']:.1f} s")
     if campaign:
         print("campaign: " + ", ".join(f"{k} {v:.1f} s" for k, v in campaign.items()))
     print(f"results: {overall['results']}, of which timed coarsely (--race / --job-budget-s): "
@@ -165,8 +186,9 @@ def main() -> int:
                         help="harness --job-budget-s S: past S s a job's remaining algorithms are timed coarsely "
                              "(0: off; default: the harness's, 4)")
     parser.add_argument("--plan-threads", type=int,
-                        help="harness --plan-threads N: graph-API plans built on N host threads (default: the "
-                             "harness's, min(8, cores - 1))")
+                        help="harness --plan-threads N: graph-API plans built on N host threads, and each job's "
+                             "host work done during the job before (default: the harness's, cores - 1; 0: all "
+                             "on the GPU thread, in order)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a job is killed")
     parser.add_argument("--build-jobs", type=int)
     parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")

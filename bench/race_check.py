@@ -5,10 +5,13 @@
 
 Runs the same jobs of a built project's multi-algorithm executables (legacy convolutions, conv +
 bias + activation, cublasGemmEx, cublasLt, the graph API) twice, straight through the harness:
-exhaustively (``--race 0 --job-budget-s 0``: every algorithm timed to the usual precision) and
-with the harness's defaults but ``--race R`` (an algorithm estimated >= R x the job's best so far
-gets a coarse median; the default job budget applies too). Per job it compares the fastest ok
-median of the two runs and prints how many agree within 3 %, the worst ratios, and the time each
+exhaustively (``--race 0 --job-budget-s 0 --plan-threads 0``: every algorithm timed to the usual
+precision, the graph API's host work and plan builds on the GPU thread, in order) and with the
+harness's defaults but ``--race R`` (an algorithm estimated >= R x the job's best so far gets a
+coarse median; the default job budget applies too; graph-API host work done ahead on host threads).
+Per job it compares the fastest ok median of the two runs and prints how many agree within 3 %,
+the jobs whose results differ in algorithms or statuses (neither racing nor host threads may change
+them), the worst ratios, and the time each
 run took (the racing run second, so that clocks and caches are warm for both; run it twice to see
 the order does not matter). Needs a GPU. Results: docs/RESULTS.md §9.
 """
@@ -40,6 +43,15 @@ def fastest(lines: list[dict[str, Any]]) -> dict[int, tuple[float, str]]:
             if d["job"] not in best or m < best[d["job"]][0]:
                 best[d["job"]] = (m, str(d["algorithm"]))
     return best
+
+
+def statuses(lines: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+    """job -> {algorithm: status} of one harness run."""
+    out: dict[int, dict[str, str]] = {}
+    for d in lines:
+        if d.get("event") == "result":
+            out.setdefault(d["job"], {})[str(d["algorithm"])] = str(d["status"])
+    return out
 
 
 def run(exe: Path, jobs: list[int], extra: list[str], timeout_s: float) -> tuple[list[dict[str, Any]], float]:
@@ -76,20 +88,24 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     walls = {"exhaustive": 0.0, "raced": 0.0}
     coarse = 0
+    differ: list[dict[str, Any]] = []  # jobs whose results differ in algorithms or statuses
     for exe in RACED_EXECUTABLES:
         if exe not in manifest["executables"] or not (build / exe).is_file():
             continue
         every = [j["job"] for j in manifest["jobs"] if j["executable"] == exe]
         jobs = every[::max(1, len(every) // args.jobs_per_exe)][:args.jobs_per_exe]  # spread over models, batches
-        # exhaustive: racing and the job budget off, 1 ms timed launches (the careful measurement before
-        # issue 17's defaults); raced: the harness's defaults but --race R
-        full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0", "--launch-ms", "1"],
-                           args.timeout)
+        # exhaustive: racing and the job budget off, 1 ms timed launches, everything on the GPU thread (the
+        # careful measurement before issue 17's defaults); raced: the harness's defaults but --race R
+        full, w_full = run(build / exe, jobs, [*common, "--race", "0", "--job-budget-s", "0", "--launch-ms", "1",
+                                               "--plan-threads", "0"], args.timeout)
         raced, w_raced = run(build / exe, jobs, [*common, "--race", f"{args.race:g}"], args.timeout)
         walls["exhaustive"] += w_full
         walls["raced"] += w_raced
         coarse += sum(1 for d in raced if d.get("event") == "result" and (d.get("notes") or {}).get("coarse"))
         a, b = fastest(full), fastest(raced)
+        sa, sb = statuses(full), statuses(raced)
+        differ += [{"executable": exe, "job": job, "exhaustive": sa.get(job), "raced": sb.get(job)}
+                   for job in sorted(set(sa) | set(sb)) if sa.get(job) != sb.get(job)]
         for job in sorted(set(a) & set(b)):
             rows.append({"executable": exe, "job": job, "exhaustive_ms": a[job][0], "exhaustive_algorithm": a[job][1],
                          "raced_ms": b[job][0], "raced_algorithm": b[job][1], "ratio": b[job][0] / a[job][0]})
@@ -99,12 +115,19 @@ def main() -> int:
     print(f"jobs compared: {len(rows)}; fastest medians within {AGREE:.0%}: {len(agree)} "
           f"({len(agree) / max(1, len(rows)):.1%}); same fastest algorithm: {len(same)}")
     print(f"wall: exhaustive {walls['exhaustive']:.1f} s, raced {walls['raced']:.1f} s; coarse results: {coarse}")
+    print(f"jobs whose results differ in algorithms or statuses: {len(differ)}")
+    for d in differ[:5]:
+        ex, ra = d["exhaustive"] or {}, d["raced"] or {}
+        changed = [f"{a[:40]} {ex.get(a, '-')} -> {ra.get(a, '-')}" for a in sorted(set(ex) | set(ra))
+                   if ex.get(a) != ra.get(a)]
+        print(f"  {d['executable']} job {d['job']}: " + ", ".join(changed[:4]))
     print("worst ratios (raced / exhaustive fastest median):")
     for r in sorted(rows, key=lambda r: -abs(r["ratio"] - 1))[:10]:
         print(f"  {r['ratio']:.3f}  {r['executable']} job {r['job']}: {r['exhaustive_algorithm'][:40]} "
               f"{r['exhaustive_ms']:.4f} ms vs {r['raced_algorithm'][:40]} {r['raced_ms']:.4f} ms")
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "walls_s": walls, "coarse_results": coarse}, indent=1) + "\n")
+        args.out.write_text(json.dumps({"rows": rows, "walls_s": walls, "coarse_results": coarse, "differ": differ},
+                                       indent=1) + "\n")
     return 0 if rows and len(agree) == len(rows) else 1
 
 

@@ -112,16 +112,19 @@ def test_calls_per_launch_per_mode(policy_tool: Path) -> None:
 
 def test_a_jobs_end_line_gives_the_runner_its_phases(policy_tool: Path) -> None:
     """The phase times the harness prints on a job's end line (bench/campaign.py) are what the runner
-    reads: setup is the wall time no host phase claims; the GPU time of the timed launches is apart."""
-    handles, warmup, timed, timed_gpu, check = range(5)
+    reads: setup is the wall time no host phase claims; the GPU time of the timed launches and the host
+    time of the job's host work (done ahead of it on another thread: only its wait claims wall) and the GPU
+    time of its inputs and reference are apart."""
+    handles, warmup, timed, timed_gpu, check, _plan_wait, prep_wait, host_prep, inputs_gpu = range(9)
     lines = [f"p {handles} 40", f"p {warmup} 2.5", f"p {timed} 100", f"p {timed_gpu} 90", f"p {check} 1.5",
-             f"p {timed} 20", "e 200 0"]
+             f"p {timed} 20", f"p {prep_wait} 6", f"p {host_prep} 45", f"p {inputs_gpu} 0", "e 200 0"]
     done = subprocess.run([str(policy_tool)], input="\n".join(lines) + "\n", capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     end = json.loads(done.stdout.splitlines()[1])
     assert end["event"] == "end" and end["job"] == 0
     assert runner._phases(end) == {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5,
-                                   "plan_wait": 0.0, "setup": 36.0, "wall": 200.0}
+                                   "plan_wait": 0.0, "prep_wait": 6.0, "host_prep": 45.0, "inputs_gpu": 0.0,
+                                   "setup": 30.0, "wall": 200.0}
     assert runner._phases({"event": "end", "job": 0}) == {}  # an older harness: no phases
 
 

@@ -17,6 +17,7 @@
 #include "benanza/json.h"
 #include "benanza/kernels.h"
 #include "benanza/options.h"
+#include "benanza/prefetch.h"
 #include "benanza/result.h"
 #include "benanza/buffers.h"
 #include "benanza/stats.h"
@@ -87,9 +88,17 @@ inline int calls_per_launch(const Options& o, double want, int copies) {
 // "end" line ("phases_ms"); what no phase claims (descriptors, allocations, the fp32
 // reference, heuristics/find) is the job's "setup". PlanWait: the graph API's GPU thread waiting
 // for an execution plan (built on host threads ahead of it, PlanBuilder in cudnn_graph.h).
-enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, kCount };
-inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check",
-                                          "plan_wait"};  // in Phase order
+// PrepWait: the GPU thread's time on the job's host-only work (Bench::prepare): waiting for it
+// when a host thread did it during the job before (Prefetcher), doing it itself otherwise.
+// HostPrep: that work's own host time, wherever it ran; like TimedGpu it claims none of the job's
+// wall time (HostPrep less PrepWait is what ran hidden behind the job before). InputsGpu: the GPU
+// time of the job's input fills and fp32 reference (GpuSpan), beside the wall time too.
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, PrepWait, HostPrep, InputsGpu, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check", "plan_wait",
+                                          "prep_wait", "host_prep", "inputs_gpu"};  // in Phase order
+
+// Whether a phase is a part of the job's wall time on the GPU thread (the others are measured beside it).
+inline bool claims_wall(Phase p) { return p != Phase::TimedGpu && p != Phase::HostPrep && p != Phase::InputsGpu; }
 
 class PhaseClock {
  public:
@@ -102,7 +111,7 @@ class PhaseClock {
     double claimed = 0;
     for (int p = 0; p < int(Phase::kCount); ++p) {
       phases.add(kPhaseNames[p], ms_[p]);
-      if (Phase(p) != Phase::TimedGpu) claimed += ms_[p];
+      if (claims_wall(Phase(p))) claimed += ms_[p];
     }
     phases.add("setup", std::max(0.0, wall_ms - claimed)).add("wall", wall_ms);
     j.raw("phases_ms", phases.str());
@@ -117,12 +126,31 @@ inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What a job's host-only work (Bench::prepare) may use, on whichever thread it runs: the options
+// and a cuDNN handle, bound to the benchmark stream, that no other thread uses meanwhile.
+struct HostContext {
+  const Options& opt;
+  cudnnHandle_t cudnn;
+};
+
 class Context {
  public:
   Options opt;
   cudaStream_t stream = nullptr;
   std::string api;
   PhaseClock phases;  // of the job being run (reset by start_job)
+  Prefetcher* prefetcher = nullptr;  // set by bz::main while jobs' host work runs ahead of them
+
+  // The job's host work prepared ahead of it (Prefetcher::take), waiting for it (PrepWait); null
+  // when nothing runs ahead: the benchmark then does it itself.
+  Prepared prepared(int job) {
+    if (!prefetcher) return nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    Prepared p = prefetcher->take(job);
+    phases.add(Phase::PrepWait, ms_since(t0));
+    if (!p) throw Error(Status::Failed, "job " + std::to_string(job) + ": no host work prepared ahead (taken twice?)");
+    return p;
+  }
 
   // Called by bz::main before each job: phases and the racing state start afresh.
   void start_job() {
@@ -136,6 +164,8 @@ class Context {
 
   explicit Context(const Options& o, const char* api_name) : opt(o), api(api_name) {}
   ~Context() {
+    for (cudnnHandle_t h : job_cudnn_)
+      if (h) cudnnDestroy(h);
     if (cudnn_) cudnnDestroy(cudnn_);
     if (cublas_) cublasDestroy(cublas_);
     if (stream) cudaStreamDestroy(stream);
@@ -155,6 +185,21 @@ class Context {
     }
     return cudnn_;
   }
+  // Handles for jobs whose host work runs ahead (HostContext): job k of the run gets the k % 2nd, so
+  // the worker preparing job k + 1 and the GPU thread measuring job k (with the handle its graph
+  // was built on) never share one. Both are created here, on the GPU thread, one after the other
+  // (cuDNN: a first handle created synchronously before threads use handles of their own).
+  void create_job_handles() {
+    for (cudnnHandle_t& h : job_cudnn_) {
+      if (h) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      BZ_CHECK_CUDNN(cudnnCreate(&h));
+      BZ_CHECK_CUDNN(cudnnSetStream(h, stream));
+      phases.add(Phase::Handles, ms_since(t0));
+    }
+  }
+  cudnnHandle_t job_cudnn(size_t k) const { return job_cudnn_[k % 2]; }
+
   cublasHandle_t cublas() {
     if (!cublas_) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -445,6 +490,7 @@ class Context {
   }
 
   cudnnHandle_t cudnn_ = nullptr;
+  cudnnHandle_t job_cudnn_[2] = {nullptr, nullptr};  // create_job_handles
   cublasHandle_t cublas_ = nullptr;
   Buffer l2_;
   Buffer work_;  // workspace()
@@ -452,6 +498,33 @@ class Context {
   unsigned flushes_ = 0;
   std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
   double best_estimate_ = INFINITY;
+};
+
+// The GPU time of what the job enqueues from construction to end() (a graph benchmark's inputs and
+// fp32 reference), added to phase `p` when the span goes at the job's end, when the stream is long
+// past it: nothing waits for it earlier, and a failed event call only leaves the phase out.
+class GpuSpan {
+ public:
+  GpuSpan(Context& ctx, Phase p) : ctx_(ctx), p_(p) {
+    ok_ = cudaEventCreate(&e0_) == cudaSuccess && cudaEventCreate(&e1_) == cudaSuccess &&
+          cudaEventRecord(e0_, ctx.stream) == cudaSuccess;
+  }
+  void end() { ended_ = ok_ && cudaEventRecord(e1_, ctx_.stream) == cudaSuccess; }
+  ~GpuSpan() {
+    float ms = 0;
+    if (ended_ && cudaEventSynchronize(e1_) == cudaSuccess && cudaEventElapsedTime(&ms, e0_, e1_) == cudaSuccess)
+      ctx_.phases.add(p_, double(ms));
+    if (e0_) cudaEventDestroy(e0_);
+    if (e1_) cudaEventDestroy(e1_);
+  }
+  GpuSpan(const GpuSpan&) = delete;
+  GpuSpan& operator=(const GpuSpan&) = delete;
+
+ private:
+  Context& ctx_;
+  Phase p_;
+  cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  bool ok_ = false, ended_ = false;
 };
 
 }  // namespace bz

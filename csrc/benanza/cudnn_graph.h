@@ -1,12 +1,13 @@
 // benanza harness, cuDNN graph-API family (header-only cudnn-frontend): what the
 // convolution and matmul graph benchmarks share.
 //
-// A benchmark declares its operation graph once, then
+// A benchmark's host-only work (prepare_graph, its Bench::prepare: on a host thread while the job
+// before it is measured, Prefetcher) declares its operation graph, then
 //   1. enumerate_engine_configs: heuristic modes A, B and the fallback list, every
 //      engine config each returns (cudnn-frontend create_execution_plans per mode, all
 //      appended to one graph), deduped by canonical name, remembering each config's
-//      rank in every list it appears in;
-//   2. run_engine_configs: per config, its engine's numerical and behaviour notes
+//      rank in every list it appears in, and starts the configs' plan builds (PlanBuilder);
+//   2. run_engine_configs, on the GPU thread: per config, its engine's numerical and behaviour notes
 //      (backend ENGINE descriptor on the graph's operation graph), the fp32-FMA filter
 //      (engines noted TENSOR_CORE or DOWN_CONVERT_INPUTS run TF32 on fp32 data), plan
 //      build (timed: runtime-compiled engines compile here; on host threads ahead of the
@@ -28,12 +29,14 @@
 #endif
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -311,20 +314,16 @@ inline std::string json_heuristics(const EngineList& list) {
 
 // ---------------------------------------------------------------- the benchmark loop
 
-// What one graph benchmark measures: a built operation graph, its variant pack, the
-// output buffer and its fp32 reference, and the ring the weight tensor's pointer comes
+// What one graph benchmark's GPU thread measures its prepared graph (GraphPrep) with: the variant
+// pack, the output buffer and its fp32 reference, and the ring the weight tensor's pointer comes
 // from (Context::weight_ring; the buffer alone but under --l2 cold-weights).
 struct GraphRun {
-  FeGraph& graph;
   std::unordered_map<int64_t, void*>& pack;
   const Buffer& y;
   size_t y_count;
   const float* ref;
   WeightRing& weights;
   int64_t weight_uid;  // the variant pack's uid of the weight tensor
-  // false for a graph with no matmul or convolution (a pointwise chain): a TENSOR_CORE note on
-  // its engine changes no arithmetic, so fp32 FMA keeps it
-  bool tensor_core_ops = true;
 };
 
 // One result with `status` for a job whose graph could not be set up or offered no
@@ -335,6 +334,25 @@ inline void emit_job_failure(Context& ctx, int job, const Result& base, const Er
   r.fail(e);
   if (!notes.empty()) r.notes.raw("heuristics", notes);
   ctx.emit(job, r);
+}
+
+// Builders with builds not yet finished (PlanBuilder): a job prepared ahead starts its builds once
+// the job before it has finished all of its own, so that it never takes the host threads that
+// job's GPU thread is waiting for (and --plan-threads threads build at most at once).
+struct BuildGate {
+  std::mutex m;
+  std::condition_variable cv;
+  int building = 0;  // builders with builds not yet finished
+};
+inline BuildGate& build_gate() {
+  static BuildGate gate;
+  return gate;
+}
+// Waits until no builder has a build left to finish.
+inline void wait_for_finished_builds() {
+  BuildGate& g = build_gate();
+  std::unique_lock<std::mutex> lock(g.m);
+  g.cv.wait(lock, [&] { return g.building == 0; });
 }
 
 // Prepares (engine notes) and builds a job's execution plans on host threads ahead of the GPU
@@ -356,6 +374,11 @@ class PlanBuilder {
   PlanBuilder(FeGraph& g, size_t configs, Prepare prepare, int device, int threads)
       : g_(g), prepare_(std::move(prepare)), done_(configs), taken_(configs, false),
         ahead_(size_t(std::max(1, 2 * threads))) {
+    if (threads > 0 && configs > 0) {
+      std::lock_guard<std::mutex> lock(build_gate().m);
+      ++build_gate().building;
+      gated_ = true;
+    }
     for (int t = 0; t < threads && size_t(t) < configs; ++t)
       threads_.emplace_back([this, device] { work(device); });
   }
@@ -366,6 +389,7 @@ class PlanBuilder {
     }
     cv_.notify_all();
     for (std::thread& t : threads_) t.join();
+    open_gate();
   }
   PlanBuilder(const PlanBuilder&) = delete;
   PlanBuilder& operator=(const PlanBuilder&) = delete;
@@ -419,14 +443,31 @@ class PlanBuilder {
       lock.lock();
       done_[i] = std::move(b);
       cv_.notify_all();
+      if (++finished_ == done_.size()) {  // the last build: another builder may start
+        lock.unlock();
+        open_gate();
+        lock.lock();
+      }
     }
+  }
+
+  // This builder has no build left to finish (or is gone): another may start its own.
+  void open_gate() {
+    if (!gated_.exchange(false)) return;
+    BuildGate& g = build_gate();
+    {
+      std::lock_guard<std::mutex> lock(g.m);
+      --g.building;
+    }
+    g.cv.notify_all();
   }
 
   FeGraph& g_;
   Prepare prepare_;
+  std::atomic<bool> gated_{false};  // counted in build_gate().building
   std::vector<std::optional<Built>> done_;
   std::vector<bool> taken_;  // handed to the GPU thread by next()
-  size_t ahead_, next_ = 0, taken_count_ = 0;
+  size_t ahead_, next_ = 0, taken_count_ = 0, finished_ = 0;
   bool stop_ = false;
   std::mutex m_;
   std::condition_variable cv_;
@@ -458,30 +499,98 @@ inline ConfigPrep prepare_config(const EngineConfig& c, cudnnBackendDescriptor_t
   return prep;
 }
 
-// Build, check, time and emit every engine config of `list` (up to --max-engines).
+// A job's host-only work (GraphPrep, made by prepare_graph): its operation graph built on `handle`,
+// its engine configs listed, and their preparation and plan builds under way; or the error that
+// ended it (the job's one failure result). Nothing in it touches device memory or the stream.
+struct GraphPrep {
+  cudnnHandle_t handle = nullptr;  // the graph's: its plans execute with it
+  FeGraph graph;
+  EngineList list;
+  std::optional<Error> error;
+  double host_ms = 0;  // its host time (Phase::HostPrep)
+  size_t limit = 0;    // configs to measure (--max-engines)
+  std::vector<ConfigPrep> preps;  // element ci written by the one builder thread that prepares ci
+  std::unique_ptr<PlanBuilder> builder;  // last: it goes first (its threads read the members above)
+};
+
+// A graph benchmark's Bench::prepare: declare(graph) declares the job's operation graph, which is
+// validated and built on host.cudnn; then its engine configs (engine_configs) and, when there are
+// any, their preparation and plan builds on --plan-threads host threads (PlanBuilder; started
+// once the job before has started all of its builds). A failure is kept in the GraphPrep, as the
+// GPU thread would have met it, never thrown. `tensor_core_ops`: false for a graph with no matmul
+// or convolution (a pointwise chain): a TENSOR_CORE note on its engine changes no arithmetic, so
+// fp32 FMA keeps it.
+template <class Declare>
+std::shared_ptr<GraphPrep> prepare_graph(const HostContext& host, int job, const std::vector<NamedEngineConfig>& named,
+                                         const CudnnPrecision& p, bool tensor_core_ops, Declare&& declare) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto prep = std::make_shared<GraphPrep>();
+  prep->handle = host.cudnn;
+  try {
+    declare(prep->graph);
+    check_fe(prep->graph.validate(), Status::NotSupported, "validate");
+    check_fe(prep->graph.build_operation_graph(host.cudnn), Status::NotSupported, "build_operation_graph");
+    prep->list = engine_configs(prep->graph, job, named);
+  } catch (const Error& e) {
+    prep->error = e;
+  } catch (const std::exception& e) {
+    prep->error = Error(Status::Failed, one_line(e.what()));
+  }
+  prep->host_ms = ms_since(t0);
+  if (prep->error || prep->list.configs.empty()) return prep;
+  const bool fma_only = p.math_type == CUDNN_FMA_MATH;  // fp32: no TF32 Tensor Core engines
+  const EngineList& list = prep->list;
+  prep->limit = host.opt.max_engines > 0 && !list.named ? std::min(list.configs.size(), size_t(host.opt.max_engines))
+                                                        : list.configs.size();
+  prep->preps.resize(prep->limit);
+  GraphPrep* self = prep.get();
+  auto prepare = [self, fma_only, tensor_core_ops](size_t ci) -> int64_t {  // on a builder thread: nothing may escape
+    ConfigPrep& c = self->preps[ci];
+    try {
+      c = prepare_config(self->list.configs[ci], self->graph.op_graph(), fma_only, tensor_core_ops);
+    } catch (const Error& e) {
+      c.skip = e;
+    } catch (const std::exception& e) {
+      c.skip = Error(Status::Failed, std::string("engine notes: ") + one_line(e.what()));
+    }
+    return c.skip ? -1 : self->list.configs[ci].index;
+  };
+  if (host.opt.plan_threads > 0) wait_for_finished_builds();  // not counted: the job before's builds
+  t0 = std::chrono::steady_clock::now();
+  prep->builder = std::make_unique<PlanBuilder>(prep->graph, prep->limit, prepare, host.opt.device,
+                                                host.opt.plan_threads);
+  prep->host_ms += ms_since(t0);
+  return prep;
+}
+
+// The job's GraphPrep: prepared ahead by the Prefetcher (Context::prepared), else made here, on the
+// GPU thread, with the Context's handle (--plan-threads 0). PrepWait: the GPU thread's time on it;
+// HostPrep: its own host time.
+inline std::shared_ptr<GraphPrep> graph_prep(Context& ctx, int job, Prepared (*prepare)(const HostContext&, int)) {
+  std::shared_ptr<GraphPrep> prep = std::static_pointer_cast<GraphPrep>(ctx.prepared(job));
+  if (!prep) {
+    const cudnnHandle_t handle = ctx.cudnn();  // its creation is Phase::Handles
+    const auto t0 = std::chrono::steady_clock::now();
+    prep = std::static_pointer_cast<GraphPrep>(prepare(HostContext{ctx.opt, handle}, job));
+    ctx.phases.add(Phase::PrepWait, ms_since(t0));
+  }
+  ctx.phases.add(Phase::HostPrep, prep->host_ms);
+  return prep;
+}
+
+// Check, time and emit every engine config of a prepared job (up to --max-engines), in the order
+// their builds finish.
 inline void run_engine_configs(Context& ctx, int job, const Result& base, const CudnnPrecision& p, GraphRun& run,
-                               const EngineList& list) {
+                               GraphPrep& prep) {
+  const EngineList& list = prep.list;
   if (list.configs.empty()) {
     emit_job_failure(ctx, job, base, Error(Status::NotSupported, "no heuristic mode returned an engine config"),
                      json_heuristics(list));
     return;
   }
-  const bool fma_only = p.math_type == CUDNN_FMA_MATH;  // fp32: no TF32 Tensor Core engines
-  const size_t limit = ctx.opt.max_engines > 0 && !list.named
-                           ? std::min(list.configs.size(), size_t(ctx.opt.max_engines))
-                           : list.configs.size();
-  std::vector<ConfigPrep> preps(limit);  // element ci written by the one builder thread that prepares ci
-  auto prepare = [&](size_t ci) -> int64_t {  // runs on a builder thread: nothing may escape it
-    try {
-      preps[ci] = prepare_config(list.configs[ci], run.graph.op_graph(), fma_only, run.tensor_core_ops);
-    } catch (const Error& e) {
-      preps[ci].skip = e;
-    } catch (const std::exception& e) {
-      preps[ci].skip = Error(Status::Failed, std::string("engine notes: ") + one_line(e.what()));
-    }
-    return preps[ci].skip ? -1 : list.configs[ci].index;
-  };
-  PlanBuilder builder(run.graph, limit, prepare, ctx.opt.device, ctx.opt.plan_threads);
+  FeGraph& graph = prep.graph;
+  PlanBuilder& builder = *prep.builder;
+  const size_t limit = prep.limit;
   for (size_t step = 0; step < limit; ++step) {
     const auto t_next = std::chrono::steady_clock::now();
     const std::pair<size_t, PlanBuilder::Built> ready = builder.next();  // configs not built come at once
@@ -489,7 +598,7 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     const PlanBuilder::Built& built = ready.second;
     ctx.phases.add(Phase::PlanWait, ms_since(t_next));
     const EngineConfig& c = list.configs[ci];
-    const ConfigPrep& prep = preps[ci];
+    const ConfigPrep& config_prep = prep.preps[ci];
     Result r = base;
     r.algorithm = c.name;
     r.heuristic_rank = c.ranks[0];
@@ -498,24 +607,24 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     if (list.named) r.notes.add("named", true);
     try {
       if (c.parsed && !c.error) {
-        if (prep.notes.known) {
-          r.notes.raw("numerical_notes", json_names(kNumericalNoteNames, prep.notes.numerical, "NOTE"));
-          r.notes.raw("behavior_notes", json_names(kBehaviorNoteNames, prep.notes.behavior, "NOTE"));
+        if (config_prep.notes.known) {
+          r.notes.raw("numerical_notes", json_names(kNumericalNoteNames, config_prep.notes.numerical, "NOTE"));
+          r.notes.raw("behavior_notes", json_names(kBehaviorNoteNames, config_prep.notes.behavior, "NOTE"));
         } else {
           r.notes.add("notes_error", "engine notes could not be queried");
         }
       }
-      if (prep.skip) throw *prep.skip;
+      if (config_prep.skip) throw *config_prep.skip;
       r.notes.add("build_ms", built.ms);
       check_fe(built.status, Status::NotSupported, "build_plan_at_index");
       int64_t ws = 0;
-      check_fe(run.graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
+      check_fe(graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
                "get_workspace_size_plan_at_index");
       r.workspace_bytes = (long long)ws;
       const Workspace work = ctx.workspace(static_cast<size_t>(ws));
       auto execute = [&](void* weights) {  // one execution, reading the weights at `weights`
         run.pack[run.weight_uid] = weights;
-        check_fe(run.graph.execute_plan_at_index(ctx.cudnn(), run.pack, work.get(), c.index), Status::Failed,
+        check_fe(graph.execute_plan_at_index(prep.handle, run.pack, work.get(), c.index), Status::Failed,
                  "execute_plan_at_index");
       };
       BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
@@ -528,7 +637,7 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
       r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(e.what())));
     }
-    run.graph.release_plan(c.index);
+    graph.release_plan(c.index);
     ctx.emit(job, r);
   }
 }

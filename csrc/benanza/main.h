@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "benanza/context.h"
 #include "benanza/options.h"
+#include "benanza/prefetch.h"
 #include "benanza/result.h"
 
 namespace bz {
@@ -20,6 +22,10 @@ struct Bench {
   int num_jobs;
   void (*describe)(int job, Json& out);          // --list: the job's fields (numbers, key)
   void (*run)(Context& ctx, int job);            // measure every algorithm of one job, emit its results
+  // Optional: the job's host-only work (no device memory, nothing enqueued), which bz::main runs on
+  // a host thread of its own while the job before it is measured (with --plan-threads > 0); run
+  // takes the result with Context::prepared, or, when that is null, calls prepare itself.
+  Prepared (*prepare)(const HostContext& host, int job) = nullptr;
 };
 
 inline std::string version3(int v, int major_div, int minor_div) {  // 91900 -> "9.19.0"
@@ -54,17 +60,17 @@ inline void emit_system(const Context& ctx) {
   emit(j);
 }
 
-// A sticky CUDA error (illegal address, launch failure) poisons the context: report
-// it and exit, so that the runner restarts the process after this job.
-inline void exit_if_sticky(int job) {
+// A sticky CUDA error (illegal address, launch failure) poisons the context: report it (the
+// caller exits, so that the runner restarts the process after this job).
+inline bool report_sticky(int job) {
   cudaError_t e = cudaDeviceSynchronize();
   if (e == cudaSuccess) e = cudaGetLastError();
-  if (e == cudaSuccess) return;
+  if (e == cudaSuccess) return false;
   Json j;
   j.add("event", "error").add("job", job).add("message", std::string("CUDA context lost: ") + cudaGetErrorName(e) +
                                                              ": " + cudaGetErrorString(e));
   emit(j);
-  std::exit(3);
+  return true;
 }
 
 inline int main(int argc, char** argv, const Bench& bench) {
@@ -93,16 +99,35 @@ inline int main(int argc, char** argv, const Bench& bench) {
     emit(j);
     return 2;
   }
-  for (int job : opt.jobs) {
+  // Jobs' host work one job ahead of the GPU thread (Bench::prepare); --plan-threads 0: none,
+  // every job whole on this thread, in turn.
+  const bool ahead = bench.prepare && opt.plan_threads > 0;
+  std::optional<Prefetcher> prefetch;  // after ctx: stopped before ctx's handles go
+  for (size_t k = 0; k < opt.jobs.size(); ++k) {
+    const int job = opt.jobs[k];
     emit(Json().add("event", "start").add("job", job));
     ctx.start_job();
     const auto t0 = std::chrono::steady_clock::now();
     try {
+      if (ahead && !prefetch) {  // the first job: its handles, then the worker
+        ctx.create_job_handles();
+        prefetch.emplace(opt.jobs, [&ctx, &bench](int j, size_t at) {
+          cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
+          return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
+        });
+        ctx.prefetcher = &*prefetch;
+      }
+      if (prefetch) prefetch->begin(k);
       bench.run(ctx, job);
     } catch (const std::exception& e) {  // a benchmark body should catch its own errors; this is the backstop
       emit(Json().add("event", "error").add("job", job).add("message", e.what()));
     }
-    exit_if_sticky(job);
+    if (prefetch) prefetch->finish(k);
+    if (report_sticky(job)) {
+      ctx.prefetcher = nullptr;
+      prefetch.reset();  // its worker joined before the process goes
+      std::exit(3);
+    }
     Json end;
     end.add("event", "end").add("job", job);
     ctx.phases.to_json(end, ms_since(t0));

@@ -48,8 +48,8 @@ struct Options {
   double race = 1.5;             // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
   double job_budget_ms = 4000;   // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
   double slow_call_ms = 1;       // --slow-call-ms X: a call over X ms is judged from its second call alone
-  int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads (0: on the GPU
-                                 // thread); -1: cores - 1
+  int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads and each job's host
+                                 // work during the job before (0: all on the GPU thread, in order); -1: cores - 1
 };
 
 inline void usage(const char* prog) {
