@@ -27,7 +27,7 @@ from benanza.profile.mapping import contrib_charges, ort_node_layers
 from benanza.records import ExecutedCall, LayerProfile, Profile, checked_result
 
 pytest.importorskip("onnxruntime")
-from ort_cpu import EXPORTS, ort_nodes  # noqa: E402 (after the skip: it needs onnxruntime)
+from ort_cpu import EXPORTS, ort_nodes  # after the skip: it needs onnxruntime
 
 SYSTEM = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "bandwidth_gbs": 3000.0,
           "cuda_driver": "13.0", "cudnn_version": "9.19.0", "cublas_version": "13.1"}
@@ -122,3 +122,38 @@ def test_the_prefilled_row_is_as_executed_but_never_a_whole_execution(ort_gemms,
     assert isinstance(choose_fused(cand, inputs, inputs.constraints), Miss)
     bound = execution_bound(model, inputs, inputs.constraints, model.graph)
     assert not any(g.kind == GroupKind.FUSED and "cublasGemmEx" in g.call for g in bound.groups)
+
+
+def test_library_call_check_takes_the_calls_cold_weights_rows(ort_gemms, tmp_path: Path) -> None:
+    """Batch 1 streams the weights from HBM: the library-call check under cold weights compares the
+    same kernels (ORT's BroadcastBiasKernel left out) with the same call's cold-weights row."""
+    from benanza.analyze.core import _library_call_check
+    from benanza.library import L2
+    from benanza.records import KernelSpan
+
+    model, mapping, gemms, logged = ort_gemms
+    charged = contrib_charges(model, mapping, "tf32", logged)
+    node, cand = next((n, f) for n, f in gemms if n.layers == f.layers)
+    row = {"event": "result", "layer_key": cand.key, "api": Api.GEMM_EX.value, "algorithm": "CUBLAS_GEMM_DEFAULT",
+           "dtype": "tf32", "math": "tf32", "fusion": Fusion.GEMM_BIAS.value, "status": "ok", "repetitions": 10}
+    kernels = (KernelSpan("void onnxruntime::cuda::BroadcastBiasKernel<float>", 0.0, 2.0),
+               KernelSpan("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", 2.0, 8.0))
+    lp = LayerProfile(gpu_ms=0.01, executed=charged[node.layers[0]][0], kernels=kernels)
+    profile = Profile(layers={node.layers[0]: lp, node.layers[1]: LayerProfile(fused_into=node.layers[0])},
+                      framework="onnxruntime")
+
+    def check(lines: list[dict], l2: L2):
+        db = perfdb.open_db(tmp_path / f"{len(lines)}.db")
+        sid = perfdb.upsert_system(db, SYSTEM)
+        perfdb.insert_results(db, sid, [checked_result(x) for x in lines])
+        inputs = inputs_from_db(db, model, {**SYSTEM, "id": sid}, profile,
+                                constraints=Constraints(precisions=frozenset({Precision.TF32, Precision.FP32})))
+        layer = model.layers[node.layers[0]]
+        executed = {layer.index: choose(layer, inputs, Policy.AS_EXECUTED)}
+        return _library_call_check([(layer, lp, 0.0)], executed, inputs, l2)
+
+    warm = {**row, "median_ms": 0.006}
+    cold = {**row, "median_ms": 0.0085, "l2": L2.COLD_WEIGHTS.value}
+    assert check([warm, cold], L2.WARM) == (1, pytest.approx(0.008), pytest.approx(0.006))  # the gemm kernel only
+    assert check([warm, cold], L2.COLD_WEIGHTS) == (1, pytest.approx(0.008), pytest.approx(0.0085))
+    assert check([warm], L2.COLD_WEIGHTS) == (None, None, None)  # no cold-weights row: no such check

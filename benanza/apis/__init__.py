@@ -16,7 +16,8 @@ from benanza.apis.base import ApiDef, ApiFamily
 from benanza.apis.graph_ops import GraphOp
 from benanza.library import Api, Fusion
 
-__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "graph_api", "has_weights", "whole_call"]
+__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "graph_api", "has_weights",
+           "whole_call"]
 
 
 def _definitions() -> Iterator[ApiDef]:

@@ -189,7 +189,8 @@ def _prefilled_bias(item: FusionCandidate, model: Model) -> GemmShape:
         raise Unsupported("cublasGemmEx's bias needs a single GEMM without a C of its own "
                           f"(batch {shape.batch}, C {shape.c_rows}x{shape.c_cols})")
     bias = next((t for t in add.inputs if t.name != gemm.outputs[0].name), None)
-    if bias is None or not bias.constant or math.prod(bias.shape) != shape.n or (bias.shape and bias.shape[-1] != shape.n):
+    if bias is None or not bias.constant or math.prod(bias.shape) != shape.n \
+            or (bias.shape and bias.shape[-1] != shape.n):
         raise Unsupported(f"the Add's other input {list(bias.shape) if bias else None} is not a constant "
                           f"length-{shape.n} row vector")
     return replace(shape, beta=1.0, c_rows=1, c_cols=shape.n)
