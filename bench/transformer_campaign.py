@@ -172,6 +172,8 @@ def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: P
     out["built (s)"] = clock.used()
     print(f"[{clock.used():.0f} s] built the executed calls", flush=True)
     fingerprint = system.fingerprint()
+    if not fingerprint["usable"]:
+        raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
     for l2 in (L2.WARM, L2.COLD_WEIGHTS) if cold else (L2.WARM,):
         left = clock.left() - reserve
         if left < 20:
