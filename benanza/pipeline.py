@@ -94,7 +94,7 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
         bundle = read_bundle(path)
         onnx = find_model(bundle, model)
         check_bundle_model(bundle, onnx)
-        loaded = load_model(onnx, bundle.meta.batch)
+        loaded = load_model(onnx, bundle.meta.batch, bundle_seq_len(bundle))
         calls += [(loaded, key, call) for key, call in executed_calls(loaded, bundle)]
     return calls
 

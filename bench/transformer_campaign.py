@@ -13,9 +13,15 @@ Steps, each timed, stopping cleanly when the time budget is spent (the JSON says
    (``--max-engines`` caps the engine configs per graph-API job to fit the budget);
 3. profile each (model, batch, dtype) in PyTorch (``benanza profile --framework torch``), and in
    ONNX Runtime too when ``import onnxruntime`` offers the CUDAExecutionProvider;
-4. analyze each bundle against that database and print one row per bundle: layers mapped,
+4. measure the library calls the captured bundles logged that the database lacks
+   (``plan_executed``, as ``benanza generate --from-profile``: ORT's MatMul + bias Add as its
+   beta = 1 cublasGemmEx among them), warm, and for the batch-1 bundles under
+   ``--l2 cold-weights`` too (a framework streams each layer's weights from HBM at batch 1);
+   one generated project, built once, run into the same database;
+5. analyze each bundle against that database and print one row per bundle: layers mapped,
    kernel time mapped, layers charged a roofline for want of a benchmark, BR_seq against the
-   kernel-only GPU time, as-executed / measured, and the attention fusion gap the analyzer
+   kernel-only GPU time, as-executed / measured, the library-call check (its cold-weights
+   figure at batch 1, its warm one otherwise), and the attention fusion gap the analyzer
    reports beside what the framework ran for the attention cores (their kernels, their time).
 
 Writes under ``$OUT`` (else ``--out``): ``campaign.json``, ``campaign.md``, ``perf.db.gz`` and
@@ -35,23 +41,31 @@ import sys
 import tarfile
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/exports.py
 
 from benanza import codegen, runner, system
+from benanza.apis import has_weights
 from benanza.db import open_db
 from benanza.errors import BenanzaError
 from benanza.guards import model_digest
-from benanza.library import Fusion, Precision
+from benanza.library import L2, Fusion, Precision
 from benanza.model.onnx_import import load_model
-from benanza.pipeline import analyze_model
-from benanza.plan import plan
+from benanza.pipeline import analyze_model, profile_calls, skip_predicate
+from benanza.plan import plan, plan_executed
 from benanza.profile.capture import capture
 from benanza.profile.mapping import kernel_time_mapped, summary
 
 SEQ = 128
+# The executed-calls step (4.) starts only with this much budget left: its build (the harness's
+# kernels and a few executables, about 1-2 min on 16 cores) and run (tens of jobs, 1-3 s each),
+# plus ANALYZE_S per bundle for step 5.
+EXECUTED_MIN_S = 150.0
+ANALYZE_S = 20.0
 MAX_FILE = 15 * 2**20  # per returned archive (the device returns files up to 16 MB)
 MAX_ARCHIVES = 5
 FRAMEWORKS = {"torch": "pytorch", "ort": "onnxruntime"}
@@ -122,6 +136,59 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
     return out
 
 
+def _executed_skip(db_path: Path, cold_weights: bool):
+    """What ``plan_executed`` may drop: the warm rows the database holds, and with ``cold_weights``
+    also the cold-weights rows of every call with weights (``--l2 cold-weights`` runs no others)."""
+    warm = skip_predicate(db_path, None)
+    if warm is None:
+        return None
+
+    def held(bench: Any) -> bool:
+        if not warm(bench):
+            return False
+        return not cold_weights or not has_weights(bench.api) or warm({**asdict(bench), "l2": L2.COLD_WEIGHTS.value})
+
+    return held
+
+
+def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: Path, clock: Clock, timeout_s: float,
+                     max_reps: int, max_ms: float, race: float) -> dict[str, Any]:
+    """Step 4: the calls the bundles' logs show that the database lacks, warm, and under cold
+    weights for the batch-1 bundles (the library-call check's rows at batch 1). ``bundles`` are
+    (bundle, its model). One project for both (the runner skips per L2 what it holds)."""
+    out: dict[str, Any] = {}
+    reserve = ANALYZE_S * len(bundles)
+    if clock.left() < EXECUTED_MIN_S + reserve:
+        return {"skipped": f"time budget: {clock.left():.0f} s left, {EXECUTED_MIN_S + reserve:.0f} s needed"}
+    calls = [c for bundle, model in bundles for c in profile_calls(model, (bundle,))]
+    cold = any(read_batch(bundle) == 1 for bundle, _ in bundles)
+    p = plan_executed(calls, skip=_executed_skip(db_path, cold))
+    out.update({"calls": len(calls), "jobs": len(p.jobs), "dropped": p.drop_reasons()})
+    print(f"[{clock.used():.0f} s] executed calls: {len(calls)} logged, {len(p.jobs)} job(s) to measure", flush=True)
+    if not p.jobs:
+        return out
+    codegen.generate(p, project, "python bench/transformer_campaign.py (the bundles' executed calls)")
+    build = runner.build(project, jobs=os.cpu_count())
+    out["built (s)"] = clock.used()
+    print(f"[{clock.used():.0f} s] built the executed calls", flush=True)
+    fingerprint = system.fingerprint()
+    if not fingerprint["usable"]:
+        raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
+    for l2 in (L2.WARM, L2.COLD_WEIGHTS) if cold else (L2.WARM,):
+        left = clock.left() - reserve
+        if left < 20:
+            out[l2.value] = "skipped: time budget spent"
+            continue
+        s = runner.run(project, open_db(db_path), timeout_s=min(timeout_s, left), build_dir=build,
+                       system=fingerprint, l2=l2.value, max_reps=max_reps,
+                       harness_args=("--max-ms", str(max_ms), "--race", str(race)))
+        out[l2.value] = {"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,
+                         "done at (s)": clock.used()}
+        print(f"[{clock.used():.0f} s] executed calls {l2.value}: {s.ok} ok of {s.results}, "
+              f"{s.check_failed} check_failed", flush=True)
+    return out
+
+
 def attention_ran(report: Any, mapping: Any, model: Any) -> dict[str, Any]:
     """The analyzer's attention fusion gap and what the framework ran for the attention cores."""
     pattern = next((r for r in report.tables["fusion patterns"].rows if r["pattern"] == Fusion.ATTENTION.value), {})
@@ -160,6 +227,9 @@ def analyze_bundle(model_path: Path, db_path: Path, bundle: Path) -> dict[str, A
             "mapped layers (as-executed check)": rs.get("mapped layers (measured and as-executed)"),
             "as-executed / measured, library calls": rs.get("as-executed / measured, library-call layers"),
             "library-call layers (as-executed check)": rs.get("library-call layers (as-executed check)"),
+            "as-executed cold weights / measured, library calls":
+                rs.get("as-executed cold weights / measured, library-call layers"),
+            "library-call layers, cold weights": rs.get("library-call layers, cold weights (as-executed check)"),
             "fusion gap (ms)": rs.get("fusion gap (ms)"), "attention": attention_ran(report, mapping, model),
             "ops of the missing table": sorted({r.get("op", "") for r in report.tables["missing"].rows})[:20]}
 
@@ -212,10 +282,18 @@ def archives(bundles: list[Path], results: Path) -> list[str]:
     return written
 
 
+def library_call_ratio(batch: int, a: dict[str, Any]) -> tuple[Any, Any]:
+    """The library-call check the table shows: under cold weights at batch 1 (the weights stream
+    from HBM there), warm otherwise; (ratio, layers)."""
+    if batch == 1:
+        return a.get("as-executed cold weights / measured, library calls"), a.get("library-call layers, cold weights")
+    return a.get("as-executed / measured, library calls"), a.get("library-call layers (as-executed check)")
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = ("| model | batch | dtype | framework | layers | mapped | kernel time mapped | roofline-only layers | "
-            "BR_seq vs GPU busy | as-executed / measured | as-executed / measured, library calls (layers) | "
-            "attention gap (analyzer, ms) | framework ran |")
+            "BR_seq vs GPU busy | as-executed / measured | as-executed / measured, library calls (layers); "
+            "batch 1: cold weights, else warm | attention gap (analyzer, ms) | framework ran |")
     lines = [head, "|" + "---|" * 13]
     for r in rows:
         a = r.get("analysis") or {}
@@ -232,10 +310,24 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                         f"{f(a['kernel time mapped (%)'], '.1f')} % | "
                         f"{a['layers charged a roofline (no benchmark)']} | "
                         f"{f(a['BR_seq vs GPU busy'])} | "
-                        f"{f(a['as-executed / measured'])} | {f(a['as-executed / measured, library calls'])} "
-                        f"({a['library-call layers (as-executed check)']}) | "
+                        f"{f(a['as-executed / measured'])} | {f(library_call_ratio(r['batch'], a)[0])} "
+                        f"({library_call_ratio(r['batch'], a)[1]}) | "
                         f"{f(att.get('analyzer fusion gap (ms)'))} | {ran} |"))
     return "\n".join(lines)
+
+
+def guarded(row: dict[str, Any], step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """One bundle's step; a failure is the row's error and None (the campaign goes on), else its
+    result (True for a step that returns nothing)."""
+    try:
+        got = step(*args, **kwargs)
+        return True if got is None else got
+    except BenanzaError as exc:
+        row["error"] = str(exc).splitlines()[0][:200]
+    except Exception as exc:  # keep the campaign going; the row says what broke
+        traceback.print_exc()
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return None
 
 
 def ints(text: str) -> list[int]:
@@ -297,6 +389,7 @@ def main() -> None:
             record["benchmarks"] = {"error": str(exc)}
             print(f"benchmarks: {exc}", flush=True)
     bundles: list[Path] = []
+    captured: list[tuple[dict[str, Any], Path, Path]] = []  # (row, bundle, model)
     if not args.dry_run and db_path.exists():
         for dtype in dtypes:
             for batch in args.batch:
@@ -304,23 +397,29 @@ def main() -> None:
                     for fw in frameworks:
                         row: dict[str, Any] = {"model": name, "batch": batch, "dtype": dtype, "framework": fw}
                         record["rows"].append(row)
-                        if clock.left() < 40:
+                        if clock.left() < 40 + ANALYZE_S * (len(captured) + 1):
                             row["error"] = "skipped: time budget spent"
                             continue
                         bundle = work / "bundles" / f"{name}_b{batch}_{fw}_{dtype}"
-                        try:
-                            if not bundle.exists():
-                                capture(path, FRAMEWORKS[fw], batch, dtype, bundle, runs=args.runs, warmup=3,
-                                        profiled_runs=3, seq_len=SEQ)
+                        if bundle.exists() or guarded(row, capture, path, FRAMEWORKS[fw], batch, dtype, bundle,
+                                                      runs=args.runs, warmup=3, profiled_runs=3, seq_len=SEQ):
                             bundles.append(bundle)
-                            row["analysis"] = analyze_bundle(path, db_path, bundle)
-                        except BenanzaError as exc:
-                            row["error"] = str(exc).splitlines()[0][:200]
-                        except Exception as exc:  # keep the campaign going; the row says what broke
-                            traceback.print_exc()
-                            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                            captured.append((row, bundle, path))
                         print(f"[{clock.used():.0f} s] {name} b{batch} {dtype} {fw}: "
-                              f"{row.get('error') or 'analyzed'}", flush=True)
+                              f"{row.get('error') or 'captured'}", flush=True)
+        if captured:
+            try:
+                record["executed calls"] = measure_executed([(b, m) for _, b, m in captured], work / "executed",
+                                                            db_path, clock, args.timeout, args.max_reps, args.max_ms,
+                                                            args.race)
+            except BenanzaError as exc:
+                record["executed calls"] = {"error": str(exc)}
+                print(f"executed calls: {exc}", flush=True)
+        for row, bundle, path in captured:
+            if (analysis := guarded(row, analyze_bundle, path, db_path, bundle)) is not None:
+                row["analysis"] = analysis
+            print(f"[{clock.used():.0f} s] {row['model']} b{row['batch']} {row['dtype']} {row['framework']}: "
+                  f"{row.get('error') or 'analyzed'}", flush=True)
     text = markdown(record["rows"])
     print("\n" + text, flush=True)
     record["seconds"] = clock.used()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
-from benanza.apis import has_weights
+from benanza.apis import has_weights, whole_call
 from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision, Status
 from benanza.model.layer import FusionCandidate, Layer
 from benanza.records import ANY, ROOFLINE, Result
@@ -97,7 +97,7 @@ def fastest(rows: Iterable[Result]) -> Result | None:
 def _best_of(rows: Sequence[Result], constraints: Constraints, fusion: str) -> Result | Miss:
     if not rows:
         return Miss(MissingReason.NO_RESULTS)
-    ok = [r for r in usable(rows) if r.fusion == fusion]
+    ok = [r for r in usable(rows) if r.fusion == fusion and whole_call(r.api, r.fusion)]
     if not ok:
         statuses = Counter(r.status for r in rows)
         return Miss(MissingReason.NONE_OK, ", ".join(f"{s} x{n}" for s, n in sorted(statuses.items())))

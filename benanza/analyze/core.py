@@ -17,7 +17,7 @@ from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
 from benanza.library import L2, Fusion, Precision
 from benanza.model.layer import Layer, Model
-from benanza.records import ANY, ROOFLINE
+from benanza.records import ANY, ROOFLINE, ExecutedCall
 
 AllChoices = dict[Policy, dict[int, Choice | Miss]]
 Mapped = list[tuple[Layer, LayerProfile, float]]  # layer, its profile, as-executed ms
@@ -109,6 +109,8 @@ def analyze(inputs: Inputs) -> Report:
     mapped_layers = _mapped(model, inputs, choices[Policy.AS_EXECUTED])
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(mapped_layers)
     lib_layers, lib_measured, lib_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED])
+    lcw_layers, lcw_measured, lcw_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED], inputs,
+                                                                 L2.COLD_WEIGHTS)
     cold_layers, cold_measured, cold_executed = _l2_check(mapped_layers, inputs, L2.COLD)
     cw_layers, cw_measured, cw_executed = _l2_check(mapped_layers, inputs, L2.COLD_WEIGHTS)
     executed = [c for c in choices[Policy.AS_EXECUTED].values() if isinstance(c, Choice)]
@@ -141,6 +143,10 @@ def analyze(inputs: Inputs) -> Report:
         "measured library kernels, library-call layers (ms)": lib_measured,
         "as-executed LBL, library-call layers (ms)": lib_executed,
         "as-executed / measured, library-call layers": ratio(lib_executed, lib_measured),
+        "library-call layers, cold weights (as-executed check)": lcw_layers,
+        "measured library kernels, library-call layers with cold-weights rows (ms)": lcw_measured,
+        "as-executed LBL cold weights, library-call layers (ms)": lcw_executed,
+        "as-executed cold weights / measured, library-call layers": ratio(lcw_executed, lcw_measured),
         "cold-L2 layers (of the mapped)": cold_layers,
         "measured GPU time, cold-L2 layers (ms)": cold_measured,
         "as-executed LBL, cold L2 (ms)": cold_executed,
@@ -231,17 +237,11 @@ def _library_kernel_ms(lp: LayerProfile, framework_counts: bool | None = None) -
                if framework_counts or not any(m in k.name for m in FRAMEWORK_KERNELS)) / 1e3
 
 
-def _library_call_check(mapped_layers: Mapped, executed: dict[int, Choice | Miss]
-                        ) -> tuple[int, float | None, float | None]:
-    """The as-executed check where the framework's kernels are library calls: per mapped layer,
-    the benchmarks of exactly the cuDNN/cuBLAS calls the logs show against the layer's library
-    kernels. Left out on both sides: what the framework ran with its own kernels and the bound
-    charges at the copy roofline (ORT's bias broadcast, elementwise, norm and softmax kernels),
-    copies and memsets; left out entirely: layers of an ORT contrib node charged by the fastest
-    benchmark of its fusion (``ANY``: not the call that ran) and layers with a call that has no
-    benchmark. Framework kernels count only when a benchmarked extra call stands for them.
-    (layer count, measured ms, benchmark ms)."""
-    checked = []
+def _library_call_layers(mapped_layers: Mapped, executed: dict[int, Choice | Miss]
+                         ) -> list[tuple[Layer, float, list[ExecutedCall], Choice]]:
+    """The layers of the library-call check (``_library_call_check``): (layer, its library kernels'
+    ms, its exact calls, its as-executed choice)."""
+    out = []
     for layer, lp, _ in mapped_layers:
         choice = executed[layer.index]
         calls = (lp.executed, *lp.extra) if lp.executed is not None else ()
@@ -252,7 +252,35 @@ def _library_call_check(mapped_layers: Mapped, executed: dict[int, Choice | Miss
         kernels = replace(lp, kernels=tuple(k for k in lp.kernels if not k.name.startswith(COPY_KERNELS)))
         measured = _library_kernel_ms(kernels, framework_counts=len(exact) > 1)
         if measured > 0:
+            out.append((layer, measured, exact, choice))
+    return out
+
+
+def _library_call_check(mapped_layers: Mapped, executed: dict[int, Choice | Miss], inputs: Inputs | None = None,
+                        l2: L2 = L2.WARM) -> tuple[int | None, float | None, float | None]:
+    """The as-executed check where the framework's kernels are library calls: per mapped layer,
+    the benchmarks of exactly the cuDNN/cuBLAS calls the logs show against the layer's library
+    kernels. Left out on both sides: what the framework ran with its own kernels and the bound
+    charges at the copy roofline (ORT's bias broadcast, elementwise, norm and softmax kernels),
+    copies and memsets; left out entirely: layers of an ORT contrib node charged by the fastest
+    benchmark of its fusion (``ANY``: not the call that ran) and layers with a call that has no
+    benchmark. Framework kernels count only when a benchmarked extra call stands for them.
+    ``l2``: warm (the as-executed rows), or ``L2.COLD_WEIGHTS`` with ``inputs``: the same calls'
+    cold-weights rows (``choose.call_l2``: warm for an API without weights), over the layers whose
+    calls all have one; (None, None, None) when no layer uses a cold-weights row.
+    (layer count, measured ms, benchmark ms)."""
+    checked, used = [], l2 is L2.WARM
+    for layer, measured, exact, choice in _library_call_layers(mapped_layers, executed):
+        if l2 is L2.WARM:
             checked.append((measured, sum(r.median_ms or 0.0 for r in (choice.result, *choice.extra))))
+            continue
+        assert inputs is not None, "a check under another L2 state reads the rows from inputs"
+        ms = executed_ms(layer.key, exact, inputs, l2)
+        if ms is not None:
+            checked.append((measured, ms))
+            used = used or any(call_l2(c, l2) is l2 for c in exact)
+    if not used:
+        return None, None, None
     if not checked:
         return 0, None, None
     return len(checked), sum(m for m, _ in checked), sum(ms for _, ms in checked)

@@ -36,6 +36,7 @@ from benanza.analyze.folding import COMPUTE_OPS, FOLDABLE_OPS, _consumers, _sole
 from benanza.analyze.inputs import Ceilings, Constraints, Inputs
 from benanza.analyze.peaks import storage, tensor_bytes
 from benanza.analyze.roofline import layer_bytes
+from benanza.apis import whole_call
 from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
 from benanza.model.layer import Layer, Model, bias_add
 from benanza.records import Result
@@ -91,7 +92,8 @@ class Execution:
 
 
 def _allowed(rows: Iterable[Result], constraints: Constraints, fusion: str) -> list[Result]:
-    return [r for r in usable(rows) if r.fusion == fusion and constraints.allows(r)]
+    # a call into a pre-filled output (ORT's beta = 1 bias GEMM) is no whole execution: never charged alone
+    return [r for r in usable(rows) if r.fusion == fusion and constraints.allows(r) and whole_call(r.api, r.fusion)]
 
 
 def _describe(r: Result) -> str:

@@ -14,9 +14,10 @@ from functools import cache
 
 from benanza.apis.base import ApiDef, ApiFamily
 from benanza.apis.graph_ops import GraphOp
-from benanza.library import Api
+from benanza.library import Api, Fusion
 
-__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "graph_api", "has_weights"]
+__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "graph_api", "has_weights",
+           "whole_call"]
 
 
 def _definitions() -> Iterator[ApiDef]:
@@ -61,3 +62,12 @@ def graph_api(ops: Sequence[GraphOp]) -> Api | None:
     SDPA graph starts with a MATMUL): the one whose ``graph_recogniser`` accepts it, else None."""
     found = [api for api, d in REGISTRY.items() if d.graph_recogniser is not None and d.graph_recogniser(ops)]
     return found[0] if len(found) == 1 else None
+
+
+def whole_call(api: str, fusion: str) -> bool:
+    """Whether a row of ``api`` and ``fusion`` (values as rows spell them) is a whole execution of what
+    it stands for: not a call whose output another kernel must pre-fill first (ApiDef.prefilled)."""
+    try:
+        return Fusion(fusion) not in REGISTRY[Api(api)].prefilled
+    except (ValueError, KeyError):
+        return True

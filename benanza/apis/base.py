@@ -94,3 +94,8 @@ class ApiDef:
     graph_recogniser: Callable[[Sequence[GraphOp]], bool] | None = None
     # Fusion patterns whose whole chain this API runs as one call (the planner's FUSION_APIS).
     fusions: tuple[Fusion, ...] = ()
+    # Of those, the ones it runs only into an output another kernel pre-filled (cublasGemmEx's
+    # beta = 1 bias, as ONNX Runtime's Gemm does it): their rows time the library call alone,
+    # for the as-executed check; the bound never takes them as a whole fused execution
+    # (docs/METRICS.md, "Execution bound").
+    prefilled: tuple[Fusion, ...] = ()

@@ -174,9 +174,37 @@ GEMM_EX_ALGORITHMS = ("CUBLAS_GEMM_DEFAULT", *(f"CUBLAS_GEMM_ALGO{i}" for i in r
                       "CUBLAS_GEMM_AUTOTUNE")
 
 
+def _prefilled_bias(item: FusionCandidate, model: Model) -> GemmShape:
+    """The GEMM of a MatMul + bias Add as ONNX Runtime's Gemm runs it: Y pre-filled with the bias
+    broadcast along the rows (its own kernel), then one cuBLAS call with beta = 1 that adds into Y.
+
+    Only a bias-only chain whose GEMM is a single one (batch 1: a MatMul whose A batch dimensions
+    fold into rows) and has no C of its own, and whose Add's constant is a length-N row vector.
+    """
+    if item.pattern != Fusion.GEMM_BIAS.value or item.activation or len(item.layers) != 2:
+        raise Unsupported(f"cublasGemmEx adds a bias only (a {item.pattern} chain of {len(item.layers)} layers)")
+    gemm, add = (model.layers[i] for i in item.layers)
+    shape = gemm_shape(gemm)
+    if shape.c_rows or shape.batch != 1:
+        raise Unsupported("cublasGemmEx's bias needs a single GEMM without a C of its own "
+                          f"(batch {shape.batch}, C {shape.c_rows}x{shape.c_cols})")
+    bias = next((t for t in add.inputs if t.name != gemm.outputs[0].name), None)
+    if bias is None or not bias.constant or math.prod(bias.shape) != shape.n \
+            or (bias.shape and bias.shape[-1] != shape.n):
+        raise Unsupported(f"the Add's other input {list(bias.shape) if bias else None} is not a constant "
+                          f"length-{shape.n} row vector")
+    return replace(shape, beta=1.0, c_rows=1, c_cols=shape.n)
+
+
 def gemm_ex_job(item: Layer | FusionCandidate, model: Model, precision: Precision) -> JobFields:
-    """cublasGemmEx (cublasGemmStridedBatchedEx for a batch): every cublasGemmAlgo_t, ONNX beta * C in place."""
-    shape = _single_gemm(item, Api.GEMM_EX)
+    """cublasGemmEx (cublasGemmStridedBatchedEx for a batch): every cublasGemmAlgo_t, ONNX beta * C in place.
+
+    A MatMul + bias Add (Fusion.GEMM_BIAS) is the call ONNX Runtime makes for it: beta = 1 into
+    a Y that starts as the bias broadcast along the rows (``_prefilled_bias``); the checked call
+    starts from that Y and the reference adds the bias.  The prefill is not timed: the row is
+    the library call alone (ApiDef.prefilled), for the as-executed check, never a whole execution.
+    """
+    shape = _single_gemm(item, Api.GEMM_EX) if isinstance(item, Layer) else _prefilled_bias(item, model)
     return JobFields(_gemm_row(shape), shape.describe(), GEMM_EX_ALGORITHMS)
 
 
@@ -245,7 +273,8 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GEMM_EX, "bench_gemm_ex", "cublas_gemm_ex.cu.j2", ApiFamily.LEGACY, "cublas", gemm_ex_job,
-           tensor_core=True, host_only=True, weights=True),
+           tensor_core=True, host_only=True, weights=True, fusions=(Fusion.GEMM_BIAS,),
+           prefilled=(Fusion.GEMM_BIAS,)),
     ApiDef(Api.LT_MATMUL, "bench_lt_matmul", "cublaslt_matmul.cu.j2", ApiFamily.LEGACY, "cublas", lt_matmul_job,
            tensor_core=True, host_only=True, weights=True, fusions=GEMM_FUSIONS),
     ApiDef(Api.SGEMV, "bench_sgemv", "cublas_sgemv.cu.j2", ApiFamily.LEGACY, "cublas", sgemv_job,

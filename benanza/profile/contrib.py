@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 from enum import StrEnum
 
-from benanza.library import NO_COPY_OPS, Api, Fusion
-from benanza.model.layer import Model
+from benanza.apis import REGISTRY
+from benanza.apis.base import Unsupported
+from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
+from benanza.model.layer import FusionCandidate, Model
 from benanza.records import ANY, ROOFLINE, ExecutedCall
 
 
@@ -48,6 +50,31 @@ FUSED_API: dict[str, str] = {Fusion.ATTENTION.value: Api.GRAPH_SDPA.value, Fusio
                              Fusion.GEMM_BIAS_ACT.value: ANY}
 NORM_OPS = frozenset({"LayerNormalization", "RMSNormalization"})
 GEMM_OPS = frozenset({"MatMul", "Gemm"})
+# (api, fusion) of a logged plain call that runs a whole fusion candidate into an output the
+# framework's own kernel pre-filled (ApiDef.prefilled): ORT's Gemm for MatMul + bias Add runs
+# BroadcastBiasKernel (Y = bias) and then cublasGemmEx with beta = 1.
+PREFILLED_CALLS = frozenset((api.value, f.value) for api, d in REGISTRY.items() for f in d.prefilled)
+
+
+def prefilled_calls(model: Model, layers: tuple[int, ...], logged: dict[int, ExecutedCall]
+                    ) -> dict[int, tuple[FusionCandidate, ExecutedCall]]:
+    """Anchor -> (candidate, call) for the fusion candidates inside one framework node's ``layers``
+    whose anchor alone has a logged call, a plain one of an API that runs that fusion into a
+    pre-filled output (``PREFILLED_CALLS``): the call, with that fusion and the candidate's key,
+    stands for the whole chain. A chain that API cannot benchmark keeps the plain call."""
+    covered = set(layers)
+    out: dict[int, tuple[FusionCandidate, ExecutedCall]] = {}
+    for cand in model.fusions:
+        call = logged.get(cand.layers[0]) if cand.layers else None
+        if (call is None or not cand.key or not set(cand.layers) <= covered or call.fusion != Fusion.NONE.value
+                or (call.api, cand.pattern) not in PREFILLED_CALLS or any(i in logged for i in cand.layers[1:])):
+            continue
+        try:
+            REGISTRY[Api(call.api)].builder(cand, model, Precision(call.precision))  # type: ignore[misc]
+        except (Unsupported, ValueError):
+            continue
+        out[cand.layers[0]] = (cand, replace(call, fusion=cand.pattern, key=cand.key))
+    return out
 
 
 def contrib_calls(model: Model, op: str, layers: tuple[int, ...], precision: str,
@@ -55,7 +82,8 @@ def contrib_calls(model: Model, op: str, layers: tuple[int, ...], precision: str
     """The benchmarks standing for one contrib node (ORT op ``op`` over ``layers``), in layer order; () for others.
 
     ``logged``: calls the library logs assign to layers; a GEMM member that has one keeps it
-    (ORT's FusedMatMul is a cuBLAS call).
+    (ORT's FusedMatMul is a cuBLAS call), and where it is the plain cublasGemmEx of a MatMul +
+    bias Add the node covers (ORT's Gemm), it becomes that fusion's call (``prefilled_calls``).
     """
     if op not in ORT_CONTRIB or not layers or (op in FUSED_ONLY_WHEN_SEVERAL and len(layers) < 2):
         return ()
@@ -63,6 +91,9 @@ def contrib_calls(model: Model, op: str, layers: tuple[int, ...], precision: str
     covered = set(layers)
     calls: list[tuple[int, ExecutedCall]] = []
     charged: set[int] = set()
+    for anchor, (cand, call) in prefilled_calls(model, layers, logged).items():
+        calls.append((anchor, call))
+        charged.update(cand.layers)
     for cand in model.fusions:
         api = FUSED_API.get(cand.pattern)
         if api is None or not cand.key or not set(cand.layers) <= covered or any(i in logged for i in cand.layers):

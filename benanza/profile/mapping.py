@@ -38,7 +38,7 @@ from typing import Any
 from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile.bundle import Bundle, Framework, read_bundle
-from benanza.profile.contrib import contrib_calls
+from benanza.profile.contrib import ORT_CONTRIB, contrib_calls, prefilled_calls
 from benanza.profile.executed import CUDNN_PRECISION, _library_calls, assign_calls, executed_call, split_bias_adds
 from benanza.profile.kernel_runs import RunWork, ort_runs, torch_runs
 from benanza.profile.kineto import GpuEvent, busy_time
@@ -127,10 +127,16 @@ def logged_calls(model: Model, bundle: Bundle) -> LoggedCalls:
 
 
 def executed_calls(model: Model, bundle: Bundle) -> list[tuple[str, ExecutedCall]]:
-    """(layer key, call) of every call the bundle's logs assign to a layer, its bias adds included."""
+    """(layer key, call) of every call the bundle's logs assign to a layer, its bias adds included;
+    an ORT node's plain GEMM call that runs a MatMul + bias Add as one (``contrib.prefilled_calls``)
+    as the as-executed mapping charges it: that fusion's call, under the candidate's key."""
     logged = logged_calls(model, bundle)
-    return [(model.layers[i].key, call) for i in sorted(logged.calls)
-            for call in (logged.calls[i], *logged.extra.get(i, ()))]
+    calls = dict(logged.calls)
+    if bundle.ort_profile is not None and bundle.ort_profile.runs:
+        for node in ort_node_layers(model, bundle.ort_profile.runs[-1].nodes, bundle.optimized_model):
+            if node.op in ORT_CONTRIB and len(node.layers) > 1:
+                calls.update({i: call for i, (_, call) in prefilled_calls(model, node.layers, logged.calls).items()})
+    return [(model.layers[i].key, call) for i in sorted(calls) for call in (calls[i], *logged.extra.get(i, ()))]
 
 
 def contrib_charges(model: Model, framework_nodes: Sequence[NodeLayers], precision: str,

@@ -1,0 +1,47 @@
+"""bench/transformer_campaign.py's executed-calls step and table, without a GPU: what it may skip
+(a real SQLite database written by ``db.insert_results``) and which library-call ratio it shows."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from benanza import db as perfdb
+from benanza.library import L2, Api
+from benanza.plan import Benchmark
+from benanza.records import checked_result
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import transformer_campaign as tc  # bench/ is no package: after the path insert
+
+SYSTEM = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
+          "cudnn_version": "9.19.0", "cublas_version": "13.1"}
+
+
+def _bench(key: str, api: str) -> Benchmark:
+    return Benchmark(key, api, "CUBLAS_GEMM_DEFAULT", "fp16", "fp16", "gemm+bias", "")
+
+
+def test_executed_skip_keeps_what_batch_one_lacks_cold(tmp_path: Path) -> None:
+    db = perfdb.open_db(tmp_path / "perf.db")
+    sid = perfdb.upsert_system(db, SYSTEM)
+    line = {"event": "result", "api": Api.GEMM_EX.value, "algorithm": "CUBLAS_GEMM_DEFAULT", "dtype": "fp16",
+            "math": "fp16", "fusion": "gemm+bias", "status": "ok", "median_ms": 0.01, "repetitions": 10}
+    perfdb.insert_results(db, sid, [checked_result({**line, "layer_key": "warm-only"}),
+                                    checked_result({**line, "layer_key": "both"}),
+                                    checked_result({**line, "layer_key": "both", "l2": L2.COLD_WEIGHTS.value}),
+                                    checked_result({**line, "layer_key": "norm", "api": Api.GRAPH_NORM.value})])
+    warm = tc._executed_skip(tmp_path / "perf.db", cold_weights=False)
+    cold = tc._executed_skip(tmp_path / "perf.db", cold_weights=True)
+    assert warm(_bench("warm-only", Api.GEMM_EX.value)) and not warm(_bench("new", Api.GEMM_EX.value))
+    assert not cold(_bench("warm-only", Api.GEMM_EX.value))  # batch 1: its cold-weights row is still to measure
+    assert cold(_bench("both", Api.GEMM_EX.value))
+    assert cold(_bench("norm", Api.GRAPH_NORM.value))  # no weights: --l2 cold-weights never runs it
+
+
+def test_the_table_shows_cold_weights_at_batch_one_and_warm_otherwise() -> None:
+    a = {"as-executed / measured, library calls": 0.9, "library-call layers (as-executed check)": 97,
+         "as-executed cold weights / measured, library calls": 0.97, "library-call layers, cold weights": 90}
+    assert tc.library_call_ratio(1, a) == (0.97, 90)
+    assert tc.library_call_ratio(32, a) == (0.9, 97)
+    assert "batch 1: cold weights, else warm" in tc.markdown([])
