@@ -579,9 +579,13 @@ inline std::shared_ptr<GraphPrep> graph_prep(Context& ctx, int job, Prepared (*p
 }
 
 // Check, time and emit every engine config of a prepared job (up to --max-engines), in the order
-// their builds finish.
+// their builds finish; a job whose preparation failed gets that failure as its one result.
 inline void run_engine_configs(Context& ctx, int job, const Result& base, const CudnnPrecision& p, GraphRun& run,
                                GraphPrep& prep) {
+  if (prep.error) {  // the graph or its heuristics failed (prepared ahead or not): the job's one result
+    emit_job_failure(ctx, job, base, *prep.error);
+    return;
+  }
   const EngineList& list = prep.list;
   if (list.configs.empty()) {
     emit_job_failure(ctx, job, base, Error(Status::NotSupported, "no heuristic mode returned an engine config"),
