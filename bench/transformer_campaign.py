@@ -304,14 +304,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
         ran = "" if not att else ("fused kernel" if att.get("framework ran a fused attention kernel") else
                                   f"unfused ({f(att.get('framework GPU time on the cores (ms)'))} ms)")
+        lib, lib_layers = library_call_ratio(r["batch"], a)
         lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['framework']} | "
                      + (f"{r['error']} | | | | | | | | |" if "error" in r else
                         f"{a['layers']} | {f(a['layers mapped (%)'], '.1f')} % | "
                         f"{f(a['kernel time mapped (%)'], '.1f')} % | "
                         f"{a['layers charged a roofline (no benchmark)']} | "
                         f"{f(a['BR_seq vs GPU busy'])} | "
-                        f"{f(a['as-executed / measured'])} | {f(library_call_ratio(r['batch'], a)[0])} "
-                        f"({library_call_ratio(r['batch'], a)[1]}) | "
+                        f"{f(a['as-executed / measured'])} | {f(lib)} ({lib_layers}) | "
                         f"{f(att.get('analyzer fusion gap (ms)'))} | {ran} |"))
     return "\n".join(lines)
 
