@@ -27,12 +27,12 @@ Row = dict[str, Any]
 
 # (cause, rule): the first rule a cell below 0.5 matches names its cause.
 CAUSES: list[tuple[str, Callable[[Row], bool]]] = [
-    ("PyTorch fp16: runs NCHW, the database has NHWC fp16 convolutions only",
+    ("PyTorch fp16: runs NCHW; the bound takes the faster NHWC rows (a channels-last opportunity)",
      lambda r: r["framework"] == "torch" and r["precisions"] == ["fp16"]),
     ("batch 1: launch-bound kernels, weights read from HBM, against warm rows",
      lambda r: r["batch"] == 1),
-    ("AlexNet/ZFNet/VGG-19 fp32/tf32: legacy Winograd-nonfused/FFT rows the frameworks' graph-API calls do not reach",
-     lambda r: r["model"] in {"alexnet", "zfnet512", "vgg19"}),
+    ("AlexNet/ZFNet/VGG fp32/tf32: legacy Winograd-nonfused/FFT rows the frameworks' graph-API calls do not reach",
+     lambda r: r["model"] in {"alexnet", "zfnet512", "vgg19", "vgg16_bn"}),
     ("ShuffleNet in ONNX Runtime: engines picked for the grouped convolutions",
      lambda r: r["model"] == "shufflenet" and r["framework"] == "onnxruntime"),
     ("DenseNet-121 in PyTorch: BN/Mul/Add/ReLU chains run as separate kernels",
@@ -90,7 +90,7 @@ def graph_conv_bounds(rows: list[Row], models: Path, db_path: Path) -> list[Row]
             continue
         key = (r["model"], r["batch"], tuple(r["precisions"]))
         if key not in cache:
-            model = load_model(models / f"{r['model']}.onnx", r["batch"])
+            model = load_model(models / (r.get("model_file") or f"{r['model']}.onnx"), r["batch"])
             constraints = Constraints().with_precisions(frozenset(Precision(p) for p in r["precisions"]))
             inputs = inputs_from_db(db, model, system, None, constraints=constraints)
             kept = {k: [x for x in v if x.api not in legacy_conv] for k, v in inputs.measurements.items()}

@@ -84,4 +84,7 @@ def test_cold_weights_rotate_large_weights_on_a_gpu(tmp_path: Path, cmake_build:
     print("cold-weights / warm:", {k: round(v, 3) for k, v in ratios.items()})
     print("weight copies, calls per launch:",
           {(c.api, c.algorithm[:40]): (c.notes["weight_copies"], c.notes["calls_per_launch"]) for _, c in pairs})
-    assert all(r > 0.95 for r in ratios.values()), ratios
+    # two separate runs of one config differ by up to ~7 % (H100, session 10: 1 pair in 312), so each
+    # pair gets that much; the median over the pairs carries the claim
+    assert all(r > 0.9 for r in ratios.values()), ratios
+    assert sorted(ratios.values())[len(ratios) // 2] >= 0.98, ratios

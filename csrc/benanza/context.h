@@ -44,12 +44,6 @@ inline constexpr const char* kRaced = "raced";
 inline constexpr const char* kJobBudget = "job budget";
 inline constexpr const char* kSlowCall = "slow call";  // raced or past the budget, from one call (--slow-call-ms)
 
-// A first call races on its own only past kFirstCallCoarseMs and when its time less
-// first_call_slack_ms (what lazy module loading or a first touch of the workspace may add) still
-// loses: a first call's one-off costs must never drop what may be the job's fastest.
-inline constexpr double kFirstCallCoarseMs = 20.0;
-inline double first_call_slack_ms(double first_ms) { return std::max(10.0, 0.1 * first_ms); }
-
 // With --race R: its estimate (ms per call; Context::measure confirms a first estimate on the
 // stream with a second and with a captured graph's before it races) is >= R x the best
 // estimate of the job so far; with --job-budget-s: the job has run past its budget and the
@@ -283,11 +277,11 @@ class Context {
       t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
     }
     // The first warm-up call, timed. It may pay one-off costs (lazy module loading, a first
-    // touch of the workspace), so it decides alone only for a call so slow that those cannot
-    // matter (kFirstCallCoarseMs, less first_call_slack_ms, warm L2): one that loses the race is
-    // then its own coarse median. A call over --slow-call-ms whose second call is slow too is
-    // judged from that second call (a synchronized single call times a slow call well, not a
-    // fast one: then the usual estimate follows).
+    // touch of the workspace: on the H100 a 0.42 ms graph-API conv's once took 79 ms and became
+    // its "median" while a first call over 20 ms could decide alone), so it never decides alone.
+    // A call over --slow-call-ms whose second call is slow too is judged from that second call
+    // (a synchronized single call times a slow call well, not a fast one: then the usual
+    // estimate follows).
     const double first = first_ms ? *first_ms : timed_call(call);
     double estimate = 0;
     auto coarse_from_one_call = [&](double ms) {
@@ -299,9 +293,6 @@ class Context {
       t.repetitions = 1;
       return t;
     };
-    if (first > kFirstCallCoarseMs && opt.l2 == L2Mode::Warm &&
-        coarse_reason(opt, protect, first - first_call_slack_ms(first), best_estimate_, ms_since(job_start_)))
-      return coarse_from_one_call(first);
     bool slow = false;
     if (first > opt.slow_call_ms) {
       const auto t0 = std::chrono::steady_clock::now();
