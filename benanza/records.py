@@ -108,6 +108,7 @@ class KernelSpan:
     name: str
     start_us: float
     dur_us: float
+    copy: bool = False  # a memcpy or memset, not a kernel
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensit
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
-COPY_KERNELS = ("Memcpy", "Memset")  # a profile's copy and memset spans
 EXECUTION_POLICY = "best execution"  # the headline bound: docs/METRICS.md, "Execution bound"
 EXECUTION_COLUMNS = ("#", "layers", "ops", "kind", "charged (ms)", "call", "folded")
 BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
@@ -249,7 +248,7 @@ def _library_call_layers(mapped_layers: Mapped, executed: dict[int, Choice | Mis
         if (not isinstance(choice, Choice) or choice.result is None or choice.unbenchmarked or not exact
                 or any(ANY in (c.api, c.algorithm) for c in exact)):
             continue
-        kernels = replace(lp, kernels=tuple(k for k in lp.kernels if not k.name.startswith(COPY_KERNELS)))
+        kernels = replace(lp, kernels=tuple(k for k in lp.kernels if not k.copy))
         measured = _library_kernel_ms(kernels, framework_counts=len(exact) > 1)
         if measured > 0:
             out.append((layer, measured, exact, choice))

@@ -222,7 +222,8 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
         count = None
         if rep is not None:
             mine = [ev for ev, node in rep.events if node and node.layers and node.layers[0] == i]
-            spans = tuple(KernelSpan(ev.name, ev.start_us - rep.origin_us, ev.dur_us) for ev in mine)
+            spans = tuple(KernelSpan(ev.name, ev.start_us - rep.origin_us, ev.dur_us, ev.kind != "kernel")
+                          for ev in mine)
             count = len(mine) if (mine or i in nodes) else None
         extra = charged[i][1:] if i in charged else \
             (bias_calls.get(i, ()) or _kernel_bias_add(bundle, layer, call, spans))
