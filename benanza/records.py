@@ -42,7 +42,8 @@ class Result:
     repetitions: int = 0
     host_ms: float | None = None  # host-side cost of one call (enqueue), not GPU time
     workspace_bytes: int | None = None
-    timing: str = ""  # "graph" (captured CUDA graph of many calls) or "stream" (back-to-back)
+    # "graph" (captured CUDA graph of many calls), "stream" (back-to-back), "cupti" (--l2 cold: kernel durations)
+    timing: str = ""
     max_rel_error: float | None = None
     tolerance: float | None = None
     heuristic_rank: int | None = None  # position in the library heuristic's ranking, 0 = first

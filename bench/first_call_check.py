@@ -7,7 +7,7 @@ Why: that test failed 2 of 3 times on the H100 in session 9. The cause was a war
 timed from one call ("slow call") and the engine configs whose cold-weights row is more than 5 %
 faster than their warm row.
 
-    python bench/first_call_check.py [--old 7a09d64] [--reps 4]     # needs a GPU; about 3 min
+    python bench/first_call_check.py [--old 7a09d64 [--old-context FILE]] [--reps 4]     # needs a GPU; about 3 min
 """
 
 from __future__ import annotations
@@ -62,12 +62,14 @@ def check(project: Path, db_path: Path) -> tuple[int, int, list[str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", default="7a09d64", help="git revision of the harness to compare with")
+    ap.add_argument("--old-context", type=Path,
+                    help="that revision's csrc/benanza/context.h as a file (where the checkout has no .git)")
     ap.add_argument("--reps", type=int, default=4, help="runs of each harness, alternated")
     ap.add_argument("--out", type=Path, default=Path("build/first_call_check"))
     args = ap.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
-    old = subprocess.run(["git", "show", f"{args.old}:csrc/benanza/context.h"], capture_output=True, text=True,
-                         check=True).stdout
+    old = args.old_context.read_text() if args.old_context else subprocess.run(
+        ["git", "show", f"{args.old}:csrc/benanza/context.h"], capture_output=True, text=True, check=True).stdout
     projects = {f"old ({args.old})": build(args.out / "old", old), "working tree": build(args.out / "new", None)}
     print("| harness | run | pairs | warm rows from one call | configs > 5 % faster cold |\n|---|---|---|---|---|")
     for i in range(args.reps):

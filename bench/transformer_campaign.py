@@ -16,12 +16,12 @@ Steps, each timed, stopping cleanly when the time budget is spent (the JSON says
 4. measure the library calls the captured bundles logged that the database lacks
    (``plan_executed``, as ``benanza generate --from-profile``: ORT's MatMul + bias Add as its
    beta = 1 cublasGemmEx among them), warm, and for the batch-1 bundles under
-   ``--l2 cold-weights`` too (a framework streams each layer's weights from HBM at batch 1);
+   ``--l2 cold-weights`` and ``--l2 cold`` too (``--l2 LIST`` sets the states for every bundle);
    one generated project, built once, run into the same database;
 5. analyze each bundle against that database and print one row per bundle: layers mapped,
    kernel time mapped, layers charged a roofline for want of a benchmark, BR_seq against the
-   kernel-only GPU time, as-executed / measured, the library-call check (its cold-weights
-   figure at batch 1, its warm one otherwise), and the attention fusion gap the analyzer
+   kernel-only GPU time, as-executed / measured, the library-call check (its cold-L2 figure at
+   batch 1, its warm one otherwise; the cold-weights one beside it), and the attention fusion gap the analyzer
    reports beside what the framework ran for the attention cores (their kernels, their time).
 
 Writes under ``$OUT`` (else ``--out``): ``campaign.json``, ``campaign.md``, ``perf.db.gz`` and
@@ -63,12 +63,14 @@ from benanza.profile.mapping import kernel_time_mapped, summary
 SEQ = 128
 # The executed-calls step (4.) starts only with this much budget left: its build (the harness's
 # kernels and a few executables, about 1-2 min on 16 cores) and run (tens of jobs, 1-3 s each),
-# plus ANALYZE_S per bundle for step 5.
+# plus --analyze-s per bundle for step 5.
 EXECUTED_MIN_S = 150.0
-ANALYZE_S = 20.0
 MAX_FILE = 15 * 2**20  # per returned archive (the device returns files up to 16 MB)
 MAX_ARCHIVES = 5
 FRAMEWORKS = {"torch": "pytorch", "ort": "onnxruntime"}
+# The L2 states step 4 measures the batch-1 bundles' calls in: the library-call check at batch 1 is
+# read against cold weights and cold L2 (docs/METRICS.md), warm is the as-executed policy's.
+BATCH1_STATES = (L2.WARM, L2.COLD_WEIGHTS, L2.COLD)
 # --tiny: two-layer, 32-wide text models (a CPU check of the whole script; never for RESULTS)
 TINY = {"bert_base": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
         "gpt2_small": {"n_embd": 32, "n_layer": 2, "n_head": 2}}
@@ -136,33 +138,36 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
     return out
 
 
-def _executed_skip(db_path: Path, cold_weights: bool):
-    """What ``plan_executed`` may drop: the warm rows the database holds, and with ``cold_weights``
-    also the cold-weights rows of every call with weights (``--l2 cold-weights`` runs no others)."""
-    warm = skip_predicate(db_path, None)
-    if warm is None:
+def _executed_skip(db_path: Path, states: tuple[L2, ...]):
+    """What ``plan_executed`` may drop: the calls whose rows the database holds in every L2 state of
+    ``states`` (warm among them); cold-weights rows only for calls with weights (``--l2 cold-weights``
+    runs no others)."""
+    held_row = skip_predicate(db_path, None)
+    if held_row is None:
         return None
 
     def held(bench: Any) -> bool:
-        if not warm(bench):
-            return False
-        return not cold_weights or not has_weights(bench.api) or warm({**asdict(bench), "l2": L2.COLD_WEIGHTS.value})
+        return all(held_row({**asdict(bench), "l2": l2.value}) for l2 in states
+                   if l2 is not L2.COLD_WEIGHTS or has_weights(bench.api))
 
     return held
 
 
 def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: Path, clock: Clock, timeout_s: float,
-                     max_reps: int, max_ms: float, race: float) -> dict[str, Any]:
-    """Step 4: the calls the bundles' logs show that the database lacks, warm, and under cold
-    weights for the batch-1 bundles (the library-call check's rows at batch 1). ``bundles`` are
-    (bundle, its model). One project for both (the runner skips per L2 what it holds)."""
+                     max_reps: int, max_ms: float, race: float, analyze_s: float,
+                     states: tuple[L2, ...] | None = None) -> dict[str, Any]:
+    """Step 4: the calls the bundles' logs show that the database lacks, warm, and for the batch-1
+    bundles also under cold weights and cold L2 (``BATCH1_STATES``: the library-call check's rows at
+    batch 1), or in ``states`` when given. ``bundles`` are (bundle, its model). One project for all
+    (the runner skips per L2 what it holds)."""
     out: dict[str, Any] = {}
-    reserve = ANALYZE_S * len(bundles)
+    reserve = analyze_s * len(bundles)
     if clock.left() < EXECUTED_MIN_S + reserve:
         return {"skipped": f"time budget: {clock.left():.0f} s left, {EXECUTED_MIN_S + reserve:.0f} s needed"}
     calls = [c for bundle, model in bundles for c in profile_calls(model, (bundle,))]
-    cold = any(read_batch(bundle) == 1 for bundle, _ in bundles)
-    p = plan_executed(calls, skip=_executed_skip(db_path, cold))
+    if states is None:
+        states = BATCH1_STATES if any(read_batch(bundle) == 1 for bundle, _ in bundles) else (L2.WARM,)
+    p = plan_executed(calls, skip=_executed_skip(db_path, states))
     out.update({"calls": len(calls), "jobs": len(p.jobs), "dropped": p.drop_reasons()})
     print(f"[{clock.used():.0f} s] executed calls: {len(calls)} logged, {len(p.jobs)} job(s) to measure", flush=True)
     if not p.jobs:
@@ -174,7 +179,7 @@ def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: P
     fingerprint = system.fingerprint()
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
-    for l2 in (L2.WARM, L2.COLD_WEIGHTS) if cold else (L2.WARM,):
+    for l2 in states:
         left = clock.left() - reserve
         if left < 20:
             out[l2.value] = "skipped: time budget spent"
@@ -230,6 +235,9 @@ def analyze_bundle(model_path: Path, db_path: Path, bundle: Path) -> dict[str, A
             "as-executed cold weights / measured, library calls":
                 rs.get("as-executed cold weights / measured, library-call layers"),
             "library-call layers, cold weights": rs.get("library-call layers, cold weights (as-executed check)"),
+            "as-executed cold L2 / measured, library calls":
+                rs.get("as-executed cold L2 / measured, library-call layers"),
+            "library-call layers, cold L2": rs.get("library-call layers, cold L2 (as-executed check)"),
             "fusion gap (ms)": rs.get("fusion gap (ms)"), "attention": attention_ran(report, mapping, model),
             "ops of the missing table": sorted({r.get("op", "") for r in report.tables["missing"].rows})[:20]}
 
@@ -283,18 +291,24 @@ def archives(bundles: list[Path], results: Path) -> list[str]:
 
 
 def library_call_ratio(batch: int, a: dict[str, Any]) -> tuple[Any, Any]:
-    """The library-call check the table shows: under cold weights at batch 1 (the weights stream
-    from HBM there), warm otherwise; (ratio, layers)."""
+    """The library-call check the table shows: at batch 1 under cold L2 (each call after kernels
+    that left L2 full of dirty lines, timed by its kernels' durations: docs/METRICS.md), warm
+    otherwise; (ratio, layers)."""
     if batch == 1:
-        return a.get("as-executed cold weights / measured, library calls"), a.get("library-call layers, cold weights")
+        return a.get("as-executed cold L2 / measured, library calls"), a.get("library-call layers, cold L2")
     return a.get("as-executed / measured, library calls"), a.get("library-call layers (as-executed check)")
+
+
+def _with_layers(value: Any, layers: Any) -> str:
+    return "" if value is None else f"{value:.3g} ({layers})"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = ("| model | batch | dtype | framework | layers | mapped | kernel time mapped | roofline-only layers | "
             "BR_seq vs GPU busy | as-executed / measured | as-executed / measured, library calls (layers); "
-            "batch 1: cold weights, else warm | attention gap (analyzer, ms) | framework ran |")
-    lines = [head, "|" + "---|" * 13]
+            "batch 1: cold L2, else warm | library calls, cold weights (layers) | attention gap (analyzer, ms) | "
+            "framework ran |")
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         a = r.get("analysis") or {}
         att = a.get("attention") or {}
@@ -305,13 +319,16 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         ran = "" if not att else ("fused kernel" if att.get("framework ran a fused attention kernel") else
                                   f"unfused ({f(att.get('framework GPU time on the cores (ms)'))} ms)")
         lib, lib_layers = library_call_ratio(r["batch"], a)
+        cold_weights = _with_layers(a.get("as-executed cold weights / measured, library calls"),
+                                    a.get("library-call layers, cold weights"))
         lines.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {r['framework']} | "
-                     + (f"{r['error']} | | | | | | | | |" if "error" in r else
+                     + (f"{r['error']} | | | | | | | | | |" if "error" in r else
                         f"{a['layers']} | {f(a['layers mapped (%)'], '.1f')} % | "
                         f"{f(a['kernel time mapped (%)'], '.1f')} % | "
                         f"{a['layers charged a roofline (no benchmark)']} | "
                         f"{f(a['BR_seq vs GPU busy'])} | "
                         f"{f(a['as-executed / measured'])} | {f(lib)} ({lib_layers}) | "
+                        f"{cold_weights} | "
                         f"{f(att.get('analyzer fusion gap (ms)'))} | {ran} |"))
     return "\n".join(lines)
 
@@ -350,6 +367,11 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=500.0, help="stop starting new steps after this many seconds")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per profile")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per benchmark executable")
+    ap.add_argument("--l2", type=lambda text: tuple(L2(v) for v in text.split(",") if v),
+                    help="L2 states step 4 measures the logged calls in (default: warm, and at batch 1 also "
+                         "cold-weights and cold)")
+    ap.add_argument("--analyze-s", type=float, default=20.0,
+                    help="seconds the budget keeps per bundle for its analysis (step 5)")
     ap.add_argument("--db", type=Path, help="analyze against this database (.db or .db.gz) and skip the benchmarks "
                     "(a previous call's perf.db.gz: profiles then fit in their own call)")
     ap.add_argument("--dry-run", action="store_true", help="export and generate only (no GPU needed)")
@@ -365,7 +387,9 @@ def main() -> None:
     specs = [tuple(s.split(":", 1)) for s in args.models.split(",") if s]
     if bad := [s for s in specs if len(s) != 2 or s[1] not in ("ts", "dynamo")]:
         sys.exit(f"--models: expected name:ts or name:dynamo, got {bad}")
-    frameworks = [f for f in args.framework.split(",") if f in FRAMEWORKS and (f != "ort" or ort_cuda())]
+    # a bundle already under --out is analyzed whether or not its framework can run here
+    frameworks = [f for f in args.framework.split(",") if f in FRAMEWORKS]
+    runnable = {f for f in frameworks if f != "ort" or ort_cuda()}
     log: list[str] = []
     record: dict[str, Any] = {"argv": sys.argv, "frameworks": frameworks, "log": log, "rows": []}
 
@@ -397,10 +421,13 @@ def main() -> None:
                     for fw in frameworks:
                         row: dict[str, Any] = {"model": name, "batch": batch, "dtype": dtype, "framework": fw}
                         record["rows"].append(row)
-                        if clock.left() < 40 + ANALYZE_S * (len(captured) + 1):
+                        if clock.left() < 40 + args.analyze_s * (len(captured) + 1):
                             row["error"] = "skipped: time budget spent"
                             continue
                         bundle = work / "bundles" / f"{name}_b{batch}_{fw}_{dtype}"
+                        if not bundle.exists() and fw not in runnable:
+                            row["error"] = f"skipped: no {FRAMEWORKS[fw]} CUDA provider here"
+                            continue
                         if bundle.exists() or guarded(row, capture, path, FRAMEWORKS[fw], batch, dtype, bundle,
                                                       runs=args.runs, warmup=3, profiled_runs=3, seq_len=SEQ):
                             bundles.append(bundle)
@@ -411,7 +438,7 @@ def main() -> None:
             try:
                 record["executed calls"] = measure_executed([(b, m) for _, b, m in captured], work / "executed",
                                                             db_path, clock, args.timeout, args.max_reps, args.max_ms,
-                                                            args.race)
+                                                            args.race, args.analyze_s, args.l2)
             except BenanzaError as exc:
                 record["executed calls"] = {"error": str(exc)}
                 print(f"executed calls: {exc}", flush=True)

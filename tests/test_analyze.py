@@ -221,6 +221,10 @@ def test_a_tf32_allowed_call_of_an_fma_engine_counts_as_its_fp32_row():
 
 COLD_KEYS = ("cold-L2 layers (of the mapped)", "measured GPU time, cold-L2 layers (ms)",
              "as-executed LBL, cold L2 (ms)", "as-executed cold L2 / measured")
+LIBRARY_COLD_KEYS = ("library-call layers, cold L2 (as-executed check)",
+                     "measured library kernels, library-call layers with cold-L2 rows (ms)",
+                     "as-executed LBL cold L2, library-call layers (ms)",
+                     "as-executed cold L2 / measured, library-call layers")
 
 
 def with_cold_rows(inputs: Inputs) -> dict[str, list]:
@@ -244,9 +248,14 @@ def test_cold_rows_count_in_the_cold_check_only(report):
     assert s["measured GPU time, cold-L2 layers (ms)"] == approx(0.11 + 0.105)
     assert s["as-executed LBL, cold L2 (ms)"] == approx(0.09 + 0.12)
     assert s["as-executed cold L2 / measured"] == approx((0.09 + 0.12) / (0.11 + 0.105))
+    # the library-call check under cold L2: the same two layers' exact calls (their kernels' time)
+    assert s["library-call layers, cold L2 (as-executed check)"] == 2
+    assert s["as-executed LBL cold L2, library-call layers (ms)"] == approx(0.09 + 0.12)
+    assert all(report.summary[k] is None for k in LIBRARY_COLD_KEYS)
     # everything else (best, heuristic, warm as-executed, gaps, roofline, timeline) is as without them
-    assert {k: v for k, v in s.items() if k not in COLD_KEYS} == {
-        k: v for k, v in report.summary.items() if k not in COLD_KEYS}
+    changed = (*COLD_KEYS, *LIBRARY_COLD_KEYS)
+    assert {k: v for k, v in s.items() if k not in changed} == {
+        k: v for k, v in report.summary.items() if k not in changed}
     assert cold.tables == report.tables and cold.timeline == report.timeline
     assert s["as-executed LBL, mapped layers (ms)"] == approx(0.10 + 0.10 + 0.02 + ROOF_CONCAT)
 

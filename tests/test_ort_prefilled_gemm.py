@@ -157,3 +157,6 @@ def test_library_call_check_takes_the_calls_cold_weights_rows(ort_gemms, tmp_pat
     assert check([warm, cold], L2.WARM) == (1, pytest.approx(0.008), pytest.approx(0.006))  # the gemm kernel only
     assert check([warm, cold], L2.COLD_WEIGHTS) == (1, pytest.approx(0.008), pytest.approx(0.0085))
     assert check([warm], L2.COLD_WEIGHTS) == (None, None, None)  # no cold-weights row: no such check
+    cold_l2 = {**row, "median_ms": 0.0079, "l2": L2.COLD.value}  # after an L2 flush, timed by its kernels
+    assert check([warm, cold, cold_l2], L2.COLD) == (1, pytest.approx(0.008), pytest.approx(0.0079))
+    assert check([warm, cold], L2.COLD) == (None, None, None)

@@ -27,21 +27,30 @@ def test_executed_skip_keeps_what_batch_one_lacks_cold(tmp_path: Path) -> None:
     sid = perfdb.upsert_system(db, SYSTEM)
     line = {"event": "result", "api": Api.GEMM_EX.value, "algorithm": "CUBLAS_GEMM_DEFAULT", "dtype": "fp16",
             "math": "fp16", "fusion": "gemm+bias", "status": "ok", "median_ms": 0.01, "repetitions": 10}
+    norm = {**line, "layer_key": "norm", "api": Api.GRAPH_NORM.value}
     perfdb.insert_results(db, sid, [checked_result({**line, "layer_key": "warm-only"}),
                                     checked_result({**line, "layer_key": "both"}),
                                     checked_result({**line, "layer_key": "both", "l2": L2.COLD_WEIGHTS.value}),
-                                    checked_result({**line, "layer_key": "norm", "api": Api.GRAPH_NORM.value})])
-    warm = tc._executed_skip(tmp_path / "perf.db", cold_weights=False)
-    cold = tc._executed_skip(tmp_path / "perf.db", cold_weights=True)
+                                    checked_result({**line, "layer_key": "all", "l2": L2.WARM.value}),
+                                    checked_result({**line, "layer_key": "all", "l2": L2.COLD_WEIGHTS.value}),
+                                    checked_result({**line, "layer_key": "all", "l2": L2.COLD.value}),
+                                    checked_result(norm), checked_result({**norm, "l2": L2.COLD.value})])
+    warm = tc._executed_skip(tmp_path / "perf.db", (L2.WARM,))
     assert warm(_bench("warm-only", Api.GEMM_EX.value)) and not warm(_bench("new", Api.GEMM_EX.value))
-    assert not cold(_bench("warm-only", Api.GEMM_EX.value))  # batch 1: its cold-weights row is still to measure
-    assert cold(_bench("both", Api.GEMM_EX.value))
-    assert cold(_bench("norm", Api.GRAPH_NORM.value))  # no weights: --l2 cold-weights never runs it
+    cold_weights = tc._executed_skip(tmp_path / "perf.db", (L2.WARM, L2.COLD_WEIGHTS))
+    assert not cold_weights(_bench("warm-only", Api.GEMM_EX.value))  # its cold-weights row is still to measure
+    assert cold_weights(_bench("both", Api.GEMM_EX.value))
+    assert cold_weights(_bench("norm", Api.GRAPH_NORM.value))  # no weights: --l2 cold-weights never runs it
+    batch1 = tc._executed_skip(tmp_path / "perf.db", tc.BATCH1_STATES)
+    assert not batch1(_bench("both", Api.GEMM_EX.value))  # no cold-L2 row yet
+    assert batch1(_bench("all", Api.GEMM_EX.value))
+    assert batch1(_bench("norm", Api.GRAPH_NORM.value))  # --l2 cold runs every API: its cold row is there
 
 
-def test_the_table_shows_cold_weights_at_batch_one_and_warm_otherwise() -> None:
+def test_the_table_shows_cold_l2_at_batch_one_and_warm_otherwise() -> None:
     a = {"as-executed / measured, library calls": 0.9, "library-call layers (as-executed check)": 97,
-         "as-executed cold weights / measured, library calls": 0.97, "library-call layers, cold weights": 90}
-    assert tc.library_call_ratio(1, a) == (0.97, 90)
+         "as-executed cold weights / measured, library calls": 0.97, "library-call layers, cold weights": 90,
+         "as-executed cold L2 / measured, library calls": 1.01, "library-call layers, cold L2": 95}
+    assert tc.library_call_ratio(1, a) == (1.01, 95)
     assert tc.library_call_ratio(32, a) == (0.9, 97)
-    assert "batch 1: cold weights, else warm" in tc.markdown([])
+    assert "batch 1: cold L2, else warm" in tc.markdown([])

@@ -110,6 +110,8 @@ def analyze(inputs: Inputs) -> Report:
     lib_layers, lib_measured, lib_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED])
     lcw_layers, lcw_measured, lcw_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED], inputs,
                                                                  L2.COLD_WEIGHTS)
+    lcold_layers, lcold_measured, lcold_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED],
+                                                                       inputs, L2.COLD)
     cold_layers, cold_measured, cold_executed = _l2_check(mapped_layers, inputs, L2.COLD)
     cw_layers, cw_measured, cw_executed = _l2_check(mapped_layers, inputs, L2.COLD_WEIGHTS)
     executed = [c for c in choices[Policy.AS_EXECUTED].values() if isinstance(c, Choice)]
@@ -146,6 +148,10 @@ def analyze(inputs: Inputs) -> Report:
         "measured library kernels, library-call layers with cold-weights rows (ms)": lcw_measured,
         "as-executed LBL cold weights, library-call layers (ms)": lcw_executed,
         "as-executed cold weights / measured, library-call layers": ratio(lcw_executed, lcw_measured),
+        "library-call layers, cold L2 (as-executed check)": lcold_layers,
+        "measured library kernels, library-call layers with cold-L2 rows (ms)": lcold_measured,
+        "as-executed LBL cold L2, library-call layers (ms)": lcold_executed,
+        "as-executed cold L2 / measured, library-call layers": ratio(lcold_executed, lcold_measured),
         "cold-L2 layers (of the mapped)": cold_layers,
         "measured GPU time, cold-L2 layers (ms)": cold_measured,
         "as-executed LBL, cold L2 (ms)": cold_executed,
@@ -264,9 +270,9 @@ def _library_call_check(mapped_layers: Mapped, executed: dict[int, Choice | Miss
     copies and memsets; left out entirely: layers of an ORT contrib node charged by the fastest
     benchmark of its fusion (``ANY``: not the call that ran) and layers with a call that has no
     benchmark. Framework kernels count only when a benchmarked extra call stands for them.
-    ``l2``: warm (the as-executed rows), or ``L2.COLD_WEIGHTS`` with ``inputs``: the same calls'
-    cold-weights rows (``choose.call_l2``: warm for an API without weights), over the layers whose
-    calls all have one; (None, None, None) when no layer uses a cold-weights row.
+    ``l2``: warm (the as-executed rows), or another state with ``inputs``: the same calls' rows of
+    that state (``choose.call_l2``: under cold weights the warm row for an API without weights),
+    over the layers whose calls all have one; (None, None, None) when no layer uses a row of it.
     (layer count, measured ms, benchmark ms)."""
     checked, used = [], l2 is L2.WARM
     for layer, measured, exact, choice in _library_call_layers(mapped_layers, executed):

@@ -131,7 +131,8 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
                    "recorded as timeout.")
 @click.option("--force", is_flag=True, help="Re-run jobs the database already holds and replace their rows.")
 @click.option("--l2", type=click.Choice([x.value for x in L2]), default=L2.WARM.value, show_default=True,
-              help="warm: inputs stay in L2 (the lower bound); cold: L2 flushed before each repetition; "
+              help="warm: inputs stay in L2 (the lower bound); cold: L2 flushed by a write before each "
+                   "repetition of one call, timed by its kernels' CUPTI durations; "
                    "cold-weights: activations warm, each call's weights cold (a ring of copies), calls back to "
                    "back, as a framework runs at small batches (only the APIs with weights run: convolutions "
                    "and GEMMs).")

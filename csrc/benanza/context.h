@@ -15,6 +15,7 @@
 
 #include "benanza/common.h"
 #include "benanza/json.h"
+#include "benanza/kernel_clock.h"
 #include "benanza/kernels.h"
 #include "benanza/options.h"
 #include "benanza/prefetch.h"
@@ -29,7 +30,9 @@ struct Timing {
   double host_ms = 0; // host time to enqueue one call
   int repetitions = 0;
   int calls_per_launch = 1;
-  const char* mode = "stream";  // "graph" or "stream"
+  const char* mode = "stream";  // "graph" or "stream"; "cupti": kernel durations (--l2 cold, KernelClock)
+  int kernels_per_call = 0;     // with "cupti": the kernels one call ran
+  std::string kernel;           // with "cupti": the longest of them (KernelClock::longest)
   std::optional<int> weight_copies;  // --l2 cold-weights: the ring's n
   long long weight_bytes_rotated = 0;  // n x the bytes of one copy
   const char* coarse = nullptr;  // why only kCoarseReps stream repetitions were timed (racing), else null
@@ -353,9 +356,13 @@ class Context {
       BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
     }
 
-    std::vector<double> samples;
+    // --l2 cold times its single call by the kernels' own durations where CUPTI is there (what a
+    // framework's profile measures); events otherwise, or from a repetition CUPTI recorded nothing for.
+    KernelClock* kernel_clock = opt.l2 == L2Mode::Cold && KernelClock::get().available() ? &KernelClock::get() : nullptr;
+    std::vector<double> samples, event_samples;
     auto start = std::chrono::steady_clock::now();
     phases.add(Phase::Warmup, std::chrono::duration<double, std::milli>(start - warmup_start).count());
+    if (kernel_clock) kernel_clock->start();
     for (;;) {
       if (opt.l2 == L2Mode::Cold) flush_l2();  // cold-weights flushes nothing: its activations stay warm
       BZ_CHECK_CUDA(cudaEventRecord(e0, stream));
@@ -364,7 +371,19 @@ class Context {
       BZ_CHECK_CUDA(cudaEventSynchronize(e1));
       const double launch_ms = double(elapsed_ms(e0, e1));
       phases.add(Phase::TimedGpu, launch_ms);
-      samples.push_back(launch_ms / k);
+      event_samples.push_back(launch_ms / k);
+      int kernels = 0;
+      const double kernel_ms = kernel_clock ? kernel_clock->lap(&kernels) : 0.0;
+      if (kernel_clock && kernels == 0) kernel_clock = nullptr;  // no record: events for all repetitions
+      if (kernel_clock) {
+        samples.push_back(kernel_ms / k);
+        t.kernels_per_call = kernels / k;
+        t.kernel = kernel_clock->longest();
+      } else {
+        samples = event_samples;
+        t.kernels_per_call = 0;
+        t.kernel.clear();
+      }
       int n = int(samples.size());
       double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (n >= opt.max_reps || (t.coarse && n >= kCoarseReps)) break;
@@ -373,6 +392,7 @@ class Context {
     phases.add(Phase::Timed, ms_since(start));
     t.ms = stats_of(samples);
     t.repetitions = int(samples.size());
+    if (kernel_clock) t.mode = "cupti";
     return t;
   }
 
@@ -386,6 +406,7 @@ class Context {
     r.repetitions = t.repetitions;
     r.timing = t.mode;
     r.notes.add("calls_per_launch", t.calls_per_launch);
+    if (t.kernels_per_call) r.notes.add("kernels_per_call", t.kernels_per_call).add("kernel", t.kernel);
     if (t.coarse) r.notes.add("coarse", t.coarse);  // a coarse median: far from the best, not refined
     if (t.weight_copies)
       r.notes.add("weight_copies", *t.weight_copies).add("weight_bytes_rotated", t.weight_bytes_rotated);
