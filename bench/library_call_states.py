@@ -24,6 +24,7 @@ from benanza.analyze.core import _library_call_layers, _mapped
 from benanza.library import L2
 from benanza.pipeline import _prepare, bundle_model
 from benanza.profile.bundle import read_bundle
+from benanza.records import Result
 
 STATES = (L2.WARM, L2.COLD_WEIGHTS, L2.COLD)
 
@@ -50,7 +51,7 @@ def bundle_rows(model_path: Path, db_path: Path, bundle: Path) -> list[dict[str,
         for l2 in STATES:
             row[l2.value] = executed_ms(layer.key, calls, inputs, l2)
         cold = [executed_row(c, layer.key, inputs, L2.COLD) for c in calls]
-        names = [r.notes.get("kernel", "") for r in cold if hasattr(r, "notes")]
+        names = [r.notes.get("kernel", "") for r in cold if isinstance(r, Result)]
         row["benchmark kernel (cold L2)"] = names[0] if names else ""
         row["same kernel"] = _same(names[0], longest) if names and names[0] else None
         rows.append(row)

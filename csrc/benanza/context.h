@@ -359,7 +359,7 @@ class Context {
     // --l2 cold times its single call by the kernels' own durations where CUPTI is there (what a
     // framework's profile measures); events otherwise, or from a repetition CUPTI recorded nothing for.
     KernelClock* kernel_clock = opt.l2 == L2Mode::Cold && KernelClock::get().available() ? &KernelClock::get() : nullptr;
-    std::vector<double> samples, event_samples;
+    std::vector<double> kernel_samples, event_samples;
     auto start = std::chrono::steady_clock::now();
     phases.add(Phase::Warmup, std::chrono::duration<double, std::milli>(start - warmup_start).count());
     if (kernel_clock) kernel_clock->start();
@@ -376,23 +376,26 @@ class Context {
       const double kernel_ms = kernel_clock ? kernel_clock->lap(&kernels) : 0.0;
       if (kernel_clock && kernels == 0) kernel_clock = nullptr;  // no record: events for all repetitions
       if (kernel_clock) {
-        samples.push_back(kernel_ms / k);
+        kernel_samples.push_back(kernel_ms / k);
         t.kernels_per_call = kernels / k;
         t.kernel = kernel_clock->longest();
-      } else {
-        samples = event_samples;
-        t.kernels_per_call = 0;
-        t.kernel.clear();
       }
+      const std::vector<double>& samples = kernel_clock ? kernel_samples : event_samples;
       int n = int(samples.size());
       double spent = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (n >= opt.max_reps || (t.coarse && n >= kCoarseReps)) break;
       if (n >= opt.min_reps && (spent > opt.max_ms || median_rel_halfwidth(samples) <= opt.target_rel_err)) break;
     }
     phases.add(Phase::Timed, ms_since(start));
+    const std::vector<double>& samples = kernel_clock ? kernel_samples : event_samples;
     t.ms = stats_of(samples);
     t.repetitions = int(samples.size());
-    if (kernel_clock) t.mode = "cupti";
+    if (kernel_clock) {
+      t.mode = "cupti";
+    } else {
+      t.kernels_per_call = 0;
+      t.kernel.clear();
+    }
     return t;
   }
 

@@ -56,9 +56,7 @@ class KernelClock {
     *kernels = kernels_;
     const double ms = ms_;
     last_longest_ = longest_;
-    ms_ = longest_ms_ = 0;
-    kernels_ = 0;
-    longest_.clear();
+    clear();
     return ms;
   }
 
@@ -74,6 +72,11 @@ class KernelClock {
 
   void reset() {
     std::lock_guard<std::mutex> lock(mu_);
+    clear();
+  }
+
+  // The sums of a lap back to nothing (mu_ held).
+  void clear() {
     ms_ = longest_ms_ = 0;
     kernels_ = 0;
     longest_.clear();
