@@ -17,7 +17,7 @@ CXX = shutil.which("g++") or shutil.which("c++")
 # The GPU thread's loop of bz::main, with each prepare and "measurement" logging what it sees. argv:
 # the jobs; a job given as -J is prepared with a throw, as +J is finished without being taken.
 # Before "measuring" jobs[k], the GPU thread waits (up to 10 s) for the worker to start
-# jobs[k + 1]'s prepare: that it starts while job k runs is the overlap.
+# jobs[k + DEPTH]'s prepare (environment DEPTH, default 1): that it starts while job k runs is the overlap.
 TOOL = r"""
 #include <chrono>
 #include <condition_variable>
@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     if (argv[a][0] == '+') skips.push_back(j);
   }
   auto has = [](const std::vector<int>& v, int j) { for (int x : v) if (x == j) return true; return false; };
+  const size_t depth = std::getenv("DEPTH") ? size_t(std::atoi(std::getenv("DEPTH"))) : 1;
   {
     bz::Prefetcher pre(jobs, [&](int job, size_t k) -> bz::Prepared {
       {
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
       cv.notify_all();
       if (has(throws, job)) throw std::runtime_error("boom " + std::to_string(job));
       return std::make_shared<int>(job * 10);
-    });
+    }, depth);
     for (size_t k = 0; k < jobs.size(); ++k) {
       {
         std::lock_guard<std::mutex> lock(m);
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
       {
         std::unique_lock<std::mutex> lock(m);
         const bool ahead = cv.wait_for(lock, std::chrono::seconds(10),
-                                       [&] { return started >= std::min(k + 2, jobs.size()); });
+                                       [&] { return started >= std::min(k + 1 + depth, jobs.size()); });
         std::printf("job %d overlap %d\n", jobs[k], int(ahead));
       }
       if (!has(skips, jobs[k])) {
@@ -75,6 +76,10 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
           std::printf("took %d: error %s\n", jobs[k], e.what());
         }
+      }
+      {
+        std::lock_guard<std::mutex> lock(m);
+        std::printf("finish %zu\n", k);  // before finish(k): a prepare it lets go comes after
       }
       pre.finish(k);
     }
@@ -124,4 +129,27 @@ def test_a_throwing_prepare_fails_its_own_job_on_the_gpu_thread(prefetch_tool: P
 def test_a_job_finished_without_its_object_leaves_the_next_ones_alone(prefetch_tool: Path) -> None:
     lines = run(prefetch_tool, "1", "+2", "3", "+4")  # the last one dropped by the destructor's join
     assert [line for line in lines if line.startswith("took")] == ["took 1: 10", "took 3: 30"]
+    assert lines[-1] == "done"
+
+
+def test_jobs_are_prepared_up_to_depth_ahead_and_never_past_an_unfinished_job(prefetch_tool: Path) -> None:
+    """--prefetch-jobs D: jobs[k + 1 .. k + D] prepared while the GPU thread is on jobs[k] (each of
+    the D + 1 live jobs has a handle of its own), jobs[k + D + 1] only once jobs[k] is finished."""
+    depth, jobs = 3, ["7", "3", "+8", "1", "-6", "2", "4"]
+    done = subprocess.run([str(prefetch_tool), *jobs], capture_output=True, text=True, timeout=60,
+                          env={"DEPTH": str(depth)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if "overlap" in line] == \
+        [f"job {j.lstrip('+-')} overlap 1" for j in jobs]  # D ahead, each time
+    finished = 0
+    for line in lines:
+        if line.startswith("finish"):
+            finished += 1
+        elif line.startswith("prep"):
+            _, _, _, k, _, begun = line.split()
+            assert int(k) <= int(begun) + depth, line
+            assert int(k) <= finished + depth, line  # jobs[k - D - 1] finished first
+    assert [line for line in lines if line.startswith("took")] == \
+        ["took 7: 70", "took 3: 30", "took 1: 10", "took 6: error boom 6", "took 2: 20", "took 4: 40"]
     assert lines[-1] == "done"

@@ -182,20 +182,24 @@ class Context {
     }
     return cudnn_;
   }
-  // Handles for jobs whose host work runs ahead (HostContext): job k of the run gets the k % 2nd, so
-  // the worker preparing job k + 1 and the GPU thread measuring job k (with the handle its graph
-  // was built on) never share one. Both are created here, on the GPU thread, one after the other
-  // (cuDNN: a first handle created synchronously before threads use handles of their own).
-  void create_job_handles() {
-    for (cudnnHandle_t& h : job_cudnn_) {
-      if (h) continue;
+  // Handles for jobs whose host work runs ahead (HostContext): `count` of them (--prefetch-jobs + 1,
+  // or fewer for a shorter run), job k of the run gets the (k mod count)-th. The Prefetcher keeps at
+  // most count consecutive jobs alive (the GPU thread's and those prepared ahead of it: jobs[k +
+  // count] is never prepared before jobs[k] is finished), so no two live jobs share a handle and
+  // the worker building a job's graph never shares one with the GPU thread executing another's. All
+  // are created here, on the GPU thread, one after the other (cuDNN: a first handle created
+  // synchronously before threads use handles of their own), and never change afterwards.
+  void create_job_handles(size_t count) {
+    while (job_cudnn_.size() < std::max<size_t>(count, 1)) {  // a failed call leaves the rest to the next
       const auto t0 = std::chrono::steady_clock::now();
+      cudnnHandle_t h = nullptr;
       BZ_CHECK_CUDNN(cudnnCreate(&h));
+      job_cudnn_.push_back(h);
       BZ_CHECK_CUDNN(cudnnSetStream(h, stream));
       phases.add(Phase::Handles, ms_since(t0));
     }
   }
-  cudnnHandle_t job_cudnn(size_t k) const { return job_cudnn_[k % 2]; }
+  cudnnHandle_t job_cudnn(size_t k) const { return job_cudnn_[k % job_cudnn_.size()]; }
 
   cublasHandle_t cublas() {
     if (!cublas_) {
@@ -505,7 +509,7 @@ class Context {
   }
 
   cudnnHandle_t cudnn_ = nullptr;
-  cudnnHandle_t job_cudnn_[2] = {nullptr, nullptr};  // create_job_handles
+  std::vector<cudnnHandle_t> job_cudnn_;  // create_job_handles
   cublasHandle_t cublas_ = nullptr;
   Buffer l2_;
   Buffer work_;  // workspace()

@@ -1,8 +1,8 @@
 // benanza harness, cuDNN graph-API family (header-only cudnn-frontend): what the
 // convolution and matmul graph benchmarks share.
 //
-// A benchmark's host-only work (prepare_graph, its Bench::prepare: on a host thread while the job
-// before it is measured, Prefetcher) declares its operation graph, then
+// A benchmark's host-only work (prepare_graph, its Bench::prepare: on a host thread while jobs
+// before it are measured, Prefetcher) declares its operation graph, then
 //   1. enumerate_engine_configs: heuristic modes A, B and the fallback list, every
 //      engine config each returns (cudnn-frontend create_execution_plans per mode, all
 //      appended to one graph), deduped by canonical name, remembering each config's
@@ -29,23 +29,20 @@
 #endif
 
 #include <array>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "benanza/bench.h"
+#include "benanza/build_pool.h"
 #include "benanza/cudnn_graph_names.h"
 #include "benanza/cudnn_util.h"
 
@@ -336,32 +333,15 @@ inline void emit_job_failure(Context& ctx, int job, const Result& base, const Er
   ctx.emit(job, r);
 }
 
-// Builders with builds not yet finished (PlanBuilder): a job prepared ahead starts its builds once
-// the job before it has finished all of its own, so that it never takes the host threads that
-// job's GPU thread is waiting for (and --plan-threads threads build at most at once).
-struct BuildGate {
-  std::mutex m;
-  std::condition_variable cv;
-  int building = 0;  // builders with builds not yet finished
-};
-inline BuildGate& build_gate() {
-  static BuildGate gate;
-  return gate;
-}
-// Waits until no builder has a build left to finish.
-inline void wait_for_finished_builds() {
-  BuildGate& g = build_gate();
-  std::unique_lock<std::mutex> lock(g.m);
-  g.cv.wait(lock, [&] { return g.building == 0; });
-}
-
-// Prepares (engine notes) and builds a job's execution plans on host threads ahead of the GPU
-// thread, which measures them in the order their builds finish (next()): runtime-compiled
-// engines (NVRTC) compile while other configs are timed. At most `ahead` plans are built or
-// building and not yet taken (a built plan holds its kernels until FeGraph::release_plan). Each
-// config is prepared and built by one thread; cudnn-frontend builds a plan without a handle (its
-// own engine config and execution-plan descriptors), so no handle is shared. threads 0: next()
-// prepares and builds each config itself, in order, on the GPU thread.
+// Prepares (engine notes) and builds a job's execution plans on the process's pool of --plan-threads
+// host threads (BuildPool, one BuildQueue per job, the earliest job first) ahead of the GPU thread,
+// which measures them in the order their builds finish (next()): runtime-compiled engines (NVRTC)
+// compile while other configs are timed, and while the GPU thread is on an earlier job. At most
+// 2 x threads plans are built or building and not yet taken (a built plan holds its kernels until
+// FeGraph::release_plan). Each config is prepared and built by one thread; cudnn-frontend builds a
+// plan without a handle (its own engine config and execution-plan descriptors), so no handle is
+// shared. threads 0: no pool; next() prepares and builds each config itself, in order, on the GPU
+// thread.
 class PlanBuilder {
  public:
   struct Built {
@@ -372,25 +352,15 @@ class PlanBuilder {
   using Prepare = std::function<int64_t(size_t)>;
 
   PlanBuilder(FeGraph& g, size_t configs, Prepare prepare, int device, int threads)
-      : g_(g), prepare_(std::move(prepare)), done_(configs), taken_(configs, false),
-        ahead_(size_t(std::max(1, 2 * threads))) {
-    if (threads > 0 && configs > 0) {
-      std::lock_guard<std::mutex> lock(build_gate().m);
-      ++build_gate().building;
-      gated_ = true;
-    }
-    for (int t = 0; t < threads && size_t(t) < configs; ++t)
-      threads_.emplace_back([this, device] { work(device); });
+      : g_(g), prepare_(std::move(prepare)), built_(configs) {
+    if (threads <= 0 || configs == 0) return;
+    BuildPool& pool = BuildPool::instance(threads, [device] { cudaSetDevice(device); });  // plans load
+    queue_ = std::make_unique<BuildQueue>(pool, configs, size_t(2 * pool.threads()),  // their kernels there
+                                          [this](size_t i) { built_[i] = build(i); });
   }
-  ~PlanBuilder() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-    open_gate();
-  }
+  // queue_ goes first: it cancels the builds not started and waits for those under way (they
+  // write built_ and read g_ and prepare_'s objects, which outlive it).
+  ~PlanBuilder() = default;
   PlanBuilder(const PlanBuilder&) = delete;
   PlanBuilder& operator=(const PlanBuilder&) = delete;
 
@@ -399,21 +369,12 @@ class PlanBuilder {
   // keeps the GPU timing built plans while slow (runtime-compiled) ones compile; without threads
   // the configs come in order, each built here.
   std::pair<size_t, Built> next() {
-    if (threads_.empty()) {
+    if (!queue_) {
       const size_t i = taken_count_++;
       return {i, build(i)};
     }
-    std::unique_lock<std::mutex> lock(m_);
-    size_t i = 0;
-    cv_.wait(lock, [&] {
-      for (i = 0; i < done_.size(); ++i)
-        if (done_[i] && !taken_[i]) return true;
-      return false;
-    });
-    taken_[i] = true;
-    ++taken_count_;
-    cv_.notify_all();  // the window of builds moves on
-    return {i, *done_[i]};
+    const size_t i = queue_->next();  // built_[i] was written before its build was marked done
+    return {i, built_[i]};
   }
 
  private:
@@ -426,52 +387,18 @@ class PlanBuilder {
       b.status = g_.build_plan_at_index(index);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
       b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, e.what()};
+    } catch (...) {
+      b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "unknown exception"};
     }
     b.ms = ms_since(t0);
     return b;
   }
 
-  void work(int device) {
-    cudaSetDevice(device);  // plans load their kernels into this device's context
-    std::unique_lock<std::mutex> lock(m_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || (next_ < done_.size() && next_ < taken_count_ + ahead_); });
-      if (stop_) return;
-      const size_t i = next_++;
-      lock.unlock();
-      Built b = build(i);
-      lock.lock();
-      done_[i] = std::move(b);
-      cv_.notify_all();
-      if (++finished_ == done_.size()) {  // the last build: another builder may start
-        lock.unlock();
-        open_gate();
-        lock.lock();
-      }
-    }
-  }
-
-  // This builder has no build left to finish (or is gone): another may start its own.
-  void open_gate() {
-    if (!gated_.exchange(false)) return;
-    BuildGate& g = build_gate();
-    {
-      std::lock_guard<std::mutex> lock(g.m);
-      --g.building;
-    }
-    g.cv.notify_all();
-  }
-
   FeGraph& g_;
   Prepare prepare_;
-  std::atomic<bool> gated_{false};  // counted in build_gate().building
-  std::vector<std::optional<Built>> done_;
-  std::vector<bool> taken_;  // handed to the GPU thread by next()
-  size_t ahead_, next_ = 0, taken_count_ = 0, finished_ = 0;
-  bool stop_ = false;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::vector<std::thread> threads_;
+  std::vector<Built> built_;  // element i written by the one pool thread that builds config i
+  size_t taken_count_ = 0;    // threads 0: configs built so far
+  std::unique_ptr<BuildQueue> queue_;  // last: destroyed first (see ~PlanBuilder)
 };
 
 // What the GPU thread knows of a config before its plan is built: its engine's notes, and why
@@ -510,13 +437,14 @@ struct GraphPrep {
   double host_ms = 0;  // its host time (Phase::HostPrep)
   size_t limit = 0;    // configs to measure (--max-engines)
   std::vector<ConfigPrep> preps;  // element ci written by the one builder thread that prepares ci
-  std::unique_ptr<PlanBuilder> builder;  // last: it goes first (its threads read the members above)
+  std::unique_ptr<PlanBuilder> builder;  // last: it goes first, waiting for the pool threads that
+                                         // build its configs (they read the members above)
 };
 
 // A graph benchmark's Bench::prepare: declare(graph) declares the job's operation graph, which is
 // validated and built on host.cudnn; then its engine configs (engine_configs) and, when there are
-// any, their preparation and plan builds on --plan-threads host threads (PlanBuilder; started
-// once the job before has started all of its builds). A failure is kept in the GraphPrep, as the
+// any, their preparation and plan builds on the --plan-threads pool (PlanBuilder; started at once,
+// served after every earlier job's builds). A failure is kept in the GraphPrep, as the
 // GPU thread would have met it, never thrown. `tensor_core_ops`: false for a graph with no matmul
 // or convolution (a pointwise chain): a TENSOR_CORE note on its engine changes no arithmetic, so
 // fp32 FMA keeps it.
@@ -555,7 +483,6 @@ std::shared_ptr<GraphPrep> prepare_graph(const HostContext& host, int job, const
     }
     return c.skip ? -1 : self->list.configs[ci].index;
   };
-  if (host.opt.plan_threads > 0) wait_for_finished_builds();  // not counted: the job before's builds
   t0 = std::chrono::steady_clock::now();
   prep->builder = std::make_unique<PlanBuilder>(prep->graph, prep->limit, prepare, host.opt.device,
                                                 host.opt.plan_threads);

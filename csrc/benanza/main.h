@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -99,10 +100,11 @@ inline int main(int argc, char** argv, const Bench& bench) {
     emit(j);
     return 2;
   }
-  // Jobs' host work one job ahead of the GPU thread (Bench::prepare); --plan-threads 0: none,
-  // every job whole on this thread, in turn.
+  // Jobs' host work up to --prefetch-jobs jobs ahead of the GPU thread (Bench::prepare), each job
+  // with a handle no other live job uses; --plan-threads 0: none, every job whole on this thread,
+  // in turn.
   const bool ahead = bench.prepare && opt.plan_threads > 0;
-  std::optional<Prefetcher> prefetch;  // after ctx: stopped before ctx's handles go
+  std::optional<Prefetcher> prefetch;  // after ctx: stopped, and its jobs' builds done, before ctx's handles go
   for (size_t k = 0; k < opt.jobs.size(); ++k) {
     const int job = opt.jobs[k];
     emit(Json().add("event", "start").add("job", job));
@@ -110,11 +112,15 @@ inline int main(int argc, char** argv, const Bench& bench) {
     const auto t0 = std::chrono::steady_clock::now();
     try {
       if (ahead && !prefetch) {  // the first job: its handles, then the worker
-        ctx.create_job_handles();
-        prefetch.emplace(opt.jobs, [&ctx, &bench](int j, size_t at) {
-          cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
-          return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
-        });
+        const size_t depth = size_t(opt.prefetch_jobs);
+        ctx.create_job_handles(std::min(depth + 1, opt.jobs.size()));  // the live jobs: this one and depth ahead
+        prefetch.emplace(
+            opt.jobs,
+            [&ctx, &bench](int j, size_t at) {
+              cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
+              return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
+            },
+            depth);
         ctx.prefetcher = &*prefetch;
       }
       if (prefetch) prefetch->begin(k);

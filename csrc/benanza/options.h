@@ -50,13 +50,16 @@ struct Options {
   double slow_call_ms = 1;       // --slow-call-ms X: a call over X ms is judged from its second call alone
   int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads and each job's host
                                  // work during the job before (0: all on the GPU thread, in order); -1: cores - 1
+  int prefetch_jobs = 4;         // --prefetch-jobs D: with plan threads, jobs' host work (graph, heuristics, plan
+                                 // builds) up to D jobs ahead of the GPU thread (1: the next job only)
 };
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
                "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
                "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
-               "          [--max-engines N] [--race R] [--job-budget-s S] [--slow-call-ms X] [--plan-threads N]\n",
+               "          [--max-engines N] [--race R] [--job-budget-s S] [--slow-call-ms X] [--plan-threads N]\n"
+               "          [--prefetch-jobs D]\n",
                prog);
 }
 
@@ -128,6 +131,8 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
       o.slow_call_ms = d;
     } else if (a == "--plan-threads" && number(d)) {
       o.plan_threads = int(d);
+    } else if (a == "--prefetch-jobs" && number(d) && d >= 1 && d <= 64) {
+      o.prefetch_jobs = int(d);
     } else {
       return false;
     }
