@@ -145,5 +145,7 @@ def test_racing_refines_only_what_can_still_win(policy_tool: Path) -> None:
     assert reasons(["--race", "0", "--job-budget-s", "0"], lines) == ["-"] * len(lines)  # both off: all in full
     assert reasons([], [*lines, "j 4001 1.2"]) == \
         ["-", "raced", "raced", "-", "-", "job budget", "job budget", "-", "job budget"]  # race 1.5, budget 4 s
-    for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"], ["--plan-threads", "x"]):
+    assert reasons(["--prefetch-jobs", "3"], lines) == reasons([], lines)  # known, and no policy of its own
+    for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"], ["--plan-threads", "x"],
+                ["--prefetch-jobs", "0"], ["--prefetch-jobs", "x"]):
         assert subprocess.run([str(policy_tool), *bad], capture_output=True).returncode == 2, bad
