@@ -354,8 +354,9 @@ class PlanBuilder {
   PlanBuilder(FeGraph& g, size_t configs, Prepare prepare, int device, int threads)
       : g_(g), prepare_(std::move(prepare)), built_(configs) {
     if (threads <= 0 || configs == 0) return;
-    BuildPool& pool = BuildPool::instance(threads, [device] { cudaSetDevice(device); });  // plans load
-    queue_ = std::make_unique<BuildQueue>(pool, configs, size_t(2 * pool.threads()),  // their kernels there
+    // the pool's threads on the benchmark's device: plans load their kernels into its context
+    BuildPool& pool = BuildPool::instance(threads, [device] { cudaSetDevice(device); });
+    queue_ = std::make_unique<BuildQueue>(pool, configs, size_t(2 * pool.threads()),
                                           [this](size_t i) { built_[i] = build(i); });
   }
   // queue_ goes first: it cancels the builds not started and waits for those under way (they
