@@ -168,6 +168,15 @@ def scaled_wall(exe_totals: dict[str, Any], every: int) -> float:
     return (exe_totals["wall_s"] - start) * every + start
 
 
+def harness_options(args: argparse.Namespace) -> list[str]:
+    """The harness options this script sets, as separate words: the harness reads `--race 1.5`, not `--race=1.5`."""
+    words: list[str] = []
+    for name, value in (("race", args.race), ("job_budget_s", args.job_budget_s), ("plan_threads", args.plan_threads)):
+        if value is not None:
+            words += [f"--{name.replace('_', '-')}", f"{value:g}"]
+    return words
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path, help="generated benchmark project (written with --generate)")
@@ -221,10 +230,7 @@ def main() -> int:
         summary = runner.run(run_dir, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
                              max_engines=args.max_engines,
-                             harness_args=[f"--{name.replace('_', '-')}={value:g}" for name, value in
-                                           (("race", args.race), ("job_budget_s", args.job_budget_s),
-                                            ("plan_threads", args.plan_threads)) if value is not None]
-                             + shlex.split(args.harness))
+                             harness_args=harness_options(args) + shlex.split(args.harness))
     except Enough:
         summary = None
         print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")

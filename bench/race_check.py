@@ -1,7 +1,7 @@
 """Racing must not change the answer: the fastest implementation per job, raced vs exhaustive.
 
     benanza generate models/zoo --batch 1,64 --api conv_fwd,conv_bias_act,gemm_ex,lt_matmul,graph_conv --out PROJECT
-    python bench/race_check.py PROJECT [--build-dir DIR] [--jobs-per-exe 60] [--race 1.5] [--out FILE]
+    python bench/race_check.py PROJECT [--build-dir DIR] [--jobs-per-exe 60] [--race 1.3] [--out FILE]
 
 Runs the same jobs of a built project's multi-algorithm executables (legacy convolutions, conv +
 bias + activation, cublasGemmEx, cublasLt, the graph API) twice, straight through the harness:
@@ -76,7 +76,7 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path)
     parser.add_argument("--jobs-per-exe", type=int, default=60,
                         help="N jobs of each raced executable, evenly spread over its jobs")
-    parser.add_argument("--race", type=float, default=1.5)
+    parser.add_argument("--race", type=float, default=1.3)
     parser.add_argument("--max-engines", type=int, default=0, help="graph API: engine configs per job (0: all)")
     parser.add_argument("--timeout", type=float, default=3000.0, help="seconds per executable run")
     parser.add_argument("--out", type=Path, help="write the per-job comparison here (JSON)")

@@ -162,7 +162,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     where it stopped). A job that crashes, hangs or prints garbage is recorded as such
     and its executable restarted with the jobs it did not reach.
 
-    The executables race a job's algorithms (their defaults: --race 1.5 --job-budget-s 4):
+    The executables race a job's algorithms (their defaults: --race 1.3 --job-budget-s 4):
     one clearly slower than the best so far keeps a coarse median (notes.coarse); run an
     executable with --race 0 --job-budget-s 0 to time every algorithm fully (docs/GENERATOR.md).
 

@@ -38,6 +38,15 @@ struct Timing {
   const char* coarse = nullptr;  // why only kCoarseReps stream repetitions were timed (racing), else null
 };
 
+// What a call's warm-up tells of it (Context::estimate): ms per call, the host's enqueue cost,
+// whether it was judged from one slow call, and whether a raced estimate was confirmed already.
+struct Estimate {
+  double ms = INFINITY;
+  double host_ms = 0;
+  bool one_call = false;
+  bool confirmed = false;
+};
+
 // Repetitions of a coarsely timed call (--race, --job-budget-s): enough for a median that
 // shows it is far from the best, not for a precise one.
 constexpr int kCoarseReps = 3;
@@ -50,13 +59,13 @@ inline constexpr const char* kSlowCall = "slow call";  // raced or past the budg
 // With --race R: its estimate (ms per call; Context::measure confirms a first estimate on the
 // stream with a second and with a captured graph's before it races) is >= R x the best
 // estimate of the job so far; with --job-budget-s: the job has run past its budget and the
-// call is no new best. `protect`: the heuristic's choice or an engine config a profile named,
+// call is slower than the job's best estimate. `protect`: the heuristic's choice or an engine config a profile named,
 // always timed in full (so is whatever may be the job's fastest).
 inline const char* coarse_reason(const Options& o, bool protect, double estimate, double best_estimate,
                                  double job_ms) {
   if (protect) return nullptr;
   if (o.race > 0 && estimate >= o.race * best_estimate) return kRaced;
-  if (o.job_budget_ms > 0 && job_ms > o.job_budget_ms && estimate >= best_estimate) return kJobBudget;
+  if (o.job_budget_ms > 0 && job_ms > o.job_budget_ms && estimate > best_estimate) return kJobBudget;
   return nullptr;
 }
 
@@ -166,6 +175,7 @@ class Context {
     if (cudnn_) cudnnDestroy(cudnn_);
     if (cublas_) cublasDestroy(cublas_);
     if (stream) cudaStreamDestroy(stream);
+    if (prep_stream_) cudaStreamDestroy(prep_stream_);
   }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -188,18 +198,29 @@ class Context {
   // count] is never prepared before jobs[k] is finished), so no two live jobs share a handle and
   // the worker building a job's graph never shares one with the GPU thread executing another's. All
   // are created here, on the GPU thread, one after the other (cuDNN: a first handle created
-  // synchronously before threads use handles of their own), and never change afterwards.
+  // synchronously before threads use handles of their own). While a worker prepares a job its
+  // handle is bound to a stream of its own (prep_stream_): whatever cuDNN enqueues while building a
+  // graph must not land in the benchmark stream while the GPU thread captures a CUDA graph on it
+  // (on the H100 that ended a run with cudaErrorStreamCaptureUnsupported); the GPU thread binds the
+  // handle to the benchmark stream when it takes the job (bind_to_benchmark_stream).
   void create_job_handles(size_t count) {
+    if (!prep_stream_) BZ_CHECK_CUDA(cudaStreamCreateWithFlags(&prep_stream_, cudaStreamNonBlocking));
     while (job_cudnn_.size() < std::max<size_t>(count, 1)) {  // a failed call leaves the rest to the next
       const auto t0 = std::chrono::steady_clock::now();
       cudnnHandle_t h = nullptr;
       BZ_CHECK_CUDNN(cudnnCreate(&h));
       job_cudnn_.push_back(h);
-      BZ_CHECK_CUDNN(cudnnSetStream(h, stream));
+      BZ_CHECK_CUDNN(cudnnSetStream(h, prep_stream_));
       phases.add(Phase::Handles, ms_since(t0));
     }
   }
   cudnnHandle_t job_cudnn(size_t k) const { return job_cudnn_[k % job_cudnn_.size()]; }
+  // On the GPU thread, for a job it took from the worker: the job's handle executes on the benchmark
+  // stream from now on; before the next time a worker prepares with it, back to the worker's stream.
+  void bind_to_benchmark_stream(cudnnHandle_t h) { BZ_CHECK_CUDNN(cudnnSetStream(h, stream)); }
+  void unbind_from_benchmark_stream(cudnnHandle_t h) {
+    if (prep_stream_) cudnnSetStream(h, prep_stream_);
+  }
 
   cublasHandle_t cublas() {
     if (!cublas_) {
@@ -272,17 +293,27 @@ class Context {
   // With --race or --job-budget-s a call far slower than the job's best so far (coarse_reason)
   // gets kCoarseReps stream repetitions and Timing::coarse; `protect` exempts it.
   // `first_ms`: the time of a call the benchmark already made (its checked call, time_call),
-  // which then stands for measure's own first warm-up call.
+  // which then stands for measure's own first warm-up call. One pass: estimate, then time.
   template <class F>
   Timing measure(F&& call, const WeightRing& ring = WeightRing(), bool protect = false,
                  std::optional<double> first_ms = std::nullopt) {
-    Timing t;
+    return time_estimated(call, ring, protect, estimate(call, protect, first_ms));
+  }
+
+  // Whether a call of estimate `e` would be timed coarsely now (raced or past the job budget):
+  // a job that races in two passes (run_engine_configs) times such a call at once and keeps the
+  // others, which may still be its best, for when every estimate of the job is in.
+  bool would_be_coarse(const Estimate& e, bool protect) const {
+    return coarse_reason(opt, protect, e.ms, best_estimate_, ms_since(job_start_)) != nullptr;
+  }
+
+  // The warm-up half of measure: the call's first calls and its estimate (ms per call); the job's
+  // best estimate is left to time_estimated (or note_estimate). A call the job's best so far already
+  // races is confirmed here (Estimate::confirmed).
+  template <class F>
+  Estimate estimate(F&& call, bool protect = false, std::optional<double> first_ms = std::nullopt) {
+    Estimate e;
     const auto warmup_start = std::chrono::steady_clock::now();
-    const int copies = ring.copies();
-    if (opt.l2 == L2Mode::ColdWeights) {
-      t.weight_copies = copies;
-      t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
-    }
     // The first warm-up call, timed. It may pay one-off costs (lazy module loading, a first
     // touch of the workspace: on the H100 a 0.42 ms graph-API conv's once took 79 ms and became
     // its "median" while a first call over 20 ms could decide alone), so it never decides alone.
@@ -290,45 +321,56 @@ class Context {
     // (a synchronized single call times a slow call well, not a fast one: then the usual
     // estimate follows).
     const double first = first_ms ? *first_ms : timed_call(call);
-    double estimate = 0;
-    auto coarse_from_one_call = [&](double ms) {
-      best_estimate_ = std::min(best_estimate_, ms);
-      phases.add(Phase::Warmup, ms_since(warmup_start));
-      phases.add(Phase::TimedGpu, ms);
-      t.coarse = kSlowCall;
-      t.ms = stats_of({ms});
-      t.repetitions = 1;
-      return t;
-    };
-    bool slow = false;
     if (first > opt.slow_call_ms) {
       const auto t0 = std::chrono::steady_clock::now();
-      estimate = timed_call(call);
-      slow = estimate > opt.slow_call_ms;
-      if (slow) {
-        t.host_ms = std::max(0.0, ms_since(t0) - estimate);  // what the synchronized call's wall time adds
-        if (coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_)))
-          return coarse_from_one_call(estimate);
-      }
+      e.ms = timed_call(call);
+      e.one_call = e.ms > opt.slow_call_ms;
+      if (e.one_call) e.host_ms = std::max(0.0, ms_since(t0) - e.ms);  // what the synchronized call's wall time adds
     } else {
       call(stream);  // the second warm-up call
       BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
     }
-    if (!slow) {
-      estimate = stream_estimate(call, &t.host_ms);  // its enqueue time is the host cost
-      t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
-      if (t.coarse == kRaced) {
-        // Confirm before dropping it: a second estimate on the stream (the first may pay a first
-        // launch's costs), then, for a launch-bound call, one from a captured graph (no host cost).
-        estimate = std::min(estimate, stream_estimate(call, nullptr));
-        if (coarse_reason(opt, protect, estimate, best_estimate_, 0) == kRaced && t.host_ms >= 0.5 * estimate)
-          estimate = std::min(estimate, graph_estimate(call));
-        t.coarse = coarse_reason(opt, protect, estimate, best_estimate_, ms_since(job_start_));
-      }
+    if (!e.one_call) {
+      e.ms = stream_estimate(call, &e.host_ms);  // its enqueue time is the host cost
+      if (coarse_reason(opt, protect, e.ms, best_estimate_, 0) == kRaced) confirm(call, protect, e);
     }
+    phases.add(Phase::Warmup, ms_since(warmup_start));
+    return e;
+  }
+
+  // A kept estimate joins the job's best (two passes: the calls after it race against it).
+  void note_estimate(const Estimate& e) { best_estimate_ = std::min(best_estimate_, e.ms); }
+
+  // Everything after the estimate: a raced or budget-bound call coarsely (confirmed first if it
+  // was not: its job's best came after it), the others K calls per launch until the median is stable.
+  template <class F>
+  Timing time_estimated(F&& call, const WeightRing& ring, bool protect, Estimate e) {
+    Timing t;
+    const auto warmup_start = std::chrono::steady_clock::now();
+    const int copies = ring.copies();
+    if (opt.l2 == L2Mode::ColdWeights) {
+      t.weight_copies = copies;
+      t.weight_bytes_rotated = (long long)(size_t(copies) * ring.weight_bytes());
+    }
+    t.host_ms = e.host_ms;
+    const double job_ms = ms_since(job_start_);
+    if (e.one_call) {
+      if (coarse_reason(opt, protect, e.ms, best_estimate_, job_ms)) {
+        best_estimate_ = std::min(best_estimate_, e.ms);
+        phases.add(Phase::TimedGpu, e.ms);
+        t.coarse = kSlowCall;
+        t.ms = stats_of({e.ms});
+        t.repetitions = 1;
+        return t;
+      }
+    } else {
+      if (!e.confirmed && coarse_reason(opt, protect, e.ms, best_estimate_, 0) == kRaced) confirm(call, protect, e);
+      t.coarse = coarse_reason(opt, protect, e.ms, best_estimate_, job_ms);
+    }
+    const double est_ms = e.ms;
     GraphExec graph;
-    best_estimate_ = std::min(best_estimate_, estimate);
-    int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / estimate, copies);
+    best_estimate_ = std::min(best_estimate_, est_ms);
+    int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / est_ms, copies);
 
     if (!t.coarse) capture(call, k, graph);
     bool warmed = false;
@@ -457,6 +499,16 @@ class Context {
     return time_call([&] { call(stream); });
   }
 
+  // Confirm a raced estimate before dropping it: a second estimate on the stream (the first may
+  // pay a first launch's costs), then, for a launch-bound call, one from a captured graph (no host cost).
+  template <class F>
+  void confirm(F& call, bool protect, Estimate& e) {  // its time is its caller's warm-up
+    e.ms = std::min(e.ms, stream_estimate(call, nullptr));
+    if (coarse_reason(opt, protect, e.ms, best_estimate_, 0) == kRaced && e.host_ms >= 0.5 * e.ms)
+      e.ms = std::min(e.ms, graph_estimate(call));
+    e.confirmed = true;
+  }
+
   // Calls an estimate times: few, enough to see an algorithm's cost (back to back on the stream).
   static constexpr int kEstimateCalls = 3;
 
@@ -510,6 +562,7 @@ class Context {
 
   cudnnHandle_t cudnn_ = nullptr;
   std::vector<cudnnHandle_t> job_cudnn_;  // create_job_handles
+  cudaStream_t prep_stream_ = nullptr;    // the job handles' stream while a worker prepares with them
   cublasHandle_t cublas_ = nullptr;
   Buffer l2_;
   Buffer work_;  // workspace()

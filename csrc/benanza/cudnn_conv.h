@@ -8,6 +8,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "benanza/bench.h"
 #include "benanza/cudnn_util.h"
@@ -36,6 +37,23 @@ inline std::string to_json(const ConvDims& d) {
 }
 
 using AlgoRanks = std::array<std::optional<int>, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>;
+
+// The order to measure `algos` in: by `first` (cudnnFind's timed order), then by `then` (the
+// heuristic's), the unranked last in their own order. Racing (Context::measure) compares each
+// algorithm with the job's best so far, so the likely fastest first lets the others be timed coarsely.
+template <size_t N>
+std::array<size_t, N> measuring_order(const cudnnConvolutionFwdAlgo_t (&algos)[N], const AlgoRanks& first,
+                                      const AlgoRanks& then = AlgoRanks{}) {
+  std::array<size_t, N> order{};
+  for (size_t a = 0; a < N; ++a) order[a] = a;
+  constexpr int kUnranked = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  auto key = [&](size_t a) {
+    const size_t algo = size_t(algos[a]);
+    return std::pair{first[algo].value_or(kUnranked), then[algo].value_or(kUnranked)};
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
+  return order;
+}
 
 // The legacy API has one pad per axis: a layer with different begin and end pads is
 // recorded as not supported (never silently measured with other pads).

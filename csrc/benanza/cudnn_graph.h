@@ -502,12 +502,17 @@ inline std::shared_ptr<GraphPrep> graph_prep(Context& ctx, int job, Prepared (*p
     prep = std::static_pointer_cast<GraphPrep>(prepare(HostContext{ctx.opt, handle}, job));
     ctx.phases.add(Phase::PrepWait, ms_since(t0));
   }
+  ctx.bind_to_benchmark_stream(prep->handle);  // prepared on the worker's stream (create_job_handles)
   ctx.phases.add(Phase::HostPrep, prep->host_ms);
   return prep;
 }
 
 // Check, time and emit every engine config of a prepared job (up to --max-engines), in the order
 // their builds finish; a job whose preparation failed gets that failure as its one result.
+// With --race, in two passes: each config is checked and estimated as it comes; one the job's best
+// estimate so far already races is timed coarsely at once, the others (one may be the best) keep
+// their plans until every estimate is in, and are then timed against the job's best of all, so a
+// config is never timed in full only because the best came after it.
 inline void run_engine_configs(Context& ctx, int job, const Result& base, const CudnnPrecision& p, GraphRun& run,
                                GraphPrep& prep) {
   if (prep.error) {  // the graph or its heuristics failed (prepared ahead or not): the job's one result
@@ -523,6 +528,33 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
   FeGraph& graph = prep.graph;
   PlanBuilder& builder = *prep.builder;
   const size_t limit = prep.limit;
+  auto execute = [&](const EngineConfig& c, const Workspace& work, void* weights) {  // one execution
+    run.pack[run.weight_uid] = weights;
+    check_fe(graph.execute_plan_at_index(prep.handle, run.pack, work.get(), c.index), Status::Failed,
+             "execute_plan_at_index");
+  };
+  // A config estimated and kept for the second pass.
+  struct Kept {
+    Result r;
+    size_t ci;
+    bool protect;
+    Estimate estimate;
+  };
+  std::vector<Kept> kept;
+  // Times a checked config from its estimate, records and emits it, and releases its plan.
+  auto finish = [&](Result& r, const EngineConfig& c, bool protect, const Estimate& e) {
+    try {
+      const Workspace work = ctx.workspace(static_cast<size_t>(r.workspace_bytes.value_or(0)));
+      Context::record(r, ctx.time_estimated([&](cudaStream_t) { execute(c, work, run.weights.next()); },
+                                            run.weights, protect, e));
+    } catch (const Error& err) {
+      r.fail(err);
+    } catch (const std::exception& err) {
+      r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(err.what())));
+    }
+    graph.release_plan(c.index);
+    ctx.emit(job, r);
+  };
   for (size_t step = 0; step < limit; ++step) {
     const auto t_next = std::chrono::steady_clock::now();
     const std::pair<size_t, PlanBuilder::Built> ready = builder.next();  // configs not built come at once
@@ -537,6 +569,7 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     r.notes.add("engine_id", c.engine_id).raw("knobs", json_knobs(c.knobs)).add("plan_name", c.tag);
     r.notes.raw("heuristics", json_ranks(c)).add("config", int(ci)).add("configs", int(list.configs.size()));
     if (list.named) r.notes.add("named", true);
+    const bool protect = list.named || Context::is_first_choice(r);  // never raced
     try {
       if (c.parsed && !c.error) {
         if (config_prep.notes.known) {
@@ -553,25 +586,31 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
       check_fe(graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
                "get_workspace_size_plan_at_index");
       r.workspace_bytes = (long long)ws;
-      const Workspace work = ctx.workspace(static_cast<size_t>(ws));
-      auto execute = [&](void* weights) {  // one execution, reading the weights at `weights`
-        run.pack[run.weight_uid] = weights;
-        check_fe(graph.execute_plan_at_index(prep.handle, run.pack, work.get(), c.index), Status::Failed,
-                 "execute_plan_at_index");
-      };
-      BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
-      const double first = ctx.time_call([&] { execute(run.weights.first()); });  // checked on copy 0, as the reference
-      ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
-      Context::record(r, ctx.measure([&](cudaStream_t) { execute(run.weights.next()); }, run.weights,
-                                     list.named || Context::is_first_choice(r), first));  // never raced
+      Estimate e;
+      {
+        const Workspace work = ctx.workspace(static_cast<size_t>(ws));
+        BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
+        const double first = ctx.time_call([&] { execute(c, work, run.weights.first()); });  // copy 0, as the reference
+        ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
+        e = ctx.estimate([&](cudaStream_t) { execute(c, work, run.weights.next()); }, protect, first);
+      }
+      if (ctx.opt.race > 0 && !ctx.would_be_coarse(e, protect)) {  // may be the best: time it once all are in
+        ctx.note_estimate(e);
+        kept.push_back(Kept{std::move(r), ci, protect, e});
+        continue;
+      }
+      finish(r, c, protect, e);
     } catch (const Error& e) {
       r.fail(e);
+      graph.release_plan(c.index);
+      ctx.emit(job, r);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
       r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(e.what())));
+      graph.release_plan(c.index);
+      ctx.emit(job, r);
     }
-    graph.release_plan(c.index);
-    ctx.emit(job, r);
   }
+  for (Kept& k : kept) finish(k.r, list.configs[k.ci], k.protect, k.estimate);
 }
 
 }  // namespace bz

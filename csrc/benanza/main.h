@@ -128,7 +128,10 @@ inline int main(int argc, char** argv, const Bench& bench) {
     } catch (const std::exception& e) {  // a benchmark body should catch its own errors; this is the backstop
       emit(Json().add("event", "error").add("job", job).add("message", e.what()));
     }
-    if (prefetch) prefetch->finish(k);
+    if (prefetch) {
+      ctx.unbind_from_benchmark_stream(ctx.job_cudnn(k));  // the next job to use it is prepared by the worker
+      prefetch->finish(k);
+    }
     if (report_sticky(job)) {
       ctx.prefetcher = nullptr;
       prefetch.reset();  // its worker joined before the process goes

@@ -45,12 +45,12 @@ struct Options {
   bool list = false;
   int max_engines = 0;           // --max-engines N: at most N engine configs per job (graph API); 0 = all
   // Racing (docs/GENERATOR.md; bench/race_check.py showed it keeps the fastest median within 3 %):
-  double race = 1.5;             // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
+  double race = 1.3;             // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
   double job_budget_ms = 4000;   // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
   double slow_call_ms = 1;       // --slow-call-ms X: a call over X ms is judged from its second call alone
   int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads and each job's host
                                  // work during the job before (0: all on the GPU thread, in order); -1: cores - 1
-  int prefetch_jobs = 4;         // --prefetch-jobs D: with plan threads, jobs' host work (graph, heuristics, plan
+  int prefetch_jobs = 1;         // --prefetch-jobs D: with plan threads, jobs' host work (graph, heuristics, plan
                                  // builds) up to D jobs ahead of the GPU thread (1: the next job only)
 };
 
