@@ -31,6 +31,23 @@ from benanza.plan import Plan
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 GPU = shutil.which("nvidia-smi") is not None
+CXX = shutil.which("g++") or shutil.which("c++")
+
+
+def host_tool(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
+    """A test program over harness headers (csrc/), built by the host compiler, warnings as errors:
+    the harness's host-only parts (threads, policies) tested without a GPU; skipped without a compiler."""
+    if CXX is None:
+        pytest.skip("needs a C++ compiler")
+    from benanza import paths
+
+    out = tmp_path_factory.mktemp(name)
+    (out / "main.cpp").write_text(source)
+    done = subprocess.run([CXX, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
+                           f"-I{paths.csrc_dir()}", str(out / "main.cpp"), "-o", str(out / name)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out / name
 
 
 def builds_and_runs_on_a_gpu(test: Callable[..., None]) -> Callable[..., None]:

@@ -5,15 +5,11 @@ unstarted builds and returns only once the build under way has finished."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-
-from benanza import paths
-
-CXX = shutil.which("g++") or shutil.which("c++")
+from conftest import host_tool
 
 # argv[1]: the scenario. Each build logs its start and end (sleeping in between); "ask" and "take"
 # are the GPU thread's next() called and returned. Every line is printed under one mutex, so the
@@ -92,15 +88,7 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def pool_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if CXX is None:
-        pytest.skip("needs a C++ compiler")
-    out = tmp_path_factory.mktemp("build_pool")
-    (out / "main.cpp").write_text(TOOL)
-    done = subprocess.run([CXX, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
-                           f"-I{paths.csrc_dir()}", str(out / "main.cpp"), "-o", str(out / "pool")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return out / "pool"
+    return host_tool(tmp_path_factory, "pool", TOOL)
 
 
 def run(tool: Path, scenario: str) -> list[str]:

@@ -4,15 +4,11 @@ prepared object in order, and a prepare that throws fails on the GPU thread as i
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-
-from benanza import paths
-
-CXX = shutil.which("g++") or shutil.which("c++")
+from conftest import host_tool
 
 # The GPU thread's loop of bz::main, with each prepare and "measurement" logging what it sees. argv:
 # the jobs; a job given as -J is prepared with a throw, as +J is finished without being taken.
@@ -92,14 +88,7 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def prefetch_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if CXX is None:
-        pytest.skip("needs a C++ compiler")
-    out = tmp_path_factory.mktemp("prefetch")
-    (out / "main.cpp").write_text(TOOL)
-    done = subprocess.run([CXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{paths.csrc_dir()}",
-                           str(out / "main.cpp"), "-o", str(out / "prefetch")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return out / "prefetch"
+    return host_tool(tmp_path_factory, "prefetch", TOOL)
 
 
 def run(tool: Path, *jobs: str) -> list[str]:

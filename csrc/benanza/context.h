@@ -332,7 +332,7 @@ class Context {
     }
     if (!e.one_call) {
       e.ms = stream_estimate(call, &e.host_ms);  // its enqueue time is the host cost
-      if (coarse_reason(opt, protect, e.ms, best_estimate_, 0) == kRaced) confirm(call, protect, e);
+      confirm_if_raced(call, protect, e);
     }
     phases.add(Phase::Warmup, ms_since(warmup_start));
     return e;
@@ -364,13 +364,12 @@ class Context {
         return t;
       }
     } else {
-      if (!e.confirmed && coarse_reason(opt, protect, e.ms, best_estimate_, 0) == kRaced) confirm(call, protect, e);
+      confirm_if_raced(call, protect, e);
       t.coarse = coarse_reason(opt, protect, e.ms, best_estimate_, job_ms);
     }
-    const double est_ms = e.ms;
     GraphExec graph;
-    best_estimate_ = std::min(best_estimate_, est_ms);
-    int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / est_ms, copies);
+    best_estimate_ = std::min(best_estimate_, e.ms);
+    int k = t.coarse ? copies : calls_per_launch(opt, opt.launch_ms / e.ms, copies);
 
     if (!t.coarse) capture(call, k, graph);
     bool warmed = false;
@@ -499,10 +498,12 @@ class Context {
     return time_call([&] { call(stream); });
   }
 
-  // Confirm a raced estimate before dropping it: a second estimate on the stream (the first may
-  // pay a first launch's costs), then, for a launch-bound call, one from a captured graph (no host cost).
+  // Confirm an estimate the job's best races, once, before it is dropped: a second estimate on the
+  // stream (the first may pay a first launch's costs), then, for a launch-bound call, one from a
+  // captured graph (no host cost). Its time is its caller's warm-up.
   template <class F>
-  void confirm(F& call, bool protect, Estimate& e) {  // its time is its caller's warm-up
+  void confirm_if_raced(F& call, bool protect, Estimate& e) {
+    if (e.confirmed || coarse_reason(opt, protect, e.ms, best_estimate_, 0) != kRaced) return;
     e.ms = std::min(e.ms, stream_estimate(call, nullptr));
     if (coarse_reason(opt, protect, e.ms, best_estimate_, 0) == kRaced && e.host_ms >= 0.5 * e.ms)
       e.ms = std::min(e.ms, graph_estimate(call));

@@ -541,19 +541,29 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     Estimate estimate;
   };
   std::vector<Kept> kept;
-  // Times a checked config from its estimate, records and emits it, and releases its plan.
-  auto finish = [&](Result& r, const EngineConfig& c, bool protect, const Estimate& e) {
+  // Runs `step` for the config of `r`; what it throws becomes r's status.
+  auto guarded = [](Result& r, auto&& step) {
     try {
+      step();
+    } catch (const Error& err) {
+      r.fail(err);
+    } catch (const std::exception& err) {  // cudnn-frontend builders may throw cudnnException
+      r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(err.what())));
+    }
+  };
+  // Emits a config's result and releases its plan.
+  auto done = [&](const Result& r, const EngineConfig& c) {
+    graph.release_plan(c.index);
+    ctx.emit(job, r);
+  };
+  // Times a checked config from its estimate, then emits it.
+  auto finish = [&](Result& r, const EngineConfig& c, bool protect, const Estimate& e) {
+    guarded(r, [&] {
       const Workspace work = ctx.workspace(static_cast<size_t>(r.workspace_bytes.value_or(0)));
       Context::record(r, ctx.time_estimated([&](cudaStream_t) { execute(c, work, run.weights.next()); },
                                             run.weights, protect, e));
-    } catch (const Error& err) {
-      r.fail(err);
-    } catch (const std::exception& err) {
-      r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(err.what())));
-    }
-    graph.release_plan(c.index);
-    ctx.emit(job, r);
+    });
+    done(r, c);
   };
   for (size_t step = 0; step < limit; ++step) {
     const auto t_next = std::chrono::steady_clock::now();
@@ -570,7 +580,8 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
     r.notes.raw("heuristics", json_ranks(c)).add("config", int(ci)).add("configs", int(list.configs.size()));
     if (list.named) r.notes.add("named", true);
     const bool protect = list.named || Context::is_first_choice(r);  // never raced
-    try {
+    std::optional<Estimate> estimate;  // the config checked and estimated
+    guarded(r, [&] {
       if (c.parsed && !c.error) {
         if (config_prep.notes.known) {
           r.notes.raw("numerical_notes", json_names(kNumericalNoteNames, config_prep.notes.numerical, "NOTE"));
@@ -586,28 +597,19 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
       check_fe(graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
                "get_workspace_size_plan_at_index");
       r.workspace_bytes = (long long)ws;
-      Estimate e;
-      {
-        const Workspace work = ctx.workspace(static_cast<size_t>(ws));
-        BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
-        const double first = ctx.time_call([&] { execute(c, work, run.weights.first()); });  // copy 0, as the reference
-        ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
-        e = ctx.estimate([&](cudaStream_t) { execute(c, work, run.weights.next()); }, protect, first);
-      }
-      if (ctx.opt.race > 0 && !ctx.would_be_coarse(e, protect)) {  // may be the best: time it once all are in
-        ctx.note_estimate(e);
-        kept.push_back(Kept{std::move(r), ci, protect, e});
-        continue;
-      }
-      finish(r, c, protect, e);
-    } catch (const Error& e) {
-      r.fail(e);
-      graph.release_plan(c.index);
-      ctx.emit(job, r);
-    } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
-      r.fail(Error(Status::Failed, std::string("cudnn-frontend: ") + one_line(e.what())));
-      graph.release_plan(c.index);
-      ctx.emit(job, r);
+      const Workspace work = ctx.workspace(static_cast<size_t>(ws));
+      BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
+      const double first = ctx.time_call([&] { execute(c, work, run.weights.first()); });  // copy 0, as the reference
+      ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
+      estimate = ctx.estimate([&](cudaStream_t) { execute(c, work, run.weights.next()); }, protect, first);
+    });
+    if (!estimate) {
+      done(r, c);
+    } else if (ctx.opt.race > 0 && !ctx.would_be_coarse(*estimate, protect)) {  // may be the best: time it last
+      ctx.note_estimate(*estimate);
+      kept.push_back(Kept{std::move(r), ci, protect, *estimate});
+    } else {
+      finish(r, c, protect, *estimate);
     }
   }
   for (Kept& k : kept) finish(k.r, list.configs[k.ci], k.protect, k.estimate);
