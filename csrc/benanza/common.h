@@ -109,6 +109,19 @@ inline const char* cublas_status_name(cublasStatus_t s) {
   throw Error(status_of(s), std::string(cublas_status_name(s)) + " in " + where(expr, file, line));
 }
 
+// Lets this thread's CUDA calls ignore other threads' stream captures (capture interaction mode
+// ThreadLocal). Under the default (global) mode, a capture that a library begins in global mode on
+// another thread (cuDNN building a plan on a BuildPool thread) makes this thread's potentially
+// unsafe calls (cudaMalloc, cudaFree, a device-wide synchronize) fail with
+// cudaErrorStreamCaptureUnsupported: on the H100 that ended a graph-API executable between two
+// jobs as "CUDA context lost". A capture of this thread's own (Context::capture, begun ThreadLocal)
+// still refuses its unsafe calls, so a library that cannot be captured is still seen. Every thread
+// of the harness calls it first.
+inline void ignore_other_threads_captures() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
 }  // namespace bz
 
 #define BZ_CHECK_CUDA(expr)                                                   \

@@ -1,6 +1,6 @@
 // benanza harness: the legacy cuDNN convolution problem shared by the
 // cudnnConvolutionForward and cudnnConvolutionBiasActivationForward benchmarks:
-// descriptors, random inputs, the fp32 reference output, workspace sizes and the
+// descriptors, random inputs, the fp32 reference output (of checked batch entries), workspace sizes and the
 // heuristic / find rankings of the forward algorithms.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "benanza/bench.h"
+#include "benanza/conv_reference.h"
 #include "benanza/cudnn_util.h"
 
 namespace bz {
@@ -71,8 +72,9 @@ class ConvProblem {
   FilterDesc w_desc;
   ConvDesc conv;
   size_t x_count = 0, w_count = 0, y_count = 0;
-  Buffer x, w, y, ref;  // ref: fp32 reference output in y's layout
+  Buffer x, w, y;
   ConvShape shape{};
+  ConvReference ref;  // fp32 reference of y's checked batch entries, in y's layout
 
   // Descriptors, random x and w, and the reference conv(x, w) (epilogues add to it).
   ConvProblem(Context& ctx, const ConvDims& d, const CudnnPrecision& p, uint64_t seed) {
@@ -98,10 +100,10 @@ class ConvProblem {
     x = Buffer(x_count * e);
     w = Buffer(w_count * e);
     y = Buffer(y_count * e);
-    ref = Buffer(y_count * sizeof(float));
+    ref = ConvReference(shape);
     ctx.fill(x, x_count, p.storage, seed * 16 + 1);
     ctx.fill(w, w_count, p.storage, seed * 16 + 2);
-    conv_reference(shape, x.get(), w.get(), p.storage, ref.as<float>(), ctx.stream);
+    ref.conv(x.get(), w.get(), p.storage, ctx.stream);
   }
 
   // Fill y with NaN so that an algorithm that writes nothing fails the output check.

@@ -312,13 +312,13 @@ inline std::string json_heuristics(const EngineList& list) {
 // ---------------------------------------------------------------- the benchmark loop
 
 // What one graph benchmark's GPU thread measures its prepared graph (GraphPrep) with: the variant
-// pack, the output buffer and its fp32 reference, and the ring the weight tensor's pointer comes
-// from (Context::weight_ring; the buffer alone but under --l2 cold-weights).
+// pack, the output buffer and the spans of it its fp32 reference covers (all of it, or a
+// convolution's checked batch entries: ConvReference), and the ring the weight tensor's pointer
+// comes from (Context::weight_ring; the buffer alone but under --l2 cold-weights).
 struct GraphRun {
   std::unordered_map<int64_t, void*>& pack;
   const Buffer& y;
-  size_t y_count;
-  const float* ref;
+  std::vector<CheckedSpan> checked;
   WeightRing& weights;
   int64_t weight_uid;  // the variant pack's uid of the weight tensor
 };
@@ -355,7 +355,10 @@ class PlanBuilder {
       : g_(g), prepare_(std::move(prepare)), built_(configs) {
     if (threads <= 0 || configs == 0) return;
     // the pool's threads on the benchmark's device: plans load their kernels into its context
-    BuildPool& pool = BuildPool::instance(threads, [device] { cudaSetDevice(device); });
+    BuildPool& pool = BuildPool::instance(threads, [device] {
+      cudaSetDevice(device);
+      ignore_other_threads_captures();
+    });
     queue_ = std::make_unique<BuildQueue>(pool, configs, size_t(2 * pool.threads()),
                                           [this](size_t i) { built_[i] = build(i); });
   }
@@ -600,7 +603,7 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
       const Workspace work = ctx.workspace(static_cast<size_t>(ws));
       BZ_CHECK_CUDA(cudaMemsetAsync(run.y.get(), 0xff, run.y.bytes(), ctx.stream));  // NaN: must be written
       const double first = ctx.time_call([&] { execute(c, work, run.weights.first()); });  // copy 0, as the reference
-      ctx.check(r, run.y.get(), p.storage, run.ref, run.y_count, p.tolerance);
+      ctx.check(r, run.y.get(), p.storage, run.checked, p.tolerance);
       estimate = ctx.estimate([&](cudaStream_t) { execute(c, work, run.weights.next()); }, protect, first);
     });
     if (!estimate) {

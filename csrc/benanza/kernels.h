@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "benanza/common.h"
 
@@ -104,8 +105,23 @@ void activation_reference(float* data, size_t count, int act, double coef, cudaS
 // Convert `count` values of `dtype` to fp32 (for references built from stored inputs).
 void to_float(const void* src, DType dtype, float* dst, size_t count, cudaStream_t stream);
 
-// max |out - ref| / max |ref| over `count` values; +inf when `out` holds NaN or Inf.
+// A part of an output compared with its fp32 reference: `count` values from element `offset` of
+// the output against `ref` (a convolution checks a few whole batch entries: ConvReference).
+struct CheckedSpan {
+  size_t offset;
+  size_t count;
+  const float* ref;
+};
+
+// max |out - ref| / max |ref| over the spans' values; +inf when `out` holds NaN or Inf there.
 // Synchronizes the stream.
-double max_rel_error(const void* out, DType dtype, const float* ref, size_t count, cudaStream_t stream);
+double max_rel_error(const void* out, DType dtype, const std::vector<CheckedSpan>& spans, cudaStream_t stream);
+
+// The whole output, `count` values, against `ref`.
+inline std::vector<CheckedSpan> whole_output(const float* ref, size_t count) { return {{0, count, ref}}; }
+
+inline double max_rel_error(const void* out, DType dtype, const float* ref, size_t count, cudaStream_t stream) {
+  return max_rel_error(out, dtype, whole_output(ref, count), stream);
+}
 
 }  // namespace bz

@@ -92,6 +92,7 @@ inline int main(int argc, char** argv, const Bench& bench) {
   Context ctx(opt, bench.api);
   try {
     BZ_CHECK_CUDA(cudaSetDevice(opt.device));
+    ignore_other_threads_captures();
     ctx.init();
     emit_system(ctx);
   } catch (const Error& e) {
@@ -118,6 +119,7 @@ inline int main(int argc, char** argv, const Bench& bench) {
             opt.jobs,
             [&ctx, &bench](int j, size_t at) {
               cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
+              ignore_other_threads_captures();
               return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
             },
             depth);
