@@ -202,7 +202,7 @@ class Context {
   // synchronously before threads use handles of their own). While a worker prepares a job its
   // handle is bound to a stream of its own (prep_stream_): whatever cuDNN enqueues while building a
   // graph must not land in the benchmark stream while the GPU thread captures a CUDA graph on it
-  // (on the H100 that ended a run with cudaErrorStreamCaptureUnsupported); the GPU thread binds the
+  // (other threads' own captures: ignore_other_threads_captures); the GPU thread binds the
   // handle to the benchmark stream when it takes the job (bind_to_benchmark_stream).
   void create_job_handles(size_t count) {
     if (!prep_stream_) BZ_CHECK_CUDA(cudaStreamCreateWithFlags(&prep_stream_, cudaStreamNonBlocking));
