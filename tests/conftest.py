@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -48,6 +49,46 @@ def host_tool(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) 
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return out / name
+
+
+def cuda_header_dirs() -> list[str] | None:
+    """cuDNN's and cuBLAS's headers (the harness's common.h includes both): CUDNN_INCLUDE_DIR and
+    CUBLAS_INCLUDE_DIR where set, else NVIDIA's wheels or the toolkit's; None when one is missing."""
+    found = []
+    for var, wheel, header in (("CUDNN_INCLUDE_DIR", "nvidia/cudnn/include", "cudnn.h"),
+                               ("CUBLAS_INCLUDE_DIR", "nvidia/cu13/include", "cublas_v2.h")):
+        where = [Path(os.environ[var])] if os.environ.get(var) else [Path(p) / wheel for p in sys.path if p]
+        where.append(Path(str(NVCC)).parent.parent / "include")
+        hit = next((d for d in where if (d / header).exists()), None)
+        if hit is None:
+            return None
+        found.append(str(hit))
+    return found
+
+
+def runs_a_cuda_program(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks a test that builds a CUDA program over the harness headers (cuda_tool) and runs it:
+    ``gpu`` and ``compile``, skipped without nvcc, the cuDNN/cuBLAS headers and an NVIDIA GPU."""
+    for mark in (pytest.mark.skipif(NVCC is None or not GPU or cuda_header_dirs() is None,
+                                    reason="needs nvcc, cuDNN and cuBLAS headers and a GPU"),
+                 pytest.mark.compile, pytest.mark.gpu):
+        test = mark(test)
+    return test
+
+
+def cuda_tool(out: Path, source: str, *sources: Path) -> list[str]:
+    """Builds `source` (a .cu over the harness headers, plus `sources`) with nvcc in `out`, runs it,
+    and returns its output lines (the build and the run must succeed)."""
+    from benanza import paths
+
+    (out / "main.cu").write_text(source)
+    includes = [f"-I{d}" for d in [str(paths.csrc_dir()), *(cuda_header_dirs() or [])]]
+    built = subprocess.run([str(NVCC), "-std=c++17", "-O1", *includes, str(out / "main.cu"), *map(str, sources),
+                            "-o", str(out / "tool")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    ran = subprocess.run([str(out / "tool")], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout.splitlines()
 
 
 def builds_and_runs_on_a_gpu(test: Callable[..., None]) -> Callable[..., None]:

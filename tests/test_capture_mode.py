@@ -6,14 +6,9 @@ bench_graph_conv job 120, in every run), while cuDNN built the next job's plans 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import pytest
-from conftest import GPU, NVCC
-from test_conv_reference import header_dirs
-
-from benanza import paths
+from conftest import cuda_tool, runs_a_cuda_program
 
 PROGRAM = r"""
 #include <atomic>
@@ -61,20 +56,11 @@ int main() {
 """
 
 
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU or header_dirs() is None,
-                    reason="needs nvcc, cuDNN and cuBLAS headers and a GPU")
+@runs_a_cuda_program
 def test_harness_threads_ignore_other_threads_captures_on_a_gpu(tmp_path: Path) -> None:
-    (tmp_path / "main.cu").write_text(PROGRAM)
-    includes = [f"-I{d}" for d in [str(paths.csrc_dir()), *(header_dirs() or [])]]
-    built = subprocess.run([str(NVCC), "-std=c++17", "-O1", *includes, str(tmp_path / "main.cu"),
-                            "-o", str(tmp_path / "tool")], capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    ran = subprocess.run([str(tmp_path / "tool")], capture_output=True, text=True, timeout=60)
-    assert ran.returncode == 0, ran.stderr
-    print(ran.stdout)
-    got = dict(line.split() for line in ran.stdout.splitlines())
+    lines = cuda_tool(tmp_path, PROGRAM)
+    print("\n".join(lines))
+    got = dict(line.split() for line in lines)
     assert got["default_malloc"] == "cudaErrorStreamCaptureUnsupported", got  # the failure, as the H100 showed it
     assert got["ignoring_malloc"] == got["ignoring_free"] == got["ignoring_stream_sync"] == "cudaSuccess", got
     assert got["after_device_sync"] == "cudaSuccess", got

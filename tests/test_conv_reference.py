@@ -7,13 +7,9 @@ trade-off, stated in docs/GENERATOR.md)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-from conftest import GPU, NVCC
+from conftest import cuda_tool, runs_a_cuda_program
 
 from benanza import paths
 
@@ -64,35 +60,10 @@ int main() {
 """
 
 
-def header_dirs() -> list[str] | None:
-    """cuDNN's and cuBLAS's headers (the harness's common.h includes both): CUDNN_INCLUDE_DIR and
-    CUBLAS_INCLUDE_DIR where set, else NVIDIA's wheels; None when one is missing."""
-    found = []
-    for var, wheel, header in (("CUDNN_INCLUDE_DIR", "nvidia/cudnn/include", "cudnn.h"),
-                               ("CUBLAS_INCLUDE_DIR", "nvidia/cu13/include", "cublas_v2.h")):
-        where = [Path(os.environ[var])] if os.environ.get(var) else [Path(p) / wheel for p in sys.path if p]
-        where.append(Path(str(NVCC)).parent.parent / "include")
-        hit = next((d for d in where if (d / header).exists()), None)
-        if hit is None:
-            return None
-        found.append(str(hit))
-    return found
-
-
-@pytest.mark.gpu
-@pytest.mark.compile
-@pytest.mark.skipif(NVCC is None or not GPU or header_dirs() is None,
-                    reason="needs nvcc, cuDNN and cuBLAS headers and a GPU")
+@runs_a_cuda_program
 def test_checked_entries_catch_errors_where_they_lie_on_a_gpu(tmp_path: Path) -> None:
-    (tmp_path / "main.cu").write_text(PROGRAM)
-    includes = [f"-I{d}" for d in [str(paths.csrc_dir()), *(header_dirs() or [])]]
-    built = subprocess.run([str(NVCC), "-std=c++17", "-O1", *includes, str(tmp_path / "main.cu"),
-                            str(paths.csrc_dir() / "benanza/kernels.cu"), "-o", str(tmp_path / "tool")],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    ran = subprocess.run([str(tmp_path / "tool")], capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stderr
-    errors = {(layout, int(image)): float(e) for layout, image, e in map(str.split, ran.stdout.splitlines())}
+    lines = cuda_tool(tmp_path, PROGRAM, paths.csrc_dir() / "benanza/kernels.cu")
+    errors = {(layout, int(image)): float(e) for layout, image, e in map(str.split, lines)}
     for layout in ("nchw", "nhwc"):
         assert errors[(layout, -1)] == 0.0, errors  # the same kernel on the same entries
         caught = {image for image in range(8) if errors[(layout, image)] > 1.0}
