@@ -359,28 +359,24 @@ class Context {
     }
     t.host_ms = e.host_ms;
     const double job_ms = ms_since(job_start_);
+    // A coarse median that is the estimate itself, which `calls` calls timed.
+    auto estimate_as_median = [&](const char* why, int calls) {
+      best_estimate_ = std::min(best_estimate_, e.ms);
+      phases.add(Phase::TimedGpu, e.ms * calls);
+      t.coarse = why;
+      t.ms = stats_of({e.ms});
+      t.repetitions = 1;
+      t.calls_per_launch = calls;
+      return t;
+    };
     if (e.one_call) {
-      if (coarse_reason(opt, protect, e.ms, best_estimate_, job_ms)) {
-        best_estimate_ = std::min(best_estimate_, e.ms);
-        phases.add(Phase::TimedGpu, e.ms);
-        t.coarse = kSlowCall;
-        t.ms = stats_of({e.ms});
-        t.repetitions = 1;
-        return t;
-      }
+      if (coarse_reason(opt, protect, e.ms, best_estimate_, job_ms)) return estimate_as_median(kSlowCall, 1);
     } else {
       confirm_if_raced(call, protect, e);
       t.coarse = coarse_reason(opt, protect, e.ms, best_estimate_, job_ms);
-      if (t.coarse && opt.l2 == L2Mode::Warm) {
-        // Its estimate timed kEstimateCalls calls back to back on the warm stream: what kCoarseReps
-        // stream repetitions would time again (with --l2 cold and cold-weights they run in that state).
-        best_estimate_ = std::min(best_estimate_, e.ms);
-        phases.add(Phase::TimedGpu, e.ms * kEstimateCalls);
-        t.ms = stats_of({e.ms});
-        t.repetitions = 1;
-        t.calls_per_launch = kEstimateCalls;
-        return t;
-      }
+      // Under warm L2 its estimate (kEstimateCalls calls back to back on the stream) is what kCoarseReps
+      // stream repetitions would time again; with --l2 cold and cold-weights they run in that state.
+      if (t.coarse && opt.l2 == L2Mode::Warm) return estimate_as_median(t.coarse, kEstimateCalls);
     }
     GraphExec graph;
     best_estimate_ = std::min(best_estimate_, e.ms);
