@@ -605,11 +605,21 @@ def _check_source(path: Path) -> None:
         raise BenanzaError(f"{path}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
 
 
+# A system row ``out`` already holds gets the fields it still lacks (as ``upsert_system``): a campaign
+# run without a bandwidth measurement merged with one that made it keeps the measured bandwidth.
+_FILL_SYSTEM = (" ON CONFLICT(id) DO UPDATE SET "
+                + ", ".join(f"{c} = COALESCE(systems.{c}, excluded.{c})" for c in _SYSTEM_COLUMNS)
+                + " WHERE " + " OR ".join(f"(systems.{c} IS NULL AND excluded.{c} IS NOT NULL)"
+                                          for c in _SYSTEM_COLUMNS))
+
+
 def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
-    """Keyed union of databases into ``out`` (created if needed); returns rows added per table.
+    """Keyed union of databases into ``out`` (created if needed); returns rows added (or, for a
+    system, completed) per table.
 
     Rows whose key ``out`` already holds are kept as they are (measurements are
-    immutable), so merging a database into itself, or twice, adds nothing.
+    immutable; a system's null fields are filled), so merging a database into itself, or
+    twice, adds nothing.
     """
     db = open_db(out)
     added = dict.fromkeys(TABLES, 0)
@@ -628,8 +638,9 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
                                        "COALESCE(layout, '')" if c in have else _LAYOUT_OF_OLD[(table, c)]
                                        for c in cols)
                     before = db.conn.total_changes
-                    db.execute(f"INSERT OR IGNORE INTO main.{table} ({', '.join(cols)}) "
-                               f"SELECT {values} FROM src.{table} j")
+                    verb, tail = ("INSERT", _FILL_SYSTEM) if table == "systems" else ("INSERT OR IGNORE", "")
+                    db.execute(f"{verb} INTO main.{table} ({', '.join(cols)}) "
+                               f"SELECT {values} FROM src.{table} j WHERE true{tail}")
                     added[table] += db.conn.total_changes - before
         finally:
             db.execute("DETACH DATABASE src")

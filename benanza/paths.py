@@ -27,15 +27,24 @@ def perfdb_dir() -> Path:
     return _data_dir("perfdb")
 
 
-def _unpack(packed: Path, target: Path) -> Path:
-    """Unpack ``packed`` (xz) into ``target`` unless a copy at least as new is there already."""
-    import lzma
-    import shutil
+PACKED_SUFFIX = ".columns.xz"  # benanza.packed_db's form, the one perfdb/ ships
 
+
+def _unpack(packed: Path, target: Path) -> Path:
+    """Unpack ``packed`` (``*.columns.xz``, or an xz-compressed SQLite file) into ``target`` unless a
+    copy at least as new is there already."""
     if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
         import sys
 
-        print(f"unpacking {packed} into {target} (once, a few seconds)", file=sys.stderr, flush=True)
+        print(f"unpacking {packed} into {target} (once, about ten seconds)", file=sys.stderr, flush=True)
+        if packed.name.endswith(PACKED_SUFFIX):
+            from benanza.packed_db import unpack
+
+            unpack(packed, target)
+            return target
+        import lzma
+        import shutil
+
         partial = target.with_suffix(f".db.{os.getpid()}.partial")  # two processes may unpack at once
         with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst)
@@ -52,21 +61,22 @@ def cache_dir() -> Path:
 
 
 def shipped_db(name: str = "h100") -> Path:
-    """The shipped performance database ``perfdb/<name>.db.xz``, unpacked once into a cache.
+    """The shipped performance database ``perfdb/<name>.columns.xz``, unpacked once into a cache.
 
-    Shipped xz-compressed to keep the repository small (a tenth of the database's size);
+    Shipped column by column and xz-compressed (benanza.packed_db) to keep the repository small
+    (a fiftieth of the database's size);
     the cache copy is refreshed whenever the shipped file is newer, so an updated
     checkout never reads stale data.
     """
-    packed = perfdb_dir() / f"{name}.db.xz"
+    packed = perfdb_dir() / f"{name}{PACKED_SUFFIX}"
     if not packed.is_file():
         raise FileNotFoundError(f"{packed}: no shipped performance database named '{name}'")
     return _unpack(packed, cache_dir() / f"{name}.db")
 
 
 def readable_db(path: Path) -> Path:
-    """A database path a reading command can open: ``*.db.xz`` (the shipped form) is unpacked into
-    the cache (the shipped file itself maps to the same cache copy as :func:`shipped_db`)."""
+    """A database path a reading command can open: ``*.columns.xz`` (the shipped form) or ``*.db.xz`` is
+    unpacked into the cache (the shipped file itself maps to the same cache copy as :func:`shipped_db`)."""
     if path.suffix != ".xz":
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such performance database")
@@ -75,8 +85,9 @@ def readable_db(path: Path) -> Path:
         raise FileNotFoundError(f"{path}: no such performance database")
     shipped = perfdb_dir() / path.name
     if shipped.is_file() and shipped.resolve() == path.resolve():
-        return shipped_db(path.name.removesuffix(".db.xz"))
+        return shipped_db(path.name.removesuffix(PACKED_SUFFIX))
     import hashlib
 
     tag = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    return _unpack(path, cache_dir() / f"{path.name.removesuffix('.xz').removesuffix('.db')}-{tag}.db")
+    stem = path.name.removesuffix(PACKED_SUFFIX).removesuffix(".xz").removesuffix(".db")
+    return _unpack(path, cache_dir() / f"{stem}-{tag}.db")

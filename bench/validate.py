@@ -36,7 +36,7 @@ Usage (``measure`` on the GPU machine, ``report`` anywhere)::
     python bench/validate.py measure --torchvision resnet18,mobilenet_v2 --export-dir tv --out tv.json
     python bench/validate.py measure --transformers bert_base,gpt2_small,vit_b_16 --seq-len 128 \
         --batches 1,32 --export-dir tx --out tx.json [--attn eager] [--dry-run]
-    python bench/validate.py report cells.json --models models/zoo [--db perfdb/h100.db.xz] [--json OUT]
+    python bench/validate.py report cells.json --models models/zoo [--db perfdb/h100.columns.xz] [--json OUT]
     python bench/validate.py report tx.json --models tx --db perf.db.gz   # the transformer database
 """
 

@@ -10,8 +10,8 @@
 #   bench/zoo_campaign.sh run RESULTS_DIR SECONDS  # bench/campaign.py on the zoo project for about SECONDS
 #   bench/zoo_campaign.sh profiles RESULTS_DIR    # the shipped bundles' own calls: warm, cold L2, cold weights
 #   bench/zoo_campaign.sh race RESULTS_DIR        # bench/race_check.py on the zoo project (RACE_JOBS per exe)
-#   bench/zoo_campaign.sh pack RESULTS_DIR        # VACUUM the database and write RESULTS_DIR/h100.db.xz
-#                                                 # (in parts h100.db.xz.0*, 15 MB each, when larger)
+#   bench/zoo_campaign.sh pack RESULTS_DIR        # the database in the shipped form, RESULTS_DIR/h100.columns.xz
+#                                                 # (benanza db pack; in parts .0*, 15 MB each, when larger)
 #
 # The database is out/zoo.db; each step writes its log numbers and JSON into RESULTS_DIR.
 set -euo pipefail
@@ -72,20 +72,12 @@ profiles)
   done
   ;;
 pack)
-  $py - "$db" <<'EOF'
-import sqlite3, sys
-con = sqlite3.connect(sys.argv[1])
-for table, in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-    print(table, con.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0])
-print("completed_jobs by status:", con.execute("SELECT status, count(*) FROM completed_jobs GROUP BY 1").fetchall())
-con.execute("VACUUM")
-con.close()
-EOF
-  xz -T0 -9 -k -c $db >"$results/h100.db.xz"
-  if [ "$(stat -c %s "$results/h100.db.xz")" -gt 15728640 ]; then  # the device returns files of <= 16 MB
-    split -b 15M -d "$results/h100.db.xz" "$results/h100.db.xz." && rm "$results/h100.db.xz"
+  $py -m benanza db info $db
+  $py -m benanza db pack $db "$results/h100.columns.xz"
+  if [ "$(stat -c %s "$results/h100.columns.xz")" -gt 15728640 ]; then  # the device returns files of <= 16 MB
+    split -b 15M -d "$results/h100.columns.xz" "$results/h100.columns.xz." && rm "$results/h100.columns.xz"
   fi
-  ls -l "$results"/h100.db.xz*
+  ls -l "$results"/h100.columns.xz*
   ;;
 *)
   echo "unknown step $step" >&2

@@ -46,7 +46,7 @@ from benanza.analyze.roofline import bound_ms
 from benanza.analyze.sources import inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import Layer, bias_add
-from benanza.records import Result
+from benanza.records import ROOFLINE, Result
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
 ROOF_POOL = 8192 / 2e9  # 4096 read + 4096 written
@@ -437,6 +437,21 @@ def test_non_library_layers_get_roofline_not_zero(report):
     missing = {r["#"]: r["reason"] for r in rep.tables["missing"].rows if r["policy"] == "best"}
     assert missing[4] == MissingReason.NO_BANDWIDTH.value
     assert 5 not in missing
+
+
+def test_a_copy_row_counts_only_in_the_runs_storage_type():
+    """An fp16 copy of an fp32 model's tensors moves half the bytes: it bounds no fp32 run, layer-wise
+    or in the execution bound (the zoo campaign's fp16 copy rows were charged to fp32 bundles)."""
+    base = branchy_inputs()
+    concat = base.model.layers[4]
+    rows = [R(concat.key, Api.COPY, ROOFLINE, "fp16", ROOF_CONCAT / 4), R(concat.key, Api.COPY, ROOFLINE, "fp32",
+                                                                      ROOF_CONCAT / 2)]
+    inputs = branchy_inputs(measurements={**base.measurements, concat.key: rows})
+    assert choose(concat, inputs, Policy.BEST).latency_ms == approx(ROOF_CONCAT / 2)
+    fp16 = Constraints(precisions=frozenset({Precision.FP16}))
+    assert choose(concat, inputs, Policy.BEST, fp16).latency_ms == approx(ROOF_CONCAT / 4)
+    groups = {r["layers"]: r for r in analyze(inputs).tables["execution"].rows}
+    assert groups[concat.name]["charged (ms)"] == approx(ROOF_CONCAT / 2)
 
 
 # --- gaps -------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`benanza analyze` and `benanza quickstart` on the shipped H100 database (perfdb/h100.db.xz).
+"""`benanza analyze` and `benanza quickstart` on the shipped H100 database (perfdb/h100.columns.xz).
 
 Real data: the database was measured on an H100 (docs/RESULTS.md); checked through the library.
 """

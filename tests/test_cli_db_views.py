@@ -59,7 +59,8 @@ def test_model_paths_are_stored_without_the_measuring_machines_directories() -> 
 
 
 def test_db_export_has_shape_and_model_columns(tmp_path: Path) -> None:
-    out = CliRunner().invoke(main, ["db", "export", str(perfdb_dir() / "h100.db.xz"), "--csv", str(tmp_path / "b.csv")])
+    shipped = perfdb_dir() / "h100.columns.xz"
+    out = CliRunner().invoke(main, ["db", "export", str(shipped), "--csv", str(tmp_path / "b.csv")])
     assert out.exit_code == 0, out.output
     with (tmp_path / "b.csv").open() as handle:
         rows = csv.DictReader(handle)

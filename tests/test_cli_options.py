@@ -65,14 +65,14 @@ def test_analyze_takes_api_and_no_longer_apis() -> None:
 
 @pytest.mark.parametrize("args", [["analyze", str(SQUEEZENET), "--db"], ["db", "info"], ["db", "systems"]])
 def test_db_accepts_the_shipped_xz(args: list[str]) -> None:
-    code, output = invoke([*args, str(perfdb_dir() / "h100.db.xz")])
+    code, output = invoke([*args, str(perfdb_dir() / "h100.columns.xz")])
     assert code == 0, output
     assert "H100" in output
 
 
 def test_piped_output_stays_wide() -> None:
     """A pipe is not a terminal: no 80-column fallback that folds words and elides ids."""
-    done = subprocess.run([sys.executable, "-m", "benanza", "db", "systems", str(perfdb_dir() / "h100.db.xz")],
+    done = subprocess.run([sys.executable, "-m", "benanza", "db", "systems", str(perfdb_dir() / "h100.columns.xz")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "…" not in done.stdout
@@ -155,7 +155,7 @@ def test_a_terminal_sees_a_progress_line_for_the_build_step(tmp_path: Path, monk
 
 
 def test_generate_skips_what_the_shipped_xz_holds_and_run_refuses_to_write_it(tmp_path: Path) -> None:
-    shipped = str(perfdb_dir() / "h100.db.xz")
+    shipped = str(perfdb_dir() / "h100.columns.xz")
     code, output = invoke(["generate", str(SQUEEZENET), "--out", str(tmp_path / "g"), "--db", shipped])
     assert code == 0, output
     assert "already holds all" in output or "already in the database" in output

@@ -208,6 +208,22 @@ def test_merge_keeps_the_measurement_it_already_has(tmp_path: Path) -> None:
     assert [r["median_ms"] for r in db.query("SELECT median_ms FROM benchmarks")] == [0.1]
 
 
+def test_merge_fills_the_fields_a_system_row_lacks(tmp_path: Path) -> None:
+    """The zoo campaign's chunks recorded no bandwidth; merged with the run that measured it, the
+    shipped system row keeps that measurement (it lost it before: one row per id was kept whole)."""
+    for name, system in (("campaign.db", H100), ("measured.db", {**H100, "bandwidth_gbs": 3013.96})):
+        db = perfdb.open_db(tmp_path / name)
+        perfdb.insert_results(db, perfdb.upsert_system(db, system), [result("k", "A", 0.1)])
+        db.close()
+    added = perfdb.merge(tmp_path / "campaign.db", [tmp_path / "measured.db"])
+    assert added["systems"] == 1 and added["benchmarks"] == 0
+    (row,) = perfdb.systems(perfdb.open_db(tmp_path / "campaign.db"))
+    assert row["bandwidth_gbs"] == 3013.96 and row["sm_clock_khz"] == H100["sm_clock_khz"]
+    assert not any(perfdb.merge(tmp_path / "campaign.db", [tmp_path / "measured.db"]).values())  # nothing left
+    added = perfdb.merge(tmp_path / "measured.db", [tmp_path / "campaign.db"])  # a null never overwrites
+    assert added["systems"] == 0 and perfdb.systems(perfdb.open_db(tmp_path / "measured.db"))[0]["bandwidth_gbs"]
+
+
 def test_merge_rejects_non_databases(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello\n" * 200)
     with pytest.raises(BenanzaError, match=r"notes\.txt: not a benanza performance database"):

@@ -121,8 +121,8 @@ def roofline_copy_ms(layer: Layer, ceilings: Ceilings) -> float | None:
     return None if per_ms is None else layer.bytes / per_ms
 
 
-def _non_library(layer: Layer, inputs: Inputs) -> Choice | Miss:
-    measured = fastest(usable(inputs.measurements.get(layer.key, ())))
+def _non_library(layer: Layer, inputs: Inputs, constraints: Constraints) -> Choice | Miss:
+    measured = fastest(r for r in usable(inputs.measurements.get(layer.key, ())) if constraints.allows(r))
     if measured is not None:
         return Choice(measured.median_ms or 0.0, Source.BENCHMARK, measured)
     bound = roofline_copy_ms(layer, inputs.ceilings)
@@ -139,7 +139,7 @@ def choose(layer: Layer, inputs: Inputs, policy: Policy, constraints: Constraint
     if not layer.apis:
         return Miss(MissingReason.NO_MAPPING, layer.op)
     if is_copy_layer(layer):
-        return _non_library(layer, inputs)
+        return _non_library(layer, inputs, constraints)
     return _POLICIES[policy](layer, inputs, constraints)
 
 

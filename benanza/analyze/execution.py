@@ -33,11 +33,11 @@ import networkx as nx
 from benanza.analyze.choose import fastest, usable
 from benanza.analyze.dag import contract, critical_path
 from benanza.analyze.folding import COMPUTE_OPS, FOLDABLE_OPS, _consumers, _sole_consumer, folds  # noqa: F401 (FOLDABLE_OPS: importable here as before)
-from benanza.analyze.inputs import Ceilings, Constraints, Inputs
-from benanza.analyze.peaks import storage, tensor_bytes
+from benanza.analyze.inputs import Ceilings, Constraints, Inputs, storage
+from benanza.analyze.peaks import tensor_bytes
 from benanza.analyze.roofline import layer_bytes
 from benanza.apis import whole_call
-from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
+from benanza.library import NO_COPY_OPS, Fusion, Precision
 from benanza.model.layer import Layer, Model, bias_add
 from benanza.records import Result
 
@@ -175,8 +175,7 @@ class _Coster:
     def memory(self, layer: Layer) -> Group | None:
         """A memory-bound layer: its bytes at the peak bandwidth, or a measured call when cheaper."""
         rows = self.inputs.measurements.get(layer.key, ())
-        measured = fastest(r for r in _allowed(rows, self.constraints, Fusion.NONE.value)
-                           if r.api != Api.COPY.value or r.dtype == self.store.value)
+        measured = fastest(_allowed(rows, self.constraints, Fusion.NONE.value))
         bound = self.roofline(layer)
         if measured is not None and (bound is None or (measured.median_ms or 0.0) < bound):
             return Group((layer.index,), GroupKind.MEASURED, measured.median_ms or 0.0, _describe(measured))

@@ -27,8 +27,8 @@ from benanza.analyze.inputs import (
     Inputs,
     OverheadKind,
     api_family,
+    storage,
 )
-from benanza.analyze.peaks import storage
 from benanza.analyze.tables import Table
 from benanza.library import Fusion
 from benanza.model.layer import FusionCandidate, Layer, Model

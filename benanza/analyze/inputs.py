@@ -6,7 +6,7 @@ frozen dataclasses and :func:`benanza.analyze.analyze` turns them into tables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -35,6 +35,19 @@ TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if spec.t
 NON_TENSOR_CORE_PRECISIONS = frozenset(p for p, spec in PRECISIONS.items() if not spec.tensor_core)
 
 
+def storage(precisions: Iterable[Precision]) -> Precision:
+    """The storage precision of a run: fp16/bf16 when it computes in one, else fp32 (tf32 stores fp32)."""
+    ps = set(precisions)
+    for p in (Precision.FP16, Precision.BF16):
+        if p in ps and not ps & {Precision.FP32, Precision.TF32}:
+            return p
+    return Precision.FP32
+
+
+# The storage type a row of each precision moves (a tf32 copy moves fp32 data).
+STORAGE_OF: dict[str, str] = {p.value: storage({p}).value for p in Precision}
+
+
 @dataclass(frozen=True)
 class Constraints:
     """What the ``best`` policy may choose from.
@@ -50,14 +63,18 @@ class Constraints:
         family = api_family(result.api)
         if family is None:
             return False
-        if family is ApiFamily.NONE:
-            return True  # a measured copy has no precision or API choice
+        if family is ApiFamily.NONE:  # a measured copy has no math or API choice, but moves the run's type:
+            return STORAGE_OF.get(result.dtype) == self._store  # an fp16 copy of fp32 tensors moves half the bytes
         return family in self.families and result.dtype in self._dtypes
 
     @cached_property
     def _dtypes(self) -> frozenset[str]:
         """The precisions' values, built once (``allows`` runs for every row of every layer)."""
         return frozenset(p.value for p in self.precisions)
+
+    @cached_property
+    def _store(self) -> str:
+        return storage(self.precisions).value
 
     def with_precisions(self, precisions: frozenset[Precision]) -> Constraints:
         return Constraints(precisions=precisions, families=self.families)

@@ -1,5 +1,5 @@
-"""The peaks and byte counts the execution bound charges with: the run's storage precision, a
-tensor's bytes in it, and one effective ceiling per memory level and precision.
+"""The peaks and byte counts the execution bound charges with: a tensor's bytes in the run's
+storage precision (``inputs.storage``), and one effective ceiling per memory level and precision.
 
 Why a module of its own: gaps.py and core.py need the same storage rule and ceilings as the
 execution bound (analyze/execution.py), which is long enough without them.
@@ -8,7 +8,6 @@ execution bound (analyze/execution.py), which is long enough without them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import replace
 
 from benanza.analyze.choose import usable
@@ -18,15 +17,6 @@ from benanza.library import Fusion, Precision
 from benanza.model.costs import DTYPE_BYTES
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.records import Result
-
-
-def storage(precisions: Iterable[Precision]) -> Precision:
-    """The storage precision of a run: fp16/bf16 when it computes in one, else fp32 (tf32 stores fp32)."""
-    ps = set(precisions)
-    for p in (Precision.FP16, Precision.BF16):
-        if p in ps and not ps & {Precision.FP32, Precision.TF32}:
-            return p
-    return Precision.FP32
 
 
 def tensor_bytes(t: Tensor, store: Precision) -> float:

@@ -33,7 +33,8 @@ def no_cycle_collection() -> Iterator[None]:
 @main.command("analyze")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Performance database, .db or .db.xz (default: the shipped H100 database, perfdb/h100.db.xz).")
+              help="Performance database: .db, .columns.xz or .db.xz "
+                   "(default: the shipped H100 database, perfdb/h100.columns.xz).")
 @click.option("--profile", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")

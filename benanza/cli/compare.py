@@ -27,7 +27,7 @@ from benanza.report.fmt import cell
 @click.option("--model", "model_path", type=click.Path(path_type=Path), default=Path("models/zoo"),
               show_default=True, help="The model file, or a directory holding it (found by content hash).")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Performance database, .db or .db.xz (default: the shipped H100 database).")
+              help="Performance database: .db, .columns.xz or .db.xz (default: the shipped H100 database).")
 @click.option("--system", "systems", multiple=True,
               help="System (id prefix or GPU name); give it twice or more with one MODEL to compare systems.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the per-layer table.")
