@@ -22,8 +22,6 @@ from benanza.errors import BenanzaError
 from benanza.paths import PACKED_SUFFIX
 
 FORMAT = "benanza-columns/1"
-
-
 PACKED_TABLES = ("meta", *TABLES)  # the schema's version first
 
 

@@ -37,6 +37,8 @@ CAUSES: list[tuple[str, Callable[[Row], bool]]] = [
      lambda r: r["model"] == "shufflenet" and r["framework"] == "onnxruntime"),
     ("DenseNet-121 in PyTorch: BN/Mul/Add/ReLU chains run as separate kernels",
      lambda r: r["model"] == "densenet121" and r["framework"] == "torch"),
+    ("Inception-v2 in PyTorch: conv, BN and ReLU as separate kernels; the bound's fused conv+bn+act engines",
+     lambda r: r["model"] == "inception_v2" and r["framework"] == "torch"),
 ]
 OTHER = "other"
 
