@@ -24,8 +24,10 @@ FLOPs (a multiply-add is 2 FLOPs; ``E`` = output elements):
 - LRN: ``2*size + 3`` per element (size squares, size-1 adds, scale and bias, pow, divide).
 - Copy-like ops (Concat, Reshape, Transpose, ...): 0.
 
-Bytes: ``bytes_read`` is the sum over all input tensors, weights included;
-``bytes_written`` is the sum over outputs.  Element sizes come from ``DTYPE_BYTES``.
+Bytes: ``bytes_read`` is the sum over all input tensors, weights included, except where an op
+reads only part of an input (``READS``): a sliding window (Conv, pooling) whose stride skips input
+positions, a Gather (its indices and the rows they pick), a Slice (the slice).  ``bytes_written``
+is the sum over outputs.  Element sizes come from ``DTYPE_BYTES``.
 """
 
 from __future__ import annotations
@@ -139,8 +141,67 @@ COSTS: dict[str, CostFn] = {
 }
 
 
+ReadFn = Callable[[list[Tensor], list[Tensor], Attrs], int]
+
+
+def _all_read(inputs: list[Tensor], outputs: list[Tensor], attrs: Attrs) -> int:
+    return sum(tensor_bytes(t) for t in inputs)
+
+
+def _covered(size: int, out: int, kernel: int, stride: int, dilation: int, pad_begin: int) -> int:
+    """How many of an axis's ``size`` input positions some output position's window reads."""
+    return len({i for o in range(out) for j in range(kernel)
+                if 0 <= (i := o * stride + j * dilation - pad_begin) < size})
+
+
+def _window_read(inputs: list[Tensor], outputs: list[Tensor], attrs: Attrs) -> int:
+    """A sliding window reads only the input positions some window covers: a 1x1 conv of stride 2
+    reads a quarter of its input. Counted whole, ResNet-50's downsampling convs 'moved' 4.3-5.0 TB/s
+    on an H100 (HBM peak 3.35) and raised the bound's bandwidth ceiling with them."""
+    x, y = inputs[0].shape, outputs[0].shape
+    kernel, strides = attrs.get("kernel_shape"), attrs.get("strides")
+    dilations, pads = attrs.get("dilations"), attrs.get("pads")
+    rank = len(x) - 2
+    if rank < 1 or len(y) != len(x) or not kernel or not strides or not dilations or not pads or len(kernel) != rank:
+        return _all_read(inputs, outputs, attrs)
+    covered = math.prod(_covered(x[2 + a], y[2 + a], kernel[a], strides[a], dilations[a], pads[a])
+                        for a in range(rank))
+    data = x[0] * x[1] * covered * DTYPE_BYTES[inputs[0].dtype]
+    return data + sum(tensor_bytes(t) for t in inputs[1:])
+
+
+def _gather_read(inputs: list[Tensor], outputs: list[Tensor], attrs: Attrs) -> int:
+    """The indices and the rows they pick (an embedding lookup reads a few rows of its table),
+    at most the whole data tensor."""
+    if len(inputs) < 2:
+        return _all_read(inputs, outputs, attrs)
+    data, indices = inputs[0], inputs[1]
+    axis = int(attrs.get("axis", 0)) % max(len(data.shape), 1)
+    row = numel(data.shape) // max(data.shape[axis], 1) if data.shape else 1
+    picked = min(numel(indices.shape) * row, numel(data.shape)) * DTYPE_BYTES[data.dtype]
+    return picked + tensor_bytes(indices) + sum(tensor_bytes(t) for t in inputs[2:])
+
+
+def _slice_read(inputs: list[Tensor], outputs: list[Tensor], attrs: Attrs) -> int:
+    """The slice itself (what it writes), at most the whole input."""
+    if not outputs:
+        return _all_read(inputs, outputs, attrs)
+    return min(tensor_bytes(outputs[0]), tensor_bytes(inputs[0])) + sum(tensor_bytes(t) for t in inputs[1:])
+
+
+READS: dict[str, ReadFn] = {
+    "Conv": _window_read,
+    "MaxPool": _window_read,
+    "AveragePool": _window_read,
+    "LpPool": _window_read,
+    "Gather": _gather_read,
+    "Slice": _slice_read,
+}
+
+
 def layer_cost(op: str, inputs: list[Tensor], outputs: list[Tensor], attrs: Attrs) -> Cost:
     """MACs, FLOPs and bytes of one layer (see the module docstring for the FLOP counts)."""
     fn = COSTS.get(op)
     macs, flops = fn(inputs, outputs, attrs) if fn else (0, 0)
-    return Cost(macs, flops, sum(tensor_bytes(t) for t in inputs), sum(tensor_bytes(t) for t in outputs))
+    read = READS.get(op, _all_read)(inputs, outputs, attrs)
+    return Cost(macs, flops, read, sum(tensor_bytes(t) for t in outputs))
