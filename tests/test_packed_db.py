@@ -75,6 +75,14 @@ def test_the_cli_packs_and_unpacks_and_a_reading_command_opens_the_packed_file(m
     assert done.exit_code == 1 and f"ends in {PACKED_SUFFIX}" in done.output
 
 
+def test_an_xz_compressed_sqlite_file_still_opens(measured: Path, tmp_path: Path) -> None:
+    """The form perfdb/ shipped until session 13 (and `xz perf.db` gives): unpacked as it is."""
+    packed = tmp_path / "old.db.xz"
+    with lzma.open(packed, "wb") as handle:
+        handle.write(measured.read_bytes())
+    assert rows(readable_db(packed)) == rows(measured)
+
+
 def write(path: Path, data: bytes | str | dict) -> Path:
     text = data if isinstance(data, bytes | str) else json.dumps(data)
     with lzma.open(path, "wb") as handle:
