@@ -61,8 +61,9 @@ def test_a_packed_database_unpacks_to_the_same_rows(measured: Path, tmp_path: Pa
     assert (tmp_path / f"again{PACKED_SUFFIX}").read_bytes() == packed.read_bytes()  # same file, same bytes
 
 
-def test_the_cli_packs_and_unpacks_and_a_reading_command_opens_the_packed_file(measured: Path,
-                                                                                tmp_path: Path) -> None:
+def test_the_cli_packs_and_unpacks_and_a_reading_command_opens_the_packed_file(
+        measured: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where a reading command unpacks it
     packed = tmp_path / f"perf{PACKED_SUFFIX}"
     done = CliRunner().invoke(main, ["db", "pack", str(measured), str(packed)])
     assert done.exit_code == 0 and "4 benchmarks" in done.output, done.output
@@ -75,8 +76,10 @@ def test_the_cli_packs_and_unpacks_and_a_reading_command_opens_the_packed_file(m
     assert done.exit_code == 1 and f"ends in {PACKED_SUFFIX}" in done.output
 
 
-def test_an_xz_compressed_sqlite_file_still_opens(measured: Path, tmp_path: Path) -> None:
+def test_an_xz_compressed_sqlite_file_still_opens(measured: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The form perfdb/ shipped until session 13 (and `xz perf.db` gives): unpacked as it is."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     packed = tmp_path / "old.db.xz"
     with lzma.open(packed, "wb") as handle:
         handle.write(measured.read_bytes())
