@@ -109,6 +109,13 @@ def listed_jobs(build: Path, exe: str, manifest_jobs: list[Mapping[str, Any]]
             [j for j in manifest_jobs if j["executable"] == exe])
 
 
+# Without a GPU nothing built here runs: the build only checks that every template compiles against
+# the real headers without a warning, which -O0 checks in two thirds of the time (the shared project
+# 70 s instead of 103 s on 2 cores). With a GPU the project is built as users build it (Release).
+CHECK_ONLY_BUILD = () if GPU else ("-DCMAKE_BUILD_TYPE=Debug", "-DCMAKE_CXX_FLAGS_DEBUG=-O0",
+                                   "-DCMAKE_CUDA_FLAGS_DEBUG=-O0")
+
+
 @pytest.fixture(scope="session")
 def cmake_build() -> Callable[[Path], Path]:
     """Configure and build a generated project (sm_90) against the real headers; no warnings allowed."""
@@ -119,7 +126,8 @@ def cmake_build() -> Callable[[Path], Path]:
         target = out / "build"
         env = {**os.environ, "PATH": f"{Path(NVCC).parent}:{os.environ['PATH']}"}
         subprocess.run(["cmake", "-S", str(out), "-B", str(target), "-G", "Ninja", "-DCMAKE_CUDA_ARCHITECTURES=90",
-                        f"-DCMAKE_CUDA_COMPILER={NVCC}"], check=True, capture_output=True, env=env, text=True)
+                        f"-DCMAKE_CUDA_COMPILER={NVCC}", *CHECK_ONLY_BUILD],
+                       check=True, capture_output=True, env=env, text=True)
         done = subprocess.run(["cmake", "--build", str(target)], capture_output=True, env=env, text=True)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         assert "warning" not in done.stdout.lower(), done.stdout[-4000:]
