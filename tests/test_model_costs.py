@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from benanza.model.costs import DTYPE_BYTES, layer_cost, tensor_bytes
@@ -42,6 +44,18 @@ def test_a_strided_window_reads_only_the_positions_it_covers():
     # dilation 2, kernel 2, stride 4 on 8 positions: windows at 0 and 4 read 0, 2, 4, 6
     assert layer_cost("Conv", [t(1, 1, 8, 8), t(1, 1, 2, 2)], [t(1, 1, 2, 2)], window(2, 4, 0, 2)).bytes_read \
         == 4 * (4 * 4 + 4)
+
+
+def test_the_covered_span_shortcut_counts_what_the_windows_read():
+    """``_covered`` takes one span when windows overlap (no loop over long 1-D signals): the same count
+    as listing every position every window reads."""
+    from benanza.model.costs import _covered
+
+    for size, k, s, d, p in itertools.product(range(1, 20), range(1, 6), range(1, 5), range(1, 3), range(3)):
+        out = (size + 2 * p - (k - 1) * d - 1) // s + 1
+        if out >= 1:
+            listed = {i for o in range(out) for j in range(k) if 0 <= (i := o * s + j * d - p) < size}
+            assert _covered(size, out, k, s, d, p) == len(listed), (size, k, s, d, p)
 
 
 def test_a_gather_reads_the_rows_it_picks_and_a_slice_the_slice():

@@ -150,6 +150,8 @@ def _all_read(inputs: list[Tensor], outputs: list[Tensor], attrs: Attrs) -> int:
 
 def _covered(size: int, out: int, kernel: int, stride: int, dilation: int, pad_begin: int) -> int:
     """How many of an axis's ``size`` input positions some output position's window reads."""
+    if dilation == 1 and stride <= kernel:  # the windows overlap or touch: one span (and no long loop)
+        return max(0, min(size, (out - 1) * stride + kernel - pad_begin) - max(0, -pad_begin))
     return len({i for o in range(out) for j in range(kernel)
                 if 0 <= (i := o * stride + j * dilation - pad_begin) < size})
 
