@@ -370,6 +370,13 @@ _SYSTEM_COLUMNS = ("gpu", "sm_count", "cc", "sm_clock_khz", "mem_clock_khz", "me
                    "l2_bytes", "bandwidth_gbs", "theoretical_bandwidth_gbs", "cuda_driver", "cuda_runtime",
                    "cudnn_version", "cublas_version")
 _SYSTEM_TEXT = frozenset({"cc", "cuda_driver", "cuda_runtime", "cudnn_version", "cublas_version"})
+# A system row is immutable except that the fields it still lacks are filled in (a later run that
+# measured the bandwidth; a merged database that has it), by ``upsert_system`` and ``merge`` alike.
+# The WHERE leaves a row with nothing to fill untouched, so such an insert changes nothing.
+_FILL_SYSTEM = (" ON CONFLICT(id) DO UPDATE SET "
+                + ", ".join(f"{c} = COALESCE(systems.{c}, excluded.{c})" for c in _SYSTEM_COLUMNS)
+                + " WHERE " + " OR ".join(f"(systems.{c} IS NULL AND excluded.{c} IS NOT NULL)"
+                                          for c in _SYSTEM_COLUMNS))
 
 
 def upsert_system(db: Database, system: Mapping[str, Any]) -> str:
@@ -383,13 +390,9 @@ def upsert_system(db: Database, system: Mapping[str, Any]) -> str:
     extra = {k: v for k, v in system.items() if k not in _SYSTEM_COLUMNS}
     cols = ("id", *_SYSTEM_COLUMNS, "details", "first_seen")
     values = (sid, *row.values(), json.dumps(extra, sort_keys=True, default=str), now())
-    fill = ", ".join(f"{c} = COALESCE(systems.{c}, excluded.{c})" for c in _SYSTEM_COLUMNS)
     with transaction(db):
-        db.execute(
-            f"INSERT INTO systems ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
-            f"ON CONFLICT(id) DO UPDATE SET {fill}",
-            values,
-        )
+        db.execute(f"INSERT INTO systems ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}){_FILL_SYSTEM}",
+                   values)
     return sid
 
 
@@ -603,14 +606,6 @@ def _check_source(path: Path) -> None:
     version = _version(row[0] if row else None, str(path))
     if version != SCHEMA_VERSION:
         raise BenanzaError(f"{path}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
-
-
-# A system row ``out`` already holds gets the fields it still lacks (as ``upsert_system``): a campaign
-# run without a bandwidth measurement merged with one that made it keeps the measured bandwidth.
-_FILL_SYSTEM = (" ON CONFLICT(id) DO UPDATE SET "
-                + ", ".join(f"{c} = COALESCE(systems.{c}, excluded.{c})" for c in _SYSTEM_COLUMNS)
-                + " WHERE " + " OR ".join(f"(systems.{c} IS NULL AND excluded.{c} IS NOT NULL)"
-                                          for c in _SYSTEM_COLUMNS))
 
 
 def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:

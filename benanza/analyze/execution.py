@@ -124,7 +124,7 @@ class _Coster:
 
     def __init__(self, model: Model, inputs: Inputs, constraints: Constraints, ceil: Ceilings) -> None:
         self.model, self.inputs, self.constraints, self.ceil = model, inputs, constraints, ceil
-        self.store = storage(constraints.precisions)
+        self.store = constraints.store
         self.unmeasured: dict[int, str] = {}
         self.uncharged: dict[int, str] = {}
 

@@ -27,7 +27,6 @@ from benanza.analyze.inputs import (
     Inputs,
     OverheadKind,
     api_family,
-    storage,
 )
 from benanza.analyze.tables import Table
 from benanza.library import Fusion
@@ -133,7 +132,7 @@ def fusion_outcomes(model: Model, inputs: Inputs, best: Choices, constraints: Co
     """Unfused (sum of the members' best, plus a conv's bias add when the fused call adds a bias)
     and best fused latency of every fusion candidate."""
     out = []
-    store = storage(constraints.precisions)
+    store = constraints.store
     for cand in model.fusions:
         members = [best.get(i) for i in cand.layers]
         unfused = sum(m.latency_ms for m in members) if all(isinstance(m, Choice) for m in members) else None

@@ -64,7 +64,7 @@ class Constraints:
         if family is None:
             return False
         if family is ApiFamily.NONE:  # a measured copy has no math or API choice, but moves the run's type:
-            return STORAGE_OF.get(result.dtype) == self._store  # an fp16 copy of fp32 tensors moves half the bytes
+            return STORAGE_OF.get(result.dtype) == self.store.value  # an fp16 copy of fp32 tensors moves half the bytes
         return family in self.families and result.dtype in self._dtypes
 
     @cached_property
@@ -73,8 +73,9 @@ class Constraints:
         return frozenset(p.value for p in self.precisions)
 
     @cached_property
-    def _store(self) -> str:
-        return storage(self.precisions).value
+    def store(self) -> Precision:
+        """The storage type of the run these constraints describe (``storage``)."""
+        return storage(self.precisions)
 
     def with_precisions(self, precisions: frozenset[Precision]) -> Constraints:
         return Constraints(precisions=precisions, families=self.families)

@@ -120,8 +120,4 @@ double max_rel_error(const void* out, DType dtype, const std::vector<CheckedSpan
 // The whole output, `count` values, against `ref`.
 inline std::vector<CheckedSpan> whole_output(const float* ref, size_t count) { return {{0, count, ref}}; }
 
-inline double max_rel_error(const void* out, DType dtype, const float* ref, size_t count, cudaStream_t stream) {
-  return max_rel_error(out, dtype, whole_output(ref, count), stream);
-}
-
 }  // namespace bz
