@@ -19,7 +19,7 @@ from benanza.apis.base import JobBuilder, JobFields, Unsupported
 from benanza.apis.ceilings import CEILING_KEY, ceiling_jobs
 from benanza.apis.graph import with_named_configs
 from benanza.library import PRECISIONS, Api, Fusion, Precision
-from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
+from benanza.model.layer import FusionCandidate, Layer, Model, bias_add, separate_bias
 from benanza.records import ExecutedCall
 
 # ---------------------------------------------------------------- descriptions
@@ -145,7 +145,7 @@ def _candidates(models: Iterable[Model]) -> Iterator[_Candidate]:
         for layer in model.layers:
             for api in layer.apis:
                 yield _Candidate(layer.key, layer.op, api, Fusion.NONE, layer, model)
-            if layer.op in SEPARATE_BIAS_OPS and layer.outputs and len(layer.outputs[0].shape) >= 3:
+            if separate_bias(layer):
                 bias = bias_add(layer)
                 for api in bias.apis:
                     yield _Candidate(bias.key, f"{layer.op} bias", api, Fusion.NONE, bias, model)

@@ -13,7 +13,7 @@ from benanza import db as perfdb
 from benanza.analyze.inputs import Ceilings, Inputs, Profile
 from benanza.errors import BenanzaError
 from benanza.library import Precision, Status
-from benanza.model.layer import Model
+from benanza.model.layer import Model, bias_add, separate_bias
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -62,9 +62,11 @@ def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:
 
 def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profile: Profile | None = None,
                    **options: Any) -> Inputs:
-    """Everything the database holds on ``system`` for the model's layers, its fusion candidates
-    and the profile's further calls (a conv's separate bias add has a key of its own)."""
+    """Everything the database holds on ``system`` for the model's layers, its fusion candidates,
+    the bias add after each conv (a key of its own: the bound charges it whether or not a profile
+    logged it, and PyTorch logs none) and the profile's further calls."""
     keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions}
+    keys |= {bias_add(layer).key for layer in model.layers if separate_bias(layer)}
     if profile is not None:
         keys |= {c.key for lp in profile.layers.values() for c in lp.extra if c.key}
     measurements = perfdb.results_for(db, system["id"], keys)

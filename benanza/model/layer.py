@@ -88,6 +88,12 @@ def _plain(value: Any) -> Any:
 SEPARATE_BIAS_OPS = frozenset({"Conv"})
 
 
+def separate_bias(layer: Layer) -> bool:
+    """Whether a bias added after ``layer`` is a call of its own (``bias_add``): a conv with a
+    channel axis. The planner benchmarks it and the analyzer reads its rows for exactly these."""
+    return layer.op in SEPARATE_BIAS_OPS and bool(layer.outputs) and len(layer.outputs[0].shape) >= 3
+
+
 def bias_add(layer: Layer) -> Layer:
     """The per-channel bias add after ``layer``'s output, as the ONNX Add that computes it.
 
