@@ -30,7 +30,7 @@ from benanza.records import ExecutedCall
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-    from benanza.analyze.inputs import Inputs
+    from benanza.analyze.inputs import Inputs, WhatIf
     from benanza.plan import Benchmark
     from benanza.profile.mapping import Mapping
 
@@ -154,14 +154,16 @@ def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
                   batch: int | None = None, precisions: Iterable[Precision] | None = None,
-                  apis: str = "both", db_label: str | None = None, cache: bool = True, seq_len: int | None = None):
+                  apis: str = "both", db_label: str | None = None, cache: bool = True, seq_len: int | None = None,
+                  what_if: Iterable[WhatIf] | None = None):
     """Load the model (at the bundle's batch), map the bundle, read the database, analyze.
 
     Without a bundle (the validation harness's per-cell call) ``precisions`` are the ones the
     framework run was allowed: ORT use_tf32=0 or PyTorch strict fp32 {fp32}; TF32 on {fp32, tf32};
     fp16 {fp16}. The summary's ``LBL_seq (ms)`` / ``LBL_par (ms)`` are the headline bound.
     ``seq_len`` sets a text model's symbolic sequence dims when there is no bundle to say it
-    (a bundle's own sequence length wins; the two differing is refused).
+    (a bundle's own sequence length wins; the two differing is refused). ``what_if``: the changes of
+    numerics reported beside the headline (default ``inputs.DEFAULT_WHAT_IFS``), never in it.
 
     Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
     than half of the layers, and a database without rows for this batch and precision.
@@ -190,6 +192,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
         if key is not None:
             analysis_cache.store(key, bundle_path, prepared)
     inputs, mapping = prepared
+    if what_if is not None:  # what-ifs change no prepared input: applied after the cache
+        inputs = replace(inputs, what_if=tuple(what_if))
     report = analyze(inputs)
     shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
               + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in inputs.model.layers]

@@ -152,6 +152,9 @@ class Profile:
     kernel_count: int | None = None
     unmapped: tuple[UnmappedWork, ...] = ()
     framework: str = ""
+    # The run's recorded framework settings (meta.json "extra": cudnn.benchmark, use_tf32, ...): a
+    # gap's named fix must be a change the run has not already made.
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- checking a harness line

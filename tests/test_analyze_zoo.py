@@ -106,12 +106,12 @@ def test_gaps_on_the_real_graph(zoo):
     convs = [layer for layer in model.layers if layer.op == "Conv"]
     expected_algo = sum(_ms(layer, Precision.TF32, 1.5) - _ms(layer, Precision.TF32, 1.2) for layer in convs)
     assert s["algorithm-selection gap (ms)"] == pytest.approx(expected_algo)
-    assert s["Tensor Core gap (ms)"] == 0.0  # the run allowed TF32 already: no gap against fp32
+    assert not report.tables["what-if"].rows  # the run allowed TF32 already: TF32 is no what-if
     # against layer-wise members the fused calls (0.85x their sum) win; in the execution bound the
     # BatchNormalization folds into the conv and the ReLU costs its bytes, so no fused call is worth it
     assert sum(r["gap (ms)"] for r in report.tables["fusion patterns"].rows) > 0
     assert s["fusion gap (ms)"] == 0.0 and s["joint fusions applied"] == 0
-    assert s["joint estimate LBL_par (ms)"] <= s["LBL_par (ms)"]
+    assert s["joint estimate LBL_par (ms)"] == s["LBL_par (ms)"]  # every fix under the run's numerics
     assert {r["pattern"] for r in report.tables["fusion patterns"].rows} == {f.pattern for f in model.fusions}
     assert {r["pattern"] for r in report.tables["fusion patterns"].rows} >= {Fusion.CONV_BN_ACT.value}
     as_exec = {r["policy"]: r for r in report.tables["policies"].rows}[Policy.AS_EXECUTED.value]

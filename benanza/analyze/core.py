@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -10,9 +11,10 @@ from benanza.analyze import gaps
 from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose, executed_ms, fusion_key, usable
 from benanza.analyze.dag import critical_path, layer_graph
 from benanza.analyze.execution import Bounds, Execution, GroupKind
+from benanza.analyze.fixes import fix_for
 from benanza.analyze.inputs import Inputs, LayerProfile
 from benanza.analyze.peaks import effective_ceilings
-from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes
+from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes, speed_of_light
 from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
 from benanza.library import L2, Fusion, Precision
@@ -32,6 +34,8 @@ ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensit
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
+# Groups charged their bytes at the measured bandwidth (or FLOPs at the peak), not a measured row.
+ROOFLINE_KINDS = frozenset({GroupKind.UNMEASURED, GroupKind.FAILED, GroupKind.MEMORY, GroupKind.CHAIN})
 EXECUTION_POLICY = "best execution"  # the headline bound: docs/METRICS.md, "Execution bound"
 EXECUTION_COLUMNS = ("#", "layers", "ops", "kind", "charged (ms)", "call", "folded")
 BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
@@ -68,22 +72,29 @@ def analyze(inputs: Inputs) -> Report:
                     "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
                     "BR_seq vs end-to-end": ratio(exe.seq_ms, e2e), "BR_par vs end-to-end": ratio(exe.par_ms, e2e),
                     "BR_seq vs GPU busy": ratio(exe.seq_ms, busy), "BR_par vs GPU busy": ratio(exe.par_ms, busy)}]
+    roofed: dict[int, float] = {}  # layer-wise: layers without a row, charged their roofline (never 0)
     for policy, chosen in choices.items():
         if policy is Policy.AS_EXECUTED and prof is None:
             notes.append("no profile: the as-executed policy, measured times and overhead are not evaluated")
             continue
         w = gaps.weights(chosen)
+        with_data = len(w)
+        if policy is Policy.BEST:
+            roofed = {layer.index: ms for layer in model.layers if isinstance(chosen[layer.index], Miss)
+                      and (ms := speed_of_light(layer, inputs.constraints, inputs.ceilings)) is not None}
+            w |= roofed
         seq, (par, _) = sum(w.values()), critical_path(graph, w)
-        lbl[policy] = (seq, par, len(w))
+        lbl[policy] = (seq, par, with_data)
         policy_rows.append({"policy": f"{policy.value}, layer-wise" if policy is Policy.BEST else policy.value,
-                            "layers with data": f"{len(w)}/{len(model.layers)}",
+                            "layers with data": f"{with_data}/{len(model.layers)}",
                             "LBL_seq (ms)": seq, "LBL_par (ms)": par,
                             "BR_seq vs end-to-end": ratio(seq, e2e), "BR_par vs end-to-end": ratio(par, e2e),
                             "BR_seq vs GPU busy": ratio(seq, busy), "BR_par vs GPU busy": ratio(par, busy)})
     seq, par, covered = lbl[Policy.BEST]
     if covered < len(model.layers):
         notes.append(f"{len(model.layers) - covered} of {len(model.layers)} layers have no data under the best "
-                     "policy (see the missing table); the layer-wise LBL counts only the others")
+                     f"policy (see the missing table); the layer-wise LBL charges {len(roofed)} of them their "
+                     "roofline and leaves out the rest (no measured peak)")
     if exe.unmeasured:
         names = ", ".join(model.layers[i].name for i, _ in exe.unmeasured[:5])
         notes.append(f"{len(exe.unmeasured)} layer(s) lack a benchmark of what they run: the bound charges that "
@@ -94,16 +105,18 @@ def analyze(inputs: Inputs) -> Report:
                      "LBL leaves them out and is looser; see the missing table")
 
     algo = gaps.algorithm_selection(model, inputs, choices[Policy.AS_EXECUTED])
+    layout_table, layout_gap = gaps.layout(model, inputs, choices[Policy.AS_EXECUTED])
     api_layers, api_totals = gaps.api_comparison(model, inputs)
     outcomes = gaps.fusion_outcomes(model, inputs, best, inputs.constraints)
     fusion_cands, fusion_patterns = gaps.fusion_tables(model, outcomes)
-    tc_table, _, _ = gaps.tensor_core(model, inputs)
+    what_if = gaps.what_if_table(model, inputs, exe, bounds.what_ifs)
     overhead, overhead_ms = gaps.framework_overhead(inputs)
 
     algo_gap = sum(algo.column("gap (ms)")) if algo.rows else None
     base = bounds.baseline.seq_ms
-    fusion_gap, tc_gap, par_gap = bounds.fusion_gap, bounds.tensor_core_gap, bounds.parallelism_gap
+    fusion_gap, par_gap = bounds.fusion_gap, bounds.parallelism_gap
     joint_ms = bounds.joint.par_ms
+    roofline_ms = sum(g.ms for g in exe.groups if g.kind in ROOFLINE_KINDS or g.layers[0] in dict(exe.unmeasured))
     measured = e2e if e2e is not None else busy
     mapped_layers = _mapped(model, inputs, choices[Policy.AS_EXECUTED])
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(mapped_layers)
@@ -124,7 +137,11 @@ def analyze(inputs: Inputs) -> Report:
     summary: dict[str, Any] = {
         "layers": len(model.layers), "layers with data (best)": covered,
         "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
+        "Benanza ratio": ratio(exe.seq_ms, busy),
         "precisions of the bound": ",".join(sorted(p.value for p in inputs.constraints.precisions)),
+        "approximate algorithms in the bound": inputs.constraints.approximate,
+        "LBL_seq charged at a roofline, whole or part (ms)": roofline_ms,
+        "LBL_seq measured share": ratio(exe.seq_ms - roofline_ms, exe.seq_ms),
         "layers charged a roofline in whole or part (no benchmark)": len(exe.unmeasured),
         "layers not charged (no measured peak)": len(exe.uncharged),
         "measured end-to-end (ms)": e2e, "GPU busy (ms)": busy,
@@ -162,11 +179,12 @@ def analyze(inputs: Inputs) -> Report:
         "as-executed cold weights / measured": ratio(cw_executed, cw_measured),
         "separate bias adds, as-executed (ms)": extra_ms,
         "algorithm-selection gap (ms)": algo_gap,
+        "layout gap (ms)": layout_gap,
         "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
         "gap baseline LBL_seq, no fused calls (ms)": base,
         "fusion gap (ms)": fusion_gap,
-        "Tensor Core gap (ms)": tc_gap,
         "parallelism gap (ms)": par_gap,
+        **{f"what-if {r['what-if']}: LBL_seq (ms)": r["LBL_seq (ms)"] for r in what_if.rows},
         "framework overhead (ms)": overhead_ms,
         "joint estimate LBL_par (ms)": joint_ms,
         "joint gap (ms)": base - joint_ms,
@@ -174,9 +192,10 @@ def analyze(inputs: Inputs) -> Report:
         "predicted speedup vs end-to-end (x)": ratio(e2e, joint_ms),
         "predicted speedup vs GPU busy (x)": ratio(busy, joint_ms),
     }
+    framework, settings = (prof.framework, prof.settings) if prof else ("", {})
     waterfall = _waterfall(measured, joint_ms, [
-        ("framework overhead", overhead_ms), ("algorithm selection", algo_gap), ("Tensor Cores", tc_gap),
-        ("fusion", fusion_gap), ("parallelism", par_gap)])
+        ("framework overhead", overhead_ms), ("algorithm selection", algo_gap), ("layout", layout_gap),
+        ("fusion", fusion_gap), ("parallelism", par_gap)], lambda step: fix_for(step, framework, settings))
 
     roof, bench = _roofline(model, inputs, best, notes)
     tables = {
@@ -187,7 +206,8 @@ def analyze(inputs: Inputs) -> Report:
         "algorithm": algo,
         "api": api_layers, "api totals": api_totals,
         "fusion": fusion_cands, "fusion patterns": fusion_patterns,
-        "tensor core": tc_table,
+        "layout": layout_table,
+        "what-if": what_if,
         "overhead": overhead,
         "execution": _execution_table(model, exe),
         "joint": Table("Joint estimate: fused calls of its execution", ("layers", "ops", "fused call", "ms"),
@@ -311,18 +331,20 @@ def _l2_check(mapped_layers: Mapped, inputs: Inputs, l2: L2) -> tuple[int | None
     return len(checked), sum(m for m, _ in checked), sum(ms for _, ms in checked)
 
 
-def _waterfall(start: float | None, end: float, steps: list[tuple[str, float | None]]) -> Table:
-    """Measured latency, each gap taken off on its own, then what their interaction leaves."""
+def _waterfall(start: float | None, end: float, steps: list[tuple[str, float | None]],
+               fix: Callable[[str], str]) -> Table:
+    """Measured latency, each gap taken off on its own (with the change that closes it, one the run
+    has not made), then what their interaction leaves."""
     rows = []
     known = [(name, ms) for name, ms in steps if ms is not None]
     if start is not None:
-        rows.append({"step": "measured", "kind": "total", "ms": start})
-    rows += [{"step": name, "kind": "gap", "ms": ms} for name, ms in known]
+        rows.append({"step": "measured", "kind": "total", "ms": start, "fix": ""})
+    rows += [{"step": name, "kind": "gap", "ms": ms, "fix": fix(name)} for name, ms in known]
     if start is not None:
         rows.append({"step": "interaction and unexplained", "kind": "residual",
-                     "ms": start - sum(ms for _, ms in known) - end})
-    rows.append({"step": "joint estimate", "kind": "total", "ms": end})
-    return Table("Gaps: from the measured latency to the joint estimate", ("step", "kind", "ms"), tuple(rows),
+                     "ms": start - sum(ms for _, ms in known) - end, "fix": ""})
+    rows.append({"step": "joint estimate", "kind": "total", "ms": end, "fix": ""})
+    return Table("Gaps: from the measured latency to the joint estimate", ("step", "kind", "ms", "fix"), tuple(rows),
                  note="each gap is measured on its own; the residual holds their overlap and what no gap explains")
 
 

@@ -24,8 +24,8 @@ This module charges an *equivalent execution* instead (docs/METRICS.md, "Executi
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -33,9 +33,9 @@ import networkx as nx
 from benanza.analyze.choose import fastest, usable
 from benanza.analyze.dag import contract, critical_path
 from benanza.analyze.folding import COMPUTE_OPS, FOLDABLE_OPS, _consumers, _sole_consumer, folds  # noqa: F401 (FOLDABLE_OPS: importable here as before)
-from benanza.analyze.inputs import Ceilings, Constraints, Inputs, storage
+from benanza.analyze.inputs import WHAT_IFS, Ceilings, Constraints, Inputs, WhatIf
 from benanza.analyze.peaks import tensor_bytes
-from benanza.analyze.roofline import layer_bytes
+from benanza.analyze.roofline import layer_bytes, speed_of_light
 from benanza.apis import whole_call
 from benanza.library import NO_COPY_OPS, Fusion, Precision
 from benanza.model.layer import Layer, Model, bias_add
@@ -63,6 +63,10 @@ class GroupKind:
     CHAIN = "elementwise chain"
     MEASURED = "measured call"  # a memory-bound layer whose measured call beats its roofline
     UNMEASURED = "roofline (no measured implementation)"
+    FAILED = "roofline (every benchmark failed)"
+
+
+ROOFLINE_CHARGES = (GroupKind.UNMEASURED, GroupKind.FAILED)  # a layer charged its roofline for want of a row
 
 
 @dataclass(frozen=True)
@@ -133,22 +137,15 @@ class _Coster:
 
     def roofline(self, layer: Layer) -> float | None:
         """max(FLOPs / best allowed peak, bytes / bandwidth): the speed of light of the layer."""
-        memory = self.bytes_ms(layer_bytes(layer, self.store))
-        if memory is None:
-            return None
-        if layer.flops <= 0:
-            return memory
-        peaks = [self.ceil.peak_flops(p) for p in self.constraints.precisions]
-        peak = max((p for p in peaks if p), default=None)
-        return None if peak is None else max(layer.flops / peak * 1e3, memory)
+        return speed_of_light(layer, self.constraints, self.ceil)
 
     def charge_roofline(self, layer: Layer) -> tuple[float, str] | None:
         bound = self.roofline(layer)
         if bound is None:
             self.uncharged[layer.index] = "no measured implementation and no measured peak to bound it"
             return None
-        self.unmeasured[layer.index] = NO_IMPLEMENTATION
-        return bound, "roofline"
+        kind, self.unmeasured[layer.index] = _no_row(self.inputs.measurements.get(layer.key, ()))
+        return bound, kind
 
     def bias_ms(self, layer: Layer) -> tuple[float, str]:
         """The bias add after a conv: its best measured add of the run's storage type, else its roofline."""
@@ -182,10 +179,20 @@ class _Coster:
         if bound is None:
             self.uncharged[layer.index] = "memory-bound layer and no measured peak"
             return None
-        if measured is None and not rows:
-            self.unmeasured[layer.index] = NO_IMPLEMENTATION
-        kind = GroupKind.MEMORY if rows else GroupKind.UNMEASURED
+        kind = GroupKind.MEMORY
+        if measured is None:  # charged its roofline for want of a row: listed, with why
+            kind, self.unmeasured[layer.index] = _no_row(rows)
         return Group((layer.index,), kind, bound, f"{layer_bytes(layer, self.store):.4g} B")
+
+
+def _no_row(rows: Sequence[Result]) -> tuple[str, str]:
+    """(group kind, why) of a layer charged its roofline because no allowed row measures it."""
+    if not rows:
+        return GroupKind.UNMEASURED, NO_IMPLEMENTATION
+    if not usable(rows):
+        statuses = ", ".join(f"{k} x{n}" for k, n in sorted(Counter(r.status for r in rows).items()))
+        return GroupKind.FAILED, f"every benchmark failed ({statuses})"
+    return GroupKind.UNMEASURED, "no benchmark in the run's precisions"
 
 
 def _has_bias(layer: Layer) -> bool:
@@ -357,8 +364,8 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             got = coster.compute(layer, _has_bias(layer) or any(model.layers[f].op in BIAS_GIVING for f in fs))
             taken |= {i, *fs}
             if got is not None:
-                kind = GroupKind.UNMEASURED if coster.unmeasured.get(i) == NO_IMPLEMENTATION \
-                    else GroupKind.CALL
+                roofline = got[1].startswith(ROOFLINE_CHARGES)  # the call is the kind of its roofline charge
+                kind = next(k for k in ROOFLINE_CHARGES if got[1].startswith(k)) if roofline else GroupKind.CALL
                 groups.append(Group((i, *fs), kind, got[0], got[1], folded=fs))
     for i, head in folded_into.items():  # folded into a conv that a fused call took: already covered
         if head in taken:
@@ -384,35 +391,27 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
                      precisions=frozenset(constraints.precisions))
 
 
-def tensor_core_precisions(inputs: Inputs) -> frozenset[Precision]:
-    """The run's precisions plus the Tensor Core ones the analysis may add on the same storage
-    (TF32 on fp32 data); a run already in fp16/bf16 or TF32 gets nothing new from TF32."""
-    run = frozenset(inputs.constraints.precisions)
-    same_storage = frozenset(p for p in inputs.tensor_core if storage({p}) is storage(run))
-    return run | same_storage
-
-
 @dataclass(frozen=True)
 class Bounds:
-    """The headline bound and the executions the gaps compare, all under the run's own precisions first.
+    """The headline bound and the executions the gaps compare, all under the run's own numerics.
 
     ``baseline``: the run's precisions, no measured fused call (folding, chains and aliases still
-    apply). Each gap is ``baseline`` minus one improvement; the joint estimate applies them all,
-    so it is never above any single improvement's result (docs/METRICS.md).
+    apply); ``headline``: the cheaper of that and the execution with fused calls. The joint estimate
+    is the headline's critical path: every fix the run's numerics allow applied at once, so it is
+    never below the bound. A change of numerics is a what-if (``what_ifs``), never in these.
     """
 
-    headline: Execution  # run's precisions, the cheaper of with / without fused calls
-    baseline: Execution  # run's precisions, no fused calls
-    tensor_core: Execution  # run's precisions + Tensor Core ones, no fused calls
-    joint: Execution  # the cheapest critical path of all four executions
+    headline: Execution  # run's numerics, the cheaper of with / without fused calls
+    baseline: Execution  # run's numerics, no fused calls
+    what_ifs: dict[WhatIf, Execution]  # each what-if's cheapest execution (only those that change the run)
+
+    @property
+    def joint(self) -> Execution:
+        return self.headline
 
     @property
     def fusion_gap(self) -> float:
         return self.baseline.seq_ms - self.headline.seq_ms
-
-    @property
-    def tensor_core_gap(self) -> float:
-        return self.baseline.seq_ms - self.tensor_core.seq_ms
 
     @property
     def parallelism_gap(self) -> float:
@@ -420,15 +419,14 @@ class Bounds:
 
     @classmethod
     def of(cls, model: Model, inputs: Inputs, graph: nx.DiGraph) -> Bounds:
-        run = inputs.constraints
-        tc = run.with_precisions(tensor_core_precisions(inputs))
+        def cheapest(c: Constraints) -> tuple[Execution, Execution]:
+            fused, plain = (execution_bound(model, inputs, c, graph, fused_calls=f) for f in (True, False))
+            return min((fused, plain), key=lambda e: e.seq_ms), plain
 
-        def bound(c: Constraints, fused: bool) -> Execution:
-            return execution_bound(model, inputs, c, graph, fused_calls=fused)
-
-        run_fused, run_plain = bound(run, True), bound(run, False)
-        tc_plain = bound(tc, False) if tc.precisions != run.precisions else run_plain
-        tc_fused = bound(tc, True) if tc.precisions != run.precisions else run_fused
-        headline = min((run_fused, run_plain), key=lambda e: e.seq_ms)
-        joint = min((run_fused, run_plain, tc_fused, tc_plain), key=lambda e: e.par_ms)
-        return cls(headline=headline, baseline=run_plain, tensor_core=tc_plain, joint=joint)
+        headline, baseline = cheapest(inputs.constraints)
+        what_ifs = {}
+        for w in inputs.what_if:
+            changed = WHAT_IFS[w](inputs.constraints)
+            if changed is not None:
+                what_ifs[w] = cheapest(changed)[0]
+        return cls(headline=headline, baseline=baseline, what_ifs=what_ifs)

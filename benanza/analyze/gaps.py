@@ -13,24 +13,27 @@ from typing import Any
 from benanza.analyze.choose import (
     Choice,
     Miss,
-    Policy,
-    choose,
     choose_fused,
     fastest,
     fusion_key,
     usable,
 )
-from benanza.analyze.execution import BIAS_OPS, conv_bias_ms, tensor_core_precisions
+from benanza.analyze.execution import BIAS_OPS, Execution, conv_bias_ms
 from benanza.analyze.inputs import (
+    WHAT_IFS,
     ApiFamily,
     Constraints,
     Inputs,
     OverheadKind,
+    Result,
+    WhatIf,
     api_family,
+    within_tolerance,
 )
+from benanza.analyze.peaks import tensor_bytes
 from benanza.analyze.tables import Table
 from benanza.library import Fusion
-from benanza.model.layer import FusionCandidate, Layer, Model
+from benanza.model.layer import FusionCandidate, Layer, Model, Tensor
 
 Choices = Mapping[int, Choice | Miss]
 
@@ -43,14 +46,22 @@ def weights(choices: Choices) -> dict[int, float]:
     return {i: c.latency_ms for i, c in choices.items() if isinstance(c, Choice)}
 
 
-# --- algorithm selection -------------------------------------------------------------------
+# --- algorithm selection and layout ----------------------------------------------------------------
+
+def _same_call(run: Result, inputs: Inputs, same_layout: bool) -> list[Result]:
+    """Rows that differ from the executed ``run`` in algorithm/engine only (same precision and fusion,
+    an API family and accuracy the run allows) and, with ``same_layout``, in the run's layout."""
+    c = inputs.constraints
+    return [r for r in usable(inputs.measurements.get(run.layer_key, ()))
+            if r.dtype == run.dtype and r.fusion == run.fusion
+            and (not same_layout or not run.layout or not r.layout or r.layout == run.layout)
+            and (r is run or (api_family(r.api) in c.families and (c.approximate or within_tolerance(r))))]
+
 
 def algorithm_selection(model: Model, inputs: Inputs, executed: Choices) -> Table:
-    """As-executed call vs the fastest benchmark of the same precision and fusion, per layer.
+    """As-executed call vs the fastest benchmark of the same precision, fusion and layout, per layer.
 
-    Same precision, so that this gap is about the algorithm/engine choice only (the
-    precision choice is the Tensor Core gap). The as-executed call is itself a candidate,
-    so the gap is never negative.
+    One thing changed: the algorithm/engine. The precision is a what-if, the layout its own gap.
     """
     rows = []
     for layer in model.layers:
@@ -58,19 +69,68 @@ def algorithm_selection(model: Model, inputs: Inputs, executed: Choices) -> Tabl
         if not isinstance(choice, Choice) or choice.result is None:
             continue
         run = choice.result
-        candidates = [r for r in usable(inputs.measurements.get(run.layer_key, ()))
-                      if r.dtype == run.dtype and r.fusion == run.fusion
-                      and (r is run or api_family(r.api) in inputs.constraints.families)]
-        best = fastest(candidates) or run
+        best = fastest(_same_call(run, inputs, same_layout=True)) or run
         ran = run.median_ms or 0.0  # the main call alone: a separate bias add is no algorithm choice
-        rows.append({**layer_cols(layer),
+        rows.append({**layer_cols(layer), "layout": run.layout or None,
                      "as-executed (ms)": ran, "as-executed call": Choice(ran, choice.source, run).describe(),
                      "best same precision (ms)": best.median_ms,
                      "best call": Choice(best.median_ms or 0.0, choice.source, best).describe(),
                      "gap (ms)": ran - (best.median_ms or 0.0)})
-    return Table("Algorithm selection: as-executed vs best of the same precision",
-                 ("#", "layer", "op", "as-executed (ms)", "as-executed call", "best same precision (ms)",
+    return Table("Algorithm selection: as-executed vs best of the same precision, fusion and layout",
+                 ("#", "layer", "op", "layout", "as-executed (ms)", "as-executed call", "best same precision (ms)",
                   "best call", "gap (ms)"), tuple(rows))
+
+
+OTHER_LAYOUT = {"NCHW": "NHWC", "NHWC": "NCHW"}
+
+
+def layout(model: Model, inputs: Inputs, executed: Choices) -> tuple[Table, float | None]:
+    """The whole model switched to the other layout (PyTorch channels_last, ORT NHWC), algorithms
+    chosen best in each: per layer run in a known layout, best in its layout - best in the other; the
+    total adds the transposes the switch costs (model inputs in, outputs out, each read and written
+    once). Layers of no layout (pooling, elementwise) are taken to cost the same in both.
+    (table, gap ms: the saving when positive, else 0; None when no call has a layout)."""
+    rows = []
+    for layer in model.layers:
+        choice = executed.get(layer.index)
+        if not isinstance(choice, Choice) or choice.result is None or choice.result.layout not in OTHER_LAYOUT:
+            continue
+        run = choice.result
+        same = fastest(_same_call(run, inputs, same_layout=True)) or run
+        other = fastest(r for r in _same_call(run, inputs, same_layout=False)
+                        if r.layout == OTHER_LAYOUT[run.layout])
+        if other is None:
+            continue
+        rows.append({**layer_cols(layer), "layout": run.layout, "best in it (ms)": same.median_ms,
+                     "other layout": other.layout, "best in other (ms)": other.median_ms,
+                     "best call": Choice(other.median_ms or 0.0, choice.source, other).describe(),
+                     "gap (ms)": (same.median_ms or 0.0) - (other.median_ms or 0.0)})
+    if not rows:
+        return Table("Layout", LAYOUT_COLUMNS, note="no call with a known layout and a row in the other"), None
+    store = inputs.constraints.store
+    moved = 2 * sum(tensor_bytes(t, store) for t in _model_ends(model) if len(t.shape) >= 4)
+    transposes = inputs.ceilings.memory_ms(moved) or 0.0
+    total = sum(r["gap (ms)"] for r in rows) - transposes
+    rows.append({"#": None, "layer": "transposes at the model's inputs and outputs", "op": "Transpose",
+                 "layout": None, "best in it (ms)": None, "other layout": None, "best in other (ms)": transposes,
+                 "best call": f"{moved:.4g} B", "gap (ms)": -transposes})
+    return Table("Layout: each layout-bound call in the other layout (whole model switched)", LAYOUT_COLUMNS,
+                 tuple(rows), note="positive gap: the other layout is faster; the summary takes the sum when "
+                                   "positive"), max(total, 0.0)
+
+
+def _model_ends(model: Model) -> list[Tensor]:
+    """The model's input and output activations: read by a layer and made by none (not constants), or
+    made by a layer and read by none."""
+    made = {t.name for layer in model.layers for t in layer.outputs}
+    read = {t.name for layer in model.layers for t in layer.inputs}
+    ends = {t.name: t for layer in model.layers for t in layer.inputs if t.name not in made and not t.constant}
+    ends |= {t.name: t for layer in model.layers for t in layer.outputs if t.name not in read}
+    return list(ends.values())
+
+
+LAYOUT_COLUMNS = ("#", "layer", "op", "layout", "best in it (ms)", "other layout", "best in other (ms)",
+                  "best call", "gap (ms)")
 
 
 # --- API: legacy vs graph --------------------------------------------------------------------
@@ -174,33 +234,38 @@ def fusion_tables(model: Model, outcomes: list[FusionOutcome]) -> tuple[Table, T
     return cand, pattern
 
 
-# --- Tensor Cores ------------------------------------------------------------------------------
+# --- what-ifs: numerics the run did not allow ----------------------------------------------------
 
-def tensor_core_sets(inputs: Inputs) -> tuple[Constraints, Constraints]:
-    """(the run's own, with Tensor Cores) constraints: the gap is measured from the precisions the run
-    allowed, so a run that already used TF32 has no TF32 gap (never against fp32 then)."""
-    run = inputs.constraints
-    return run, run.with_precisions(tensor_core_precisions(inputs))
+WHAT_IF_COLUMNS = ("what-if", "constraints", "LBL_seq (ms)", "LBL_par (ms)", "saving vs LBL_seq (ms)",
+                   "bound speedup (x)", "tolerance (rel)", "worst measured error (rel)")
 
 
-def tensor_core(model: Model, inputs: Inputs) -> tuple[Table, float, int]:
-    """Per layer best under the run's precisions and with Tensor Cores added; (table, gap ms, layers compared)."""
-    own, tc = tensor_core_sets(inputs)
+def _class_rows(model: Model, inputs: Inputs, run: Constraints, what: Constraints) -> list[Result]:
+    """The model's rows a what-if adds: allowed by it and not by the run (its accuracy class)."""
+    keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions}
+    return [r for k in keys for r in usable(inputs.measurements.get(k, ()))
+            if what.allows(r) and not run.allows(r) and api_family(r.api) is not ApiFamily.NONE]
+
+
+def what_if_table(model: Model, inputs: Inputs, headline: Execution, what_ifs: Mapping[WhatIf, Execution]) -> Table:
+    """Each what-if's bound beside the headline, with its accuracy cost: the output-check tolerance of
+    the rows it adds and the worst error measured among them (the headline never includes these)."""
     rows = []
-    for layer in model.layers:
-        a = choose(layer, inputs, Policy.BEST, own)
-        b = choose(layer, inputs, Policy.BEST, tc)
-        if isinstance(a, Choice) and isinstance(b, Choice):
-            rows.append({**layer_cols(layer), "run's precisions (ms)": a.latency_ms, "run's call": a.describe(),
-                         "with Tensor Cores (ms)": b.latency_ms, "TC call": b.describe(),
-                         "gap (ms)": a.latency_ms - b.latency_ms})
-    gap = sum(r["gap (ms)"] for r in rows)
-    table = Table(f"Tensor Cores, per layer: best with {own.describe()} vs {tc.describe()}",
-                  ("#", "layer", "op", "run's precisions (ms)", "run's call", "with Tensor Cores (ms)", "TC call",
-                   "gap (ms)"),
-                  tuple(rows), note="layers with data under both; positive gap: Tensor Cores are faster; the "
-                                    "summary's gap is taken over the whole execution bound")
-    return table, gap, len(rows)
+    for w, exe in what_ifs.items():
+        what = WHAT_IFS[w](inputs.constraints)
+        assert what is not None  # Bounds keeps only the what-ifs that change the run
+        added = _class_rows(model, inputs, inputs.constraints, what)
+        errors = [r.max_rel_error for r in added if r.max_rel_error is not None]
+        tolerances = [r.tolerance for r in added if r.tolerance is not None]
+        rows.append({"what-if": w.value, "constraints": what.describe(),
+                     "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
+                     "saving vs LBL_seq (ms)": headline.seq_ms - exe.seq_ms,
+                     "bound speedup (x)": headline.seq_ms / exe.seq_ms if exe.seq_ms > 0 else None,
+                     "tolerance (rel)": max(tolerances, default=None),
+                     "worst measured error (rel)": max(errors, default=None)})
+    return Table("What-ifs: numerics the run did not allow (never in the headline)", WHAT_IF_COLUMNS, tuple(rows),
+                 note="accuracy: the output check's tolerance and the worst relative error measured among the "
+                      "model's rows each what-if adds, against an fp32 reference")
 
 
 # --- framework overhead ------------------------------------------------------------------------

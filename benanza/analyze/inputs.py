@@ -6,8 +6,9 @@ frozen dataclasses and :func:`benanza.analyze.analyze` turns them into tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -48,16 +49,31 @@ def storage(precisions: Iterable[Precision]) -> Precision:
 STORAGE_OF: dict[str, str] = {p.value: storage({p}).value for p in Precision}
 
 
+def within_tolerance(result: Result) -> bool:
+    """Whether a row computes within its precision's accuracy: its output check's tolerance and its
+    measured error no looser than the precision's own (fp32 1e-4). Winograd rows pass only a
+    loosened 1e-2 (up to 7.2e-3 measured on the H100, 10x the worst TF32 row): they are no fp32."""
+    spec = PRECISIONS.get(Precision(result.dtype)) if result.dtype in _PRECISION_VALUES else None
+    if spec is None:
+        return True
+    return (result.tolerance or 0.0) <= spec.tolerance and (result.max_rel_error or 0.0) <= spec.tolerance
+
+
+_PRECISION_VALUES = frozenset(p.value for p in Precision)
+
+
 @dataclass(frozen=True)
 class Constraints:
     """What the ``best`` policy may choose from.
 
     The default allows fp32 and TF32 math on fp32 data, because that is what
-    frameworks do on Hopper by default (ONNX Runtime's ``use_tf32``).
+    frameworks do on Hopper by default (ONNX Runtime's ``use_tf32``). A row less accurate than
+    its precision allows (``within_tolerance``) counts only with ``approximate``.
     """
 
     precisions: frozenset[Precision] = frozenset({Precision.FP32, Precision.TF32})
     families: frozenset[ApiFamily] = frozenset({ApiFamily.LEGACY, ApiFamily.GRAPH})
+    approximate: bool = False
 
     def allows(self, result: Result) -> bool:
         family = api_family(result.api)
@@ -65,7 +81,8 @@ class Constraints:
             return False
         if family is ApiFamily.NONE:  # a measured copy has no math or API choice, but moves the run's type:
             return STORAGE_OF.get(result.dtype) == self.store.value  # an fp16 copy of fp32 tensors moves half the bytes
-        return family in self.families and result.dtype in self._dtypes
+        return family in self.families and result.dtype in self._dtypes and \
+            (self.approximate or within_tolerance(result))
 
     @cached_property
     def _dtypes(self) -> frozenset[str]:
@@ -78,15 +95,43 @@ class Constraints:
         return storage(self.precisions)
 
     def with_precisions(self, precisions: frozenset[Precision]) -> Constraints:
-        return Constraints(precisions=precisions, families=self.families)
+        return replace(self, precisions=precisions)
 
     def with_families(self, families: frozenset[ApiFamily]) -> Constraints:
-        return Constraints(precisions=self.precisions, families=families)
+        return replace(self, families=families)
 
     def describe(self) -> str:
         prec = ",".join(sorted(p.value for p in self.precisions))
         fam = ",".join(sorted(f.value for f in self.families))
-        return f"precisions={prec} apis={fam}"
+        return f"precisions={prec} apis={fam}" + (" approximate algorithms allowed" if self.approximate else "")
+
+
+class WhatIf(StrEnum):
+    """A change of numerics the run did not allow: never in the headline, each its own labelled bound."""
+
+    TF32 = "tf32"  # TF32 math on fp32 data (Tensor Cores; 10-bit mantissa)
+    FP16 = "fp16"  # the whole model stored and computed in fp16
+    BF16 = "bf16"  # the same in bf16
+    APPROX = "approx"  # algorithms less accurate than their precision allows (fp32 Winograd)
+
+
+# What each what-if makes of the run's constraints (None: nothing new for this run).
+def _add_tf32(c: Constraints) -> Constraints | None:
+    return c.with_precisions(c.precisions | {Precision.TF32}) \
+        if c.store is Precision.FP32 and Precision.TF32 not in c.precisions else None
+
+
+def _only(p: Precision) -> Callable[[Constraints], Constraints | None]:
+    return lambda c: c.with_precisions(frozenset({p})) if c.precisions != {p} else None
+
+
+WHAT_IFS: dict[WhatIf, Callable[[Constraints], Constraints | None]] = {
+    WhatIf.TF32: _add_tf32,
+    WhatIf.FP16: _only(Precision.FP16),
+    WhatIf.BF16: _only(Precision.BF16),
+    WhatIf.APPROX: lambda c: None if c.approximate else replace(c, approximate=True),
+}
+DEFAULT_WHAT_IFS: tuple[WhatIf, ...] = (WhatIf.TF32,)
 
 
 @dataclass(frozen=True)
@@ -134,5 +179,5 @@ class Inputs:
     ceilings: Ceilings = field(default_factory=Ceilings)
     profile: Profile | None = None
     constraints: Constraints = field(default_factory=Constraints)
-    # Precisions the Tensor Core gap and the joint estimate may add (default: TF32, same storage).
-    tensor_core: frozenset[Precision] = frozenset({Precision.TF32})
+    # Numerics the run did not allow, each reported as a labelled what-if beside the headline.
+    what_if: tuple[WhatIf, ...] = DEFAULT_WHAT_IFS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benanza.analyze.inputs import PRECISION_BYTES, Ceilings
+from benanza.analyze.inputs import PRECISION_BYTES, Ceilings, Constraints
 from benanza.library import Precision
 from benanza.model.costs import DTYPE_BYTES
 from benanza.model.layer import Layer
@@ -55,3 +55,13 @@ def achieved_flops(layer: Layer, latency_ms: float | None) -> float | None:
     if latency_ms is None or latency_ms <= 0 or layer.flops <= 0:
         return None
     return layer.flops / (latency_ms / 1e3)
+
+
+def speed_of_light(layer: Layer, constraints: Constraints, ceilings: Ceilings) -> float | None:
+    """What a layer costs at least under ``constraints``: max(FLOPs / the best allowed peak, its bytes in
+    the run's storage type / bandwidth); the charge of a layer that has no measured row."""
+    memory = ceilings.memory_ms(layer_bytes(layer, constraints.store))
+    if memory is None or layer.flops <= 0:
+        return memory
+    peak = max((p for p in map(ceilings.peak_flops, constraints.precisions) if p), default=None)
+    return None if peak is None else max(layer.flops / peak * 1e3, memory)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
+from benanza.analyze.inputs import DEFAULT_WHAT_IFS
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import database, parse_precisions
+from benanza.cli.options import database, parse_precisions, parse_what_ifs
 from benanza.cli.progress import working
 from benanza.pipeline import FAMILIES, analyze_model
 from benanza.plain_text import plain
@@ -44,6 +45,10 @@ def no_cycle_collection() -> Iterator[None]:
                    "(ORT use_tf32, PyTorch allow_tf32, fp16), else fp32,tf32).")
 @click.option("--api", "apis", type=click.Choice(sorted(FAMILIES)), default="both", show_default=True,
               help="cuDNN API families the best policy may use.")
+@click.option("--what-if", "what_ifs", default=",".join(w.value for w in DEFAULT_WHAT_IFS), show_default=True,
+              help="Changes of numerics the run did not allow, each reported as its own bound beside the headline "
+                   "with its accuracy cost, never in it: tf32, fp16, bf16, approx (fp32 algorithms beyond fp32's "
+                   "tolerance, e.g. Winograd), comma-separated, or none.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the report as JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a self-contained HTML page with plots.")
@@ -53,23 +58,24 @@ def no_cycle_collection() -> Iterator[None]:
               help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
 @friendly_errors
 def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
-                dtypes: str | None, apis: str, json_path: Path | None, html_path: Path | None,
+                dtypes: str | None, apis: str, what_ifs: str, json_path: Path | None, html_path: Path | None,
                 csv_path: Path | None, trace_path: Path | None) -> None:
     """Lower-bound latency of MODEL on a system and where a framework run loses time.
 
     LBL (sequential and parallel) of the cheapest equivalent execution from measured
     implementations (the headline), layer-wise under the best, as-executed and heuristic policies,
-    the Benanza ratio (lower bound over measured latency) against the measured run, and the
-    algorithm-selection, API, fusion, Tensor Core, parallelism and framework-overhead gaps
-    (docs/METRICS.md). Refuses a bundle of another model, a profile that maps onto fewer than
-    half of the layers and a database without rows for the batch/precision.
+    the Benanza ratio (LBL_seq over the run's kernel-only GPU time), the framework-overhead,
+    algorithm-selection, layout, fusion and parallelism gaps under the run's own numerics, and
+    precision what-ifs beside them (docs/METRICS.md). Refuses a bundle of another model, a profile
+    that maps onto fewer than half of the layers and a database without rows for the batch/precision.
     """
     with no_cycle_collection():
         label = str(db_path) if db_path else "perf.db"
         precisions = parse_precisions(dtypes) if dtypes is not None else None
+        what_if = parse_what_ifs(what_ifs)
         with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
             report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch, precisions, apis,
-                                            db_label=label)
+                                            db_label=label, what_if=what_if)
         print_report(report, console)
         if mapping is not None:
             for index, why in mapping.unmapped_layers:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.paths import readable_db, shipped_db
@@ -32,3 +33,17 @@ def database(path: Path | None) -> Path:
         return shipped_db() if path is None else readable_db(path)
     except FileNotFoundError as exc:
         raise BenanzaError(str(exc)) from None
+
+
+def parse_what_ifs(text: str) -> list[WhatIf]:
+    """``--what-if tf32,fp16`` -> [TF32, FP16]; ``none`` -> []: the same rules as ``--dtype``."""
+    items = [item.strip().lower() for item in text.split(",")]
+    valid = [w.value for w in WhatIf]
+    if items == ["none"]:
+        return []
+    if any(not item for item in items):
+        raise BenanzaError(f"--what-if: empty item in {text!r}; choose from {', '.join(valid)} or none")
+    bad = [item for item in items if item not in valid]
+    if bad:
+        raise BenanzaError(f"--what-if: unknown {', '.join(bad)}; choose from {', '.join(valid)} or none")
+    return [WhatIf(w) for w in dict.fromkeys(items)]

@@ -254,7 +254,8 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
                       gpu_busy_ms=statistics.median(run_busy) if run_busy else None,
                       copy_ms=statistics.median(run_copy) if run_copy else None,
                       kernel_count=sum(1 for ev, _ in rep.events if ev.kind == "kernel") if rep else None,
-                      unmapped=unmapped_work, framework=bundle.meta.framework)
+                      unmapped=unmapped_work, framework=bundle.meta.framework,
+                      settings=dict(bundle.meta.extra))
     return Mapping(profile=profile, nodes=nodes, calls=calls, runs_in_logs=runs_in_logs,
                    unmapped_layers=tuple(missing), notes=tuple(notes))
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-OPEN_TABLES = ("policies", "execution", "gaps", "missing", "api totals", "fusion patterns", "overhead", "layers")
+OPEN_TABLES = ("policies", "execution", "gaps", "what-if", "missing", "api totals", "fusion patterns", "overhead",
+               "layers")
 
 
 def environment() -> Environment:

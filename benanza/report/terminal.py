@@ -12,7 +12,7 @@ from benanza.report.fmt import cell
 from benanza.report.headline import figures, top_gaps
 
 BAR_WIDTH = 40
-DETAIL_TABLES = ("api totals", "fusion patterns", "overhead")
+DETAIL_TABLES = ("what-if", "api totals", "fusion patterns", "overhead")
 
 
 def _rich(table: Table, limit: int | None = None, columns: tuple[str, ...] | None = None) -> RichTable:

@@ -1,0 +1,70 @@
+"""What closes each gap, per framework: the first change in a gap's list that the run has not made.
+
+Why a table: a fix the run already applied (``cudnn.benchmark`` on a run that had it on) sends a user
+after nothing, so each gap lists its changes in order with the recorded setting (meta.json ``extra``)
+that shows a change was made; the first change whose setting does not show it is the fix named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Change:
+    text: str
+    setting: str = ""  # the meta.json "extra" field that records it ("" : never recorded)
+    done: tuple[Any, ...] = ()  # values of that field meaning the run made it already
+
+
+# gap step (the waterfall's names) -> framework -> changes in order of preference; "" is any framework.
+FIXES: dict[str, dict[str, tuple[Change, ...]]] = {
+    "framework overhead": {
+        "pytorch": (Change("capture the model in a CUDA graph (torch.cuda.CUDAGraph, or torch.compile "
+                           "mode='reduce-overhead')", "cuda_graph", (True,)),
+                    Change("keep inputs on the GPU (copy once before the timed loop)")),
+        "onnxruntime": (Change("CUDA graphs (CUDA EP option enable_cuda_graph=1, inputs bound with IOBinding)",
+                               "enable_cuda_graph", (True, 1, "1")),
+                        Change("keep inputs on the GPU (IOBinding)")),
+        "": (Change("cut host work between kernels: CUDA graphs, fewer syncs and copies"),),
+    },
+    "algorithm selection": {
+        "pytorch": (Change("torch.backends.cudnn.benchmark = True", "cudnn.benchmark", (True,)),
+                    Change("torch.backends.cudnn.benchmark_limit = 0 (time every engine config, not the "
+                           "heuristics' first 10)", "cudnn.benchmark_limit", (0,)),
+                    Change("the search ran over every engine config: pin the fastest engine (cuDNN frontend)")),
+        "onnxruntime": (Change("cudnn_conv_algo_search = EXHAUSTIVE", "cudnn_conv_algo_search", ("EXHAUSTIVE",)),
+                        Change("EXHAUSTIVE search ran: pin the fastest engine config (cuDNN frontend) or raise "
+                               "cudnn_conv_use_max_workspace")),
+        "": (Change("search algorithms exhaustively (ORT cudnn_conv_algo_search=EXHAUSTIVE, "
+                    "torch.backends.cudnn.benchmark=True)"),),
+    },
+    "layout": {
+        "pytorch": (Change("run in channels_last (model.to(memory_format=torch.channels_last) and the input too)",
+                           "channels_last", (True,)),),
+        "onnxruntime": (Change("NHWC kernels (CUDA EP option prefer_nhwc=1)", "prefer_nhwc", (True, 1, "1")),),
+        "": (Change("run the convolutions in the faster layout (NHWC for fp16/bf16 on Tensor Cores)"),),
+    },
+    "fusion": {
+        "pytorch": (Change("fold BatchNorm and fuse conv+bias(+add)+activation (torch.compile, or "
+                           "torch.fx fuse_conv_bn_eval + cuDNN fused convolutions)"),),
+        "onnxruntime": (Change("run conv+bias(+add)+activation as one call: ORT's CUDA EP adds biases and "
+                               "activations in kernels of their own (its TensorRT EP, or cuDNN runtime fusion)"),),
+        "": (Change("fuse convolution + bias + activation (cuDNN graph API runtime fusion)"),),
+    },
+    "parallelism": {
+        "": (Change("run independent branches concurrently (several CUDA streams, inside one CUDA graph)"),),
+    },
+}
+
+
+def fix_for(gap: str, framework: str, settings: Mapping[str, Any]) -> str:
+    """The first change for ``gap`` in ``framework`` that the run's ``settings`` do not show as made."""
+    by_framework = FIXES.get(gap, {})
+    changes = by_framework.get(framework) or by_framework.get("", ())
+    for change in changes:
+        if not change.setting or settings.get(change.setting) not in change.done:
+            return change.text
+    return changes[-1].text if changes else "see docs/METRICS.md"
