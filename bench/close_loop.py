@@ -1,46 +1,74 @@
 """Close the loop with the execution bound: one recommendation per gap kind, applied natively in
-PyTorch, its realized kernel-time saving against the saving the analyzer predicted.
+PyTorch, its realized saving against the saving the analyzer predicted.
 
 Why: a gap is only a recommendation if taking it saves about what it says. For each gap kind
 this profiles a zoo model with ``benanza profile --framework torch`` (docs/PROFILES.md), reads
 the predicted saving from ``benanza``'s analysis of that bundle against the database, applies
 the change in PyTorch itself and times the model before and after with ``bench/validate.py``'s
 own timing (median per-iteration union of CUPTI kernel intervals, device-resident inputs; none
-of benanza's profile readers or mapping):
+of benanza's profile readers or mapping), or, for framework overhead, with this file's own
+host timing of the end-to-end latency:
 
 =================  ===========================  ===============================================
 gap kind           change applied (PyTorch)      predicted saving (from the analysis)
 =================  ===========================  ===============================================
-algorithm choice   ``cudnn.benchmark`` on with   ``algorithm-selection gap`` of the run with it
-                   ``benchmark_limit = 0``       off, among graph-API engines (PyTorch calls
-                   (every engine config, not     cuDNN convolutions through the graph API only)
-                   the heuristics' first 10)
-Tensor Cores       TF32 allowed (benchmark on,   ``what-if tf32`` saving of the strict-fp32 run 
-                   ``benchmark_limit = 0`` on    graph-API engines on both sides: the fp32 bound
-                   both sides)                   may not use legacy FFT/Winograd rows PyTorch
-                                                 cannot reach, for the same reason as above
+framework          eager -> the whole model      ``framework overhead`` of the eager fp32 run,
+overhead           captured in one CUDA graph    less the unmapped kernels it counts (a graph
+                   (fp32, benchmark on, both     still runs those; none in the shipped bundle):
+                   sides); realized is the       its GPU idle time, end-to-end - GPU busy.
+                   END-TO-END latency saving,    The run's inputs are device-resident (the
+                   host-timed as the bundle's    profile copies them to the GPU once, before its
+                   latency child times it        timed loop), so no input copy lies in that
+                   (``host_latency``)            idle time and none is left to move; its copies
+                                                 are onnx2torch's Reshape reading its shape
+                                                 tensor (device to host, then a sync), which the
+                                                 graph wrapper removes with the change itself
+                                                 (integer buffers on the host)
+parallel branches  Inception's branches on       ``parallelism gap`` (LBL_seq - LBL_par of the
+                   4 CUDA streams, before and    gap baseline); both sides are CUDA graph
+                   after captured in one CUDA    replays, so launches leave the critical path
+                   graph                         and only the streams differ
+fusion             BN folded, conv+ReLU and      per conv+BN(+Add)+ReLU fused-call group of the
+                   conv+Add+ReLU as one cuDNN    bound's execution: the run's measured kernels
+                   call each                     of its layers less the fused row charged
 folding            BatchNormalization folded     the BN layers' as-executed rows, less the bias
                    into the conv weights         add each conv then needs (PyTorch adds a conv's
                                                  bias in a kernel of its own): their DB rows;
                                                  timed over 10x the profiled iterations, since
                                                  it is ~0.5 % of the run
-fusion             BN folded, conv+ReLU and      per conv+BN(+Add)+ReLU fused-call group of the
-                   conv+Add+ReLU as one cuDNN    bound's execution: the run's measured kernels
-                   call each                     of its layers less the fused row charged
-parallel branches  Inception's branches on       ``parallelism gap`` (LBL_seq - LBL_par of the
-                   4 CUDA streams, before and    gap baseline); both sides are CUDA graph
-                   after captured in one CUDA    replays, so launches leave the critical path
-                   graph                         and only the streams differ
+layout             fp16 model and input in       ``layout gap`` of the fp16 NCHW run, among
+                   ``channels_last`` (NHWC),     graph-API engines (``--apis graph``: PyTorch
+                   benchmark on on both sides    calls cuDNN convolutions through the graph API
+                                                 only); the input's NCHW -> NHWC transpose runs
+                                                 inside the timed call, as the gap charges it
+algorithm choice   ``cudnn.benchmark`` on with   ``algorithm-selection gap`` of the run with it
+                   ``benchmark_limit = 0``       off, among graph-API engines (as above)
+                   (every engine config, not
+                   the heuristics' first 10)
+Tensor Cores       TF32 allowed (benchmark on,   ``what-if tf32`` saving of the strict-fp32 run,
+                   ``benchmark_limit = 0`` on    graph-API engines on both sides: the fp32 bound
+                   both sides)                   may not use legacy FFT/Winograd rows PyTorch
+                                                 cannot reach, for the same reason as above
 =================  ===========================  ===============================================
 
-Each cuDNN setting (tf32, benchmark, benchmark_limit) is timed on a thread of its own: PyTorch's
-cuDNN plan caches are thread-local and keyed without ``benchmark``, so in one thread a
+Each cuDNN setting (tf32, fp16, benchmark, benchmark_limit) is timed on a thread of its own:
+PyTorch's cuDNN plan caches are thread-local and keyed without ``benchmark``, so in one thread a
 benchmark-on run reuses the plans a benchmark-off run chose for the same convolutions.
 
-``realized = kernel_ms(before) - kernel_ms(after)`` (± the medians' combined standard error),
-``within = |realized / predicted - 1| <= 0.15``.
-Everything runs in one process, in order, within ``--budget-s`` (what is left is recorded as
-skipped); results go to ``OUT/close_loop.json`` and a Markdown table to stdout.
+``realized = kernel_ms(before) - kernel_ms(after)`` (framework overhead: ``e2e_ms(before) -
+e2e_ms(after)``), ± the medians' combined standard error, ``within = |realized / predicted - 1|
+<= 0.15``. Everything runs in one process, in order, within ``--budget-s`` (an experiment not
+started by then is recorded as skipped); results go to ``OUT/close_loop.json`` and a Markdown
+table to stdout.
+
+Run order and its GPU-machine wall time (estimates from session 8's 171.5 s for the five
+experiments then, profiles 27-55 s each): framework overhead first (Inception-v1 b1: its
+profile and first analysis, ~45 s; first, so that its host timing runs before any CUPTI session
+of this process), parallel branches (same bundle, same CUDA-graph timing, ~10 s), fusion and
+folding (ResNet-50 b64 fp32 profile, ~90 s together), layout (ResNet-50 b64 fp16 profile, ~55 s),
+then the two searches over every engine config, the slowest timing, last (algorithm choice with
+its heuristic-search profile ~55 s, Tensor Cores on the fp32 bundle ~25 s): about 240-280 s in
+all, so ``--budget-s 330`` leaves every experiment started.
 
     python bench/close_loop.py --out "$OUT"          # on the GPU: about 5 min on an H100
     python bench/close_loop.py --dry-run             # anywhere: the plan, and the predictions
@@ -78,20 +106,23 @@ class Variant:
 
     name: str
     tf32: bool = False
+    fp16: bool = False  # the model and its input cast to half (validate.py's fp16 setting)
     benchmark: bool = True
     benchmark_limit: int | None = None  # torch.backends.cudnn.benchmark_limit; None: PyTorch's default (10)
     change: str = ""  # "", "fold-bn", "fuse" or "streams"
+    channels_last: bool = False  # the model's 4-D weights and its input in NHWC (torch.channels_last)
     cuda_graph: bool = False  # captured once, timed as graph replays
 
     def setting(self) -> dict[str, Any]:
-        return {"tf32": self.tf32, "fp16": False, "benchmark": self.benchmark}
+        return {"tf32": self.tf32, "fp16": self.fp16, "benchmark": self.benchmark}
 
     @property
-    def plan_cache(self) -> tuple[bool, bool, int | None]:
+    def plan_cache(self) -> tuple[bool, bool, bool, int | None]:
         """The cuDNN settings whose variants share one plan cache (one timing thread): PyTorch keys
         its cuDNN plan cache without ``benchmark``, so a plan chosen by the heuristics would be
-        reused by a later benchmark-on run of the same convolutions in the same thread."""
-        return self.tf32, self.benchmark, self.benchmark_limit
+        reused by a later benchmark-on run of the same convolutions in the same thread. A layout is
+        no setting: NCHW and NHWC convolutions are different keys of the cache anyway."""
+        return self.tf32, self.fp16, self.benchmark, self.benchmark_limit
 
 
 FP32 = Variant("fp32, cudnn.benchmark off", benchmark=False)
@@ -104,6 +135,10 @@ FUSED = Variant("fp32, cudnn.benchmark on, BN folded, conv+bias(+add)+ReLU as on
 GRAPHED = Variant("fp32, cudnn.benchmark on, one CUDA graph", cuda_graph=True)
 STREAMS = Variant(f"fp32, cudnn.benchmark on, one CUDA graph, branches on {N_STREAMS} streams", change="streams",
                   cuda_graph=True)
+FP16_BENCH = Variant("fp16, cudnn.benchmark on", fp16=True)
+FP16_NHWC = Variant("fp16, cudnn.benchmark on, model and input channels_last (NHWC)", fp16=True, channels_last=True)
+
+KERNEL, END_TO_END = "kernel-only", "end-to-end"  # Experiment.measure
 
 
 @dataclass(frozen=True)
@@ -115,28 +150,39 @@ class Experiment:
     apis: str  # the analysis' API families (pipeline.FAMILIES)
     before: Variant
     after: Variant
-    predicted_by: str  # how the prediction is read (PREDICTORS)
+    predicted_by: str  # how the prediction is read (predict)
     repeats: int = 1  # CUPTI-profiled iterations: this many times --profiled (a saving near the run's noise)
+    dtype: str = "fp32"  # benanza profile --dtype of the run before the change (fp32: TF32 off; fp16: cast to half)
+    measure: str = KERNEL  # what ``realized`` compares: validate.py's kernel-only time, or host_latency's end-to-end
 
     @property
     def bundle(self) -> str:
         """Named as the shipped bundles are, so that a dry run finds them in perfdb/bundles."""
-        return f"{self.model}_b{self.batch}_torch_fp32" + ("_heuristic" if self.algo_search == "heuristic" else "")
+        return (f"{self.model}_b{self.batch}_torch_{self.dtype}"
+                + ("_heuristic" if self.algo_search == "heuristic" else ""))
 
 
-# In run order: the small model first, the two searches over every engine config (the slowest
-# part, cuDNN builds and times each config of each conv) last, so that a run past --budget-s
-# still has the others; Tensor Cores, folding and fusion share a bundle.
+# In run order (the module docstring's estimates): framework overhead first, so that its host
+# timing runs before any CUPTI session of this process (a profiler session may leave CUPTI
+# attached and slow later launches), with parallel branches after it on the same bundle; the
+# two searches over every engine config (the slowest timing: cuDNN builds and times each config
+# of each conv) last, so that a run past --budget-s still has the others. Fusion, folding and
+# Tensor Cores share a bundle.
 EXPERIMENTS = (
+    Experiment("framework overhead", "inception_v1", 1, "exhaustive", "both", FP32_BENCH, GRAPHED,
+               "framework overhead, CUDA-graph part", measure=END_TO_END),
     Experiment("parallel branches", "inception_v1", 1, "exhaustive", "both", GRAPHED, STREAMS,
                "parallelism gap (ms)"),
     Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
     Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN", repeats=FOLD_REPEATS),
+    Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_BENCH, FP16_NHWC, "layout gap (ms)",
+               dtype="fp16"),
     Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_ALL,
                "algorithm-selection gap (ms)"),
     Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "graph", FP32_ALL, TF32_ALL, "what-if tf32 saving"),
 )
 PROFILE_TIMEOUT_S = 240
+E2E_RUNS = 200  # host_latency's timed runs (an eager Inception-v1 b1 run is ~7 ms)
 
 
 @dataclass
@@ -230,6 +276,31 @@ def fused_groups_prediction(report: Any) -> dict[str, Any]:
             "groups with an unmeasured layer": unmeasured}
 
 
+def cuda_graph_prediction(report: Any) -> dict[str, Any]:
+    """Saving of capturing the whole eager run in one CUDA graph, end to end: the run's framework
+    overhead (the overhead table's counted rows: GPU idle = end-to-end - GPU busy, plus the kernels
+    that map to no layer) less those unmapped kernels, which a graph replay still runs. What is left
+    is the idle time: launches, host work between kernels and syncs, which a replay takes off the
+    critical path, and the copies within it (listed, never counted twice). A PyTorch bundle's inputs
+    are on the GPU before its timed loop (the profile's latency child copies them once), so no input
+    copy lies in it; onnx2torch's Reshape reads its shape tensor from the GPU (a device-to-host copy
+    and a sync per call), which ``graph_replayed`` moves to the host as part of the change."""
+    s = report.summary
+    overhead = s.get("framework overhead (ms)")
+    rows = report.tables["overhead"].rows if "overhead" in report.tables else ()
+    idle = sum(r["ms"] for r in rows if r["kind"] == "idle")
+    kept = sum(r["ms"] for r in rows if r["counted"] and r["kind"] != "idle")
+    copies = sum(r["ms"] for r in rows if not r["counted"])
+    has_idle = any(r["kind"] == "idle" for r in rows)
+    return {"predicted_ms": overhead - kept if overhead is not None and has_idle else None,
+            "framework overhead (ms)": overhead,
+            "of it: GPU idle, end-to-end - GPU busy (ms)": idle if has_idle else None,
+            "of it: unmapped kernels a CUDA graph still runs (ms)": kept,
+            "unmapped copies within the idle time (ms)": copies,
+            "measured end-to-end (ms)": s.get("measured end-to-end (ms)"),
+            "GPU memcpy/memset (ms)": s.get("GPU memcpy/memset (ms)")}
+
+
 def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
     """The analysis of the bundle (the run before the change) and the saving it predicts."""
     from benanza.pipeline import analyze_model
@@ -241,6 +312,8 @@ def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> d
                                    "layout gap (ms)", "what-if tf32: LBL_seq (ms)", "fusion gap (ms)",
                                    "parallelism gap (ms)",
                                    "as-executed LBL, mapped layers (ms)", "measured GPU time, mapped layers (ms)")}
+    if exp.predicted_by == "framework overhead, CUDA-graph part":
+        return {**shown, **cuda_graph_prediction(report)}
     if exp.predicted_by == "folded BN":
         return {**shown, **folded_bn_prediction(report, model_path, exp.batch, db_path)}
     if exp.predicted_by == "fused groups":
@@ -524,20 +597,42 @@ def native_module(model_path: Path, batch: int, work: Path) -> tuple[Any, dict[s
     return gm, {name: rng.standard_normal(shape).astype(np.float32) for name, shape in specs}
 
 
+def channels_last(module: Any) -> Any:
+    """``module`` with its 4-D weights in NHWC (``Module.to(memory_format=torch.channels_last)``;
+    validate.py's ``.to("cuda", dtype)`` keeps that format) and each 4-D input turned NHWC at the
+    start of the call: that transpose runs inside the timed run, as the layout gap charges it (the
+    model's 4-D inputs and outputs read and written once)."""
+    import torch
+    from torch import nn
+
+    class ChannelsLast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module.to(memory_format=torch.channels_last)
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(*(a.contiguous(memory_format=torch.channels_last)
+                                if isinstance(a, torch.Tensor) and a.dim() == 4 else a for a in args))
+
+    return ChannelsLast()
+
+
 def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
     module = copy.deepcopy(gm)
+    notes: dict[str, Any] = {}
     if variant.change == "fold-bn":
         module, folded = fold_bn(module)
         if not folded:
             raise RuntimeError("no Conv2d -> BatchNorm pair to fold in the converted module")
-        return module, {"BN folded": folded}
+        notes["BN folded"] = folded
     if variant.change == "fuse":
         module, folded = fold_bn(module)
         module, fused = fuse_conv_relu(module)
         if not fused:
             raise RuntimeError("no conv(+add)+ReLU to fuse in the converted module")
-        return module, {"BN folded": folded, "conv(+add)+ReLU fused": fused}
-    notes: dict[str, Any] = {}
+        notes.update({"BN folded": folded, "conv(+add)+ReLU fused": fused})
+    if variant.channels_last:
+        module, notes["channels_last"] = channels_last(module), True
     if variant.change == "streams":
         module = streamed(module)
         if module.branches < 2:
@@ -546,6 +641,40 @@ def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
     if variant.cuda_graph:
         module, notes["CUDA graph"] = graph_replayed(module), True
     return module, notes
+
+
+def host_latency(module: Any, variant: Variant, feeds: dict[str, Any], warmup: int, runs: int) -> dict[str, Any]:
+    """End-to-end latency the way ``benanza profile``'s latency child times a PyTorch run (no
+    profiler, no logging), with this file's own code: the module on the GPU in the variant's
+    precision, the inputs copied to the GPU once before the loop (device-resident, as the profile
+    has them), ``warmup`` untimed runs, then per run the host wall time of one call under
+    ``torch.no_grad()`` followed by ``torch.cuda.synchronize()``; the median of ``runs``. A CUDA
+    graph variant is captured in the warm-up (``graph_replayed``'s first call), so the timed runs are
+    replays of it. The outputs stay on the GPU on both sides, as in the profile."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = variant.tf32
+    torch.backends.cudnn.allow_tf32 = variant.tf32
+    torch.backends.cudnn.benchmark = variant.benchmark
+    dtype = torch.float16 if variant.fp16 else torch.float32
+    net = module.to("cuda", dtype).eval()
+    inputs = [torch.from_numpy(v).to("cuda", dtype if v.dtype.kind == "f" else None) for v in feeds.values()]
+
+    def run() -> None:
+        with torch.no_grad():
+            net(*inputs)
+
+    for _ in range(warmup):
+        run()
+    torch.cuda.synchronize()
+    latencies = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        run()
+        torch.cuda.synchronize()
+        latencies.append((time.perf_counter_ns() - t0) / 1e6)
+    return {"e2e_ms": statistics.median(latencies), "e2e_ms_min": min(latencies), "e2e_ms_iters": latencies,
+            "e2e_warmup": warmup, "e2e_runs": runs}
 
 
 class PlanCacheThreads:
@@ -576,6 +705,17 @@ class PlanCacheThreads:
 
         return self.submit(variant, job)
 
+    def latency(self, module: Any, variant: Variant, feeds: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+        """``host_latency`` of ``module`` on the thread of ``variant``'s cuDNN setting."""
+
+        def job() -> dict[str, Any]:
+            import torch
+
+            torch.backends.cudnn.benchmark_limit = 10 if variant.benchmark_limit is None else variant.benchmark_limit
+            return host_latency(module, variant, feeds, args.warmup, args.e2e_runs)
+
+        return self.submit(variant, job)
+
     def close(self) -> None:
         for pool in self.pools.values():
             pool.shutdown()
@@ -595,7 +735,7 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
     bundles.mkdir(parents=True, exist_ok=True)
     db_path = Path(args.db) if args.db else shipped_db()
     work = Path(tempfile.mkdtemp(prefix="close_loop_"))
-    timings: dict[tuple[str, int, str], dict[str, Any]] = {}
+    timings: dict[tuple[Any, ...], dict[str, Any]] = {}
     natives: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}
     outcomes = []
     threads = PlanCacheThreads()
@@ -616,16 +756,28 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
                 natives[(exp.model, exp.batch)] = native_module(model_path, exp.batch, work)
             gm, feeds = natives[(exp.model, exp.batch)]
             timing = argparse.Namespace(**{**vars(args), "profiled": args.profiled * exp.repeats})
-            for variant, slot in ((exp.before, "before"), (exp.after, "after")):
+            sides = ((exp.before, "before"), (exp.after, "after"))
+            e2e: dict[str, dict[str, Any]] = {}
+            if exp.measure == END_TO_END:  # both host timings before either side's CUPTI session
+                for variant, slot in sides:
+                    key = ("end-to-end", exp.model, exp.batch, variant.name)
+                    if key not in timings:
+                        module, _ = apply(gm, variant)  # a module (and a capture) of its own
+                        timings[key] = threads.latency(module, variant, feeds, args)
+                        del module
+                        torch.cuda.empty_cache()
+                    e2e[slot] = timings[key]
+            for variant, slot in sides:
                 key = (exp.model, exp.batch, variant.name, exp.repeats)
                 if key not in timings:
                     module, notes = apply(gm, variant)
                     timings[key] = {"variant": variant.name, **notes, **threads.time(module, variant, feeds, timing)}
                     del module
                     torch.cuda.empty_cache()
-                setattr(o, slot, timings[key])
-            o.realized_ms = o.before["kernel_ms"] - o.after["kernel_ms"]
-            o.prediction["realized spread (ms)"] = spread(o.before, o.after)
+                setattr(o, slot, {**timings[key], **e2e.get(slot, {})})
+            measured = "e2e_ms" if exp.measure == END_TO_END else "kernel_ms"
+            o.realized_ms = o.before[measured] - o.after[measured]
+            o.prediction["realized spread (ms)"] = spread(o.before, o.after, measured + "_iters")
         except Exception as exc:  # one failed experiment is recorded, the others still run
             o.error = f"{type(exc).__name__}: {exc}"[:400]
         print_row(o)
@@ -634,13 +786,13 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
     return outcomes
 
 
-def spread(before: dict[str, Any], after: dict[str, Any]) -> float | None:
+def spread(before: dict[str, Any], after: dict[str, Any], key: str = "kernel_ms_iters") -> float | None:
     """Run-to-run spread of ``realized``: the two medians' standard errors combined, each from the
-    interquartile range of its per-iteration kernel times (IQR / 1.349 estimates a normal sigma;
-    a median's standard error is about 1.2533 sigma / sqrt(n))."""
+    interquartile range of its per-iteration times ``key`` (kernel-only, or end-to-end ``e2e_ms_iters``;
+    IQR / 1.349 estimates a normal sigma; a median's standard error is about 1.2533 sigma / sqrt(n))."""
     errors = []
     for t in (before, after):
-        times = t.get("kernel_ms_iters") or []
+        times = t.get(key) or []
         if len(times) < 4:
             return None
         q = statistics.quantiles(times, n=4)
@@ -662,7 +814,7 @@ def zoo_model(models: Path, stem: str) -> Path:
 
 def profile_command(model_path: Path, exp: Experiment, bundle: Path, args: argparse.Namespace) -> list[str]:
     return [sys.executable, "-m", "benanza", "profile", str(model_path), "--framework", "torch", "--batch",
-            str(exp.batch), "--dtype", "fp32", "--algo-search", exp.algo_search, "--out", str(bundle),
+            str(exp.batch), "--dtype", exp.dtype, "--algo-search", exp.algo_search, "--out", str(bundle),
             "--runs", str(args.profile_runs), "--profiled-runs", str(args.profiled_runs), "--warmup", "5"]
 
 
@@ -680,13 +832,16 @@ def save(out: Path, outcomes: list[Outcome], start: float) -> None:
             "cudnn": torch.backends.cudnn.version(), "tolerance": TOLERANCE,
             "wall_s": round(time.perf_counter() - start, 1),
             "method": "realized = kernel_ms(before) - kernel_ms(after), kernel_ms from bench/validate.py (median "
-                      "per-iteration union of CUPTI kernel intervals, device-resident inputs)"}
+                      "per-iteration union of CUPTI kernel intervals, device-resident inputs); framework overhead: "
+                      "e2e_ms(before) - e2e_ms(after), e2e_ms from close_loop.host_latency (median host wall time "
+                      "of one call + torch.cuda.synchronize(), device-resident inputs, no profiler, timed before "
+                      "either side's CUPTI session)"}
     (out / "close_loop.json").write_text(json.dumps({"meta": meta, "outcomes": [o.to_json() for o in outcomes]},
                                                     indent=1, default=str))
 
 
 COLUMNS = ("gap kind", "model, batch", "change", "predicted (ms)", "realized (ms)", "realized / predicted",
-           "within ±15 %", "kernel-only before → after (ms)")
+           "within ±15 %", "kernel-only (or end-to-end) before → after (ms)")
 
 
 def _f(v: float | None, digits: int = 3) -> str:
@@ -700,6 +855,8 @@ def print_row(o: Outcome, header: list[bool] = [True]) -> None:  # noqa: B006 (p
     e = o.experiment
     within = "–" if o.within is None else ("yes" if o.within else "no")
     times = (f"{_f(o.before.get('kernel_ms'))} → {_f(o.after.get('kernel_ms'))}" if o.after else o.error or "–")
+    if o.after and e.measure == END_TO_END:
+        times = f"end-to-end {_f(o.before.get('e2e_ms'))} → {_f(o.after.get('e2e_ms'))} (kernel-only {times})"
     noise = o.prediction.get("realized spread (ms)")
     realized = _f(o.realized_ms) + ("" if noise is None else f" ± {noise:.3f}")
     print(f"| {e.gap} | {e.model}, {e.batch} | {e.before.name} → {e.after.name} | {_f(o.predicted_ms)} | "
@@ -718,8 +875,12 @@ def dry_run(args: argparse.Namespace) -> None:
         print(f"\n## {exp.gap}: {exp.model}, batch {exp.batch}")
         print("profile: " + " ".join(profile_command(model_path, exp, out / "bundles" / exp.bundle, args)))
         print(f"predict: analysis of the bundle against {db_path} (--apis {exp.apis}): {exp.predicted_by}")
-        print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}"
-              + (f", {exp.repeats}x --profiled iterations" if exp.repeats > 1 else ""))
+        if exp.measure == END_TO_END:
+            print(f"time:    close_loop host_latency (end-to-end, {args.e2e_runs} runs, no profiler), then "
+                  f"bench/validate.py run_torch (kernel-only), {exp.before.name} → {exp.after.name}")
+        else:
+            print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}"
+                  + (f", {exp.repeats}x --profiled iterations" if exp.repeats > 1 else ""))
         bundle = shipped / exp.bundle
         if (bundle / "meta.json").exists() and model_path.exists():
             try:
@@ -745,6 +906,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5, help="validate.py timing: untimed runs")
     p.add_argument("--iters", type=int, default=20, help="validate.py timing: host-timed runs")
     p.add_argument("--profiled", type=int, default=10, help="validate.py timing: CUPTI-profiled runs")
+    p.add_argument("--e2e-runs", type=int, default=E2E_RUNS,
+                   help="framework overhead: host-timed end-to-end runs of each side (host_latency)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the predictions; run nothing")
     p.add_argument("--bundles", default=str(ROOT / "perfdb" / "bundles"), help="--dry-run: bundles to predict from")
     args = p.parse_args()

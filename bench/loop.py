@@ -33,7 +33,8 @@ def main() -> None:
     p.add_argument("models", type=Path, help="directory with the bundles' models (benanza models zoo DIR)")
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)
-    p.add_argument("--gap", required=True, help="the summary entry that predicts the gain, e.g. 'algorithm-selection gap (ms)'")
+    p.add_argument("--gap", required=True,
+                   help="the summary entry that predicts the gain, e.g. 'algorithm-selection gap (ms)'")
     p.add_argument("--precisions", help="precisions the analysis of BEFORE may use (default: the analyzer's)")
     p.add_argument("--change", default="", help="what was applied, for the table")
     args = p.parse_args()

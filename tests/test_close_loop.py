@@ -27,9 +27,10 @@ def test_every_gap_kind_has_an_experiment_and_names_a_shipped_bundle_pattern() -
     import close_loop
 
     assert {e.gap for e in close_loop.EXPERIMENTS} == {"algorithm choice", "Tensor Cores", "folding", "fusion",
-                                                       "parallel branches"}
+                                                       "parallel branches", "layout", "framework overhead"}
     assert {e.bundle for e in close_loop.EXPERIMENTS} == {"resnet50_b64_torch_fp32_heuristic",
-                                                          "resnet50_b64_torch_fp32", "inception_v1_b1_torch_fp32"}
+                                                          "resnet50_b64_torch_fp32", "inception_v1_b1_torch_fp32",
+                                                          "resnet50_b64_torch_fp16"}
 
 
 def test_folding_and_streams_keep_the_outputs() -> None:
