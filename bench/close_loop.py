@@ -38,9 +38,12 @@ folding            BatchNormalization folded     the BN layers' as-executed rows
                                                  it is ~0.5 % of the run
 layout             fp16 model and input in       ``layout gap`` of the fp16 NCHW run, among
                    ``channels_last`` (NHWC),     graph-API engines (``--apis graph``: PyTorch
-                   benchmark on on both sides    calls cuDNN convolutions through the graph API
-                                                 only); the input's NCHW -> NHWC transpose runs
-                                                 inside the timed call, as the gap charges it
+                   benchmark on on both sides;   calls cuDNN convolutions through the graph API
+                   onnx2torch's Sum as           only); the input's NCHW -> NHWC transpose runs
+                   ``torch.add`` on both sides   inside the timed call, as the gap charges it.
+                   (its own Sum writes NCHW,     Layers without a layout cost the same in both,
+                   which would add a transpose   as the gap assumes, hence the same Sum on both
+                   before each conv after it)    sides
 algorithm choice   ``cudnn.benchmark`` on with   ``algorithm-selection gap`` of the run with it
                    ``benchmark_limit = 0``       off, among graph-API engines (as above)
                    (every engine config, not
@@ -61,16 +64,17 @@ e2e_ms(after)``), ± the medians' combined standard error, ``within = |realized 
 started by then is recorded as skipped); results go to ``OUT/close_loop.json`` and a Markdown
 table to stdout.
 
-Run order and its GPU-machine wall time (estimates from session 8's 171.5 s for the five
-experiments then, profiles 27-55 s each): framework overhead first (Inception-v1 b1: its
-profile and first analysis, ~45 s; first, so that its host timing runs before any CUPTI session
-of this process), parallel branches (same bundle, same CUDA-graph timing, ~10 s), fusion and
-folding (ResNet-50 b64 fp32 profile, ~90 s together), layout (ResNet-50 b64 fp16 profile, ~55 s),
-then the two searches over every engine config, the slowest timing, last (algorithm choice with
-its heuristic-search profile ~55 s, Tensor Cores on the fp32 bundle ~25 s): about 240-280 s in
-all, so ``--budget-s 330`` leaves every experiment started.
+Run order and wall time on the GPU machine (estimates: session 8 ran the five older experiments
+in 171.5 s; a profile takes 27-55 s, its first analysis parses the cuDNN log for 10-25 s):
+framework overhead first (Inception-v1 b1 profile and analysis, eager and CUDA-graph timings,
+~40 s; first, so that its host timing runs before any CUPTI session of this process), parallel
+branches (same bundle, the CUDA-graph timing reused, ~10 s), fusion (ResNet-50 b64 fp32 profile,
+~60 s), folding (same bundle, ~15 s), layout (ResNet-50 b64 fp16 profile, two fp16 timings with a
+benchmark search each, ~45-75 s), then the two searches over every engine config, the slowest
+timing, last: algorithm choice (its heuristic-search profile, ~40 s) and Tensor Cores (the fp32
+bundle, ~20 s). About 230-260 s in all: ``--budget-s 330`` starts every experiment.
 
-    python bench/close_loop.py --out "$OUT"          # on the GPU: about 5 min on an H100
+    python bench/close_loop.py --out "$OUT"          # on the GPU: about 4-5 min on an H100
     python bench/close_loop.py --dry-run             # anywhere: the plan, and the predictions
                                                      # from the shipped bundles that match
 
@@ -110,6 +114,7 @@ class Variant:
     benchmark: bool = True
     benchmark_limit: int | None = None  # torch.backends.cudnn.benchmark_limit; None: PyTorch's default (10)
     change: str = ""  # "", "fold-bn", "fuse" or "streams"
+    sum_as_add: bool = False  # onnx2torch's Sum modules as torch.add of their inputs (keeps the memory format)
     channels_last: bool = False  # the model's 4-D weights and its input in NHWC (torch.channels_last)
     cuda_graph: bool = False  # captured once, timed as graph replays
 
@@ -135,8 +140,12 @@ FUSED = Variant("fp32, cudnn.benchmark on, BN folded, conv+bias(+add)+ReLU as on
 GRAPHED = Variant("fp32, cudnn.benchmark on, one CUDA graph", cuda_graph=True)
 STREAMS = Variant(f"fp32, cudnn.benchmark on, one CUDA graph, branches on {N_STREAMS} streams", change="streams",
                   cuda_graph=True)
-FP16_BENCH = Variant("fp16, cudnn.benchmark on", fp16=True)
-FP16_NHWC = Variant("fp16, cudnn.benchmark on, model and input channels_last (NHWC)", fp16=True, channels_last=True)
+# The layout pair: only the memory format differs. onnx2torch's Sum writes into a new NCHW tensor
+# whatever its inputs' format, so in channels_last each conv after a residual Sum would read NCHW
+# and PyTorch would transpose its input first; both sides run Sum as torch.add instead.
+FP16_NCHW = Variant("fp16, cudnn.benchmark on, Sum as torch.add", fp16=True, sum_as_add=True)
+FP16_NHWC = Variant("fp16, cudnn.benchmark on, Sum as torch.add, model and input channels_last (NHWC)", fp16=True,
+                    sum_as_add=True, channels_last=True)
 
 KERNEL, END_TO_END = "kernel-only", "end-to-end"  # Experiment.measure
 
@@ -175,7 +184,7 @@ EXPERIMENTS = (
                "parallelism gap (ms)"),
     Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
     Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN", repeats=FOLD_REPEATS),
-    Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_BENCH, FP16_NHWC, "layout gap (ms)",
+    Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_NCHW, FP16_NHWC, "layout gap (ms)",
                dtype="fp16"),
     Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_ALL,
                "algorithm-selection gap (ms)"),
@@ -597,6 +606,29 @@ def native_module(model_path: Path, batch: int, work: Path) -> tuple[Any, dict[s
     return gm, {name: rng.standard_normal(shape).astype(np.float32) for name, shape in specs}
 
 
+def sum_as_add(gm: Any) -> tuple[Any, int]:
+    """Every onnx2torch ``OnnxSum`` module of ``gm`` replaced by the sum of its inputs with ``+``
+    (torch.add, broadcasting as ONNX's Sum does), whose output keeps its inputs' memory format:
+    ``OnnxSum`` adds them into a new zero tensor, which is NCHW whatever they are. Returns the
+    module and how many."""
+    from torch import nn
+
+    class Add(nn.Module):
+        def forward(self, *xs: Any) -> Any:
+            out = xs[0]
+            for x in xs[1:]:
+                out = out + x
+            return out
+
+    replaced = 0
+    for name, mod in list(gm.named_modules()):
+        if type(mod).__name__ == "OnnxSum":
+            parent, _, child = name.rpartition(".")
+            setattr(gm.get_submodule(parent) if parent else gm, child, Add())
+            replaced += 1
+    return gm, replaced
+
+
 def channels_last(module: Any) -> Any:
     """``module`` with its 4-D weights in NHWC (``Module.to(memory_format=torch.channels_last)``;
     validate.py's ``.to("cuda", dtype)`` keeps that format) and each 4-D input turned NHWC at the
@@ -631,6 +663,8 @@ def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
         if not fused:
             raise RuntimeError("no conv(+add)+ReLU to fuse in the converted module")
         notes.update({"BN folded": folded, "conv(+add)+ReLU fused": fused})
+    if variant.sum_as_add:
+        module, notes["Sum as torch.add"] = sum_as_add(module)
     if variant.channels_last:
         module, notes["channels_last"] = channels_last(module), True
     if variant.change == "streams":
