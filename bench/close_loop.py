@@ -37,13 +37,15 @@ folding            BatchNormalization folded     the BN layers' as-executed rows
                                                  timed over 10x the profiled iterations, since
                                                  it is ~0.5 % of the run
 layout             fp16 model and input in       ``layout gap`` of the fp16 NCHW run, among
-                   ``channels_last`` (NHWC),     graph-API engines (``--apis graph``: PyTorch
-                   benchmark on on both sides;   calls cuDNN convolutions through the graph API
-                   onnx2torch's Sum as           only); the input's NCHW -> NHWC transpose runs
-                   ``torch.add`` on both sides   inside the timed call, as the gap charges it.
-                   (its own Sum writes NCHW,     Layers without a layout cost the same in both,
-                   which would add a transpose   as the gap assumes, hence the same Sum on both
-                   before each conv after it)    sides
+                   ``channels_last`` (NHWC);     graph-API engines (``--apis graph``: PyTorch
+                   both sides benchmark on with  calls cuDNN convolutions through the graph API
+                   ``benchmark_limit = 0`` (the  only): per conv, the best engine in one layout
+                   gap is best against best)     against the best in the other; the input's
+                   and onnx2torch's Sum as       NCHW -> NHWC transpose runs inside the timed
+                   ``torch.add`` (its own Sum    call, as the gap charges it. Layers without a
+                   writes NCHW, which would add  layout cost the same in both, as the gap
+                   a transpose before each conv  assumes, hence the same Sum on both sides
+                   after it)
 algorithm choice   ``cudnn.benchmark`` on with   ``algorithm-selection gap`` of the run with it
                    ``benchmark_limit = 0``       off, among graph-API engines (as above)
                    (every engine config, not
@@ -69,10 +71,11 @@ in 171.5 s; a profile takes 27-55 s, its first analysis parses the cuDNN log for
 framework overhead first (Inception-v1 b1 profile and analysis, eager and CUDA-graph timings,
 ~40 s; first, so that its host timing runs before any CUPTI session of this process), parallel
 branches (same bundle, the CUDA-graph timing reused, ~10 s), fusion (ResNet-50 b64 fp32 profile,
-~60 s), folding (same bundle, ~15 s), layout (ResNet-50 b64 fp16 profile, two fp16 timings with a
-benchmark search each, ~45-75 s), then the two searches over every engine config, the slowest
-timing, last: algorithm choice (its heuristic-search profile, ~40 s) and Tensor Cores (the fp32
-bundle, ~20 s). About 230-260 s in all: ``--budget-s 330`` starts every experiment.
+~60 s), folding (same bundle, ~15 s), then the searches over every engine config, the slowest
+timing: algorithm choice (its heuristic-search profile, ~40 s), Tensor Cores (the fp32 bundle,
+~20 s) and layout last (ResNet-50 b64 fp16 profile, two fp16 searches over every engine config,
+~60-120 s: fp16 has the most engine configs). Layout starts at about 185 s, well inside
+``--budget-s 330``; about 250-310 s in all.
 
     python bench/close_loop.py --out "$OUT"          # on the GPU: about 4-5 min on an H100
     python bench/close_loop.py --dry-run             # anywhere: the plan, and the predictions
@@ -140,12 +143,16 @@ FUSED = Variant("fp32, cudnn.benchmark on, BN folded, conv+bias(+add)+ReLU as on
 GRAPHED = Variant("fp32, cudnn.benchmark on, one CUDA graph", cuda_graph=True)
 STREAMS = Variant(f"fp32, cudnn.benchmark on, one CUDA graph, branches on {N_STREAMS} streams", change="streams",
                   cuda_graph=True)
-# The layout pair: only the memory format differs. onnx2torch's Sum writes into a new NCHW tensor
-# whatever its inputs' format, so in channels_last each conv after a residual Sum would read NCHW
-# and PyTorch would transpose its input first; both sides run Sum as torch.add instead.
-FP16_NCHW = Variant("fp16, cudnn.benchmark on, Sum as torch.add", fp16=True, sum_as_add=True)
-FP16_NHWC = Variant("fp16, cudnn.benchmark on, Sum as torch.add, model and input channels_last (NHWC)", fp16=True,
-                    sum_as_add=True, channels_last=True)
+# The layout pair: only the memory format differs. The layout gap is the best engine in one layout
+# against the best in the other, so both sides search every engine config (as Tensor Cores does).
+# onnx2torch's Sum writes into a new NCHW tensor whatever its inputs' format, so in channels_last
+# each conv after a residual Sum would read NCHW and PyTorch would transpose its input first; both
+# sides run Sum as torch.add instead.
+FP16_NCHW = Variant("fp16, cudnn.benchmark on, every engine config (benchmark_limit 0), Sum as torch.add",
+                    fp16=True, benchmark_limit=0, sum_as_add=True)
+FP16_NHWC = Variant("fp16, cudnn.benchmark on, every engine config (benchmark_limit 0), Sum as torch.add, "
+                    "model and input channels_last (NHWC)", fp16=True, benchmark_limit=0, sum_as_add=True,
+                    channels_last=True)
 
 KERNEL, END_TO_END = "kernel-only", "end-to-end"  # Experiment.measure
 
@@ -174,9 +181,9 @@ class Experiment:
 # In run order (the module docstring's estimates): framework overhead first, so that its host
 # timing runs before any CUPTI session of this process (a profiler session may leave CUPTI
 # attached and slow later launches), with parallel branches after it on the same bundle; the
-# two searches over every engine config (the slowest timing: cuDNN builds and times each config
-# of each conv) last, so that a run past --budget-s still has the others. Fusion, folding and
-# Tensor Cores share a bundle.
+# three searches over every engine config (the slowest timing: cuDNN builds and times each config
+# of each conv) last, so that a run past --budget-s still has the others; layout, new and with the
+# largest engine lists (fp16), last of all. Fusion, folding and Tensor Cores share a bundle.
 EXPERIMENTS = (
     Experiment("framework overhead", "inception_v1", 1, "exhaustive", "both", FP32_BENCH, GRAPHED,
                "framework overhead, CUDA-graph part", measure=END_TO_END),
@@ -184,11 +191,11 @@ EXPERIMENTS = (
                "parallelism gap (ms)"),
     Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups"),
     Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN", repeats=FOLD_REPEATS),
-    Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_NCHW, FP16_NHWC, "layout gap (ms)",
-               dtype="fp16"),
     Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_ALL,
                "algorithm-selection gap (ms)"),
     Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "graph", FP32_ALL, TF32_ALL, "what-if tf32 saving"),
+    Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_NCHW, FP16_NHWC, "layout gap (ms)",
+               dtype="fp16"),
 )
 PROFILE_TIMEOUT_S = 240
 E2E_RUNS = 200  # host_latency's timed runs (an eager Inception-v1 b1 run is ~7 ms)
