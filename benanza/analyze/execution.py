@@ -192,10 +192,9 @@ def _has_bias(layer: Layer) -> bool:
     return len(layer.inputs) > 2 and bool(layer.inputs[2].name)
 
 
-def _chains(model: Model, free: set[int], coster: _Coster) -> list[Group]:
+def _chains(model: Model, free: set[int], coster: _Coster, consumers: Mapping[str, list[int]]) -> list[Group]:
     """Elementwise layers of ``free`` grouped into trees whose inner outputs feed only the next member,
     each charged its external inputs and its output once at the peak bandwidth."""
-    consumers = _consumers(model)
     parent = {i: i for i in free}
 
     def root(i: int) -> int:
@@ -295,6 +294,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
     """The cost of the cheapest equivalent execution this module knows (see the module doc)."""
     ceil = ceil or inputs.ceilings
     coster = _Coster(model, inputs, constraints, ceil)
+    consumers = _consumers(model)
     folded = folds(model)
     folded_into = {f: head for head, fs in folded.items() for f in fs}
     groups: list[Group] = []
@@ -316,14 +316,12 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
                 if option is not None:
                     options.append(option)
                 continue
-            rest = [m for m in members[1:] if m not in folded_into]
             alone = unfused(head)
             if alone is None:
                 continue
-            others = 0.0
-            for m in rest:
-                bound = coster.bytes_ms(layer_bytes(model.layers[m], coster.store))
-                others += bound or 0.0
+            # the unfused path of the same layers: the head's call, its unfolded followers one pass
+            rest = {m for m in members[1:] if m not in folded_into}
+            others = sum(g.ms for g in _chains(model, rest, coster, consumers))
             saving = alone + others - (row.median_ms or 0.0)
             if saving > 0:
                 options.append((saving, members, row))
@@ -364,7 +362,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
         if head in taken:
             taken.add(i)
     free_ew = {layer.index for layer in model.layers if layer.index not in taken and layer.op in ELEMENTWISE_OPS}
-    groups += _chains(model, free_ew, coster)
+    groups += _chains(model, free_ew, coster, consumers)
     taken |= free_ew
     for layer in model.layers:  # the rest: pools, softmax, LRN, copies, unknown ops
         if layer.index in taken:
