@@ -165,6 +165,40 @@ def test_a_fused_calls_unfolded_followers_are_ranked_as_the_one_pass_they_cost_u
     assert cheap[(0, 1, 2)].kind == GroupKind.FUSED and cheap[(0, 1, 2)].ms == approx(0.100006)
 
 
+# --- defect 5: a BatchNormalization beside an elementwise chain is part of its one pass ----------------------
+
+def after_a_concat(form: str) -> Model:
+    """concat0 ([1,8,8,8] twice -> [1,16,8,8]) -> ``form`` -> conv: the BN cannot fold into a conv."""
+    net = Net(t("a", 1, 8, 8, 8))
+    net.add("Concat", t("b", 1, 8, 8, 8), attrs={"axis": 1}, channels=16)
+    for step in form.split("+"):
+        {"bn": net.bn, "scale_shift_relu": net.scale_shift_relu, "relu": lambda: net.add("Relu")}[step]()
+    net.conv(16)
+    return net.model()
+
+
+BN_PARAMS = 4 * 64  # scale, bias, mean, var: [16] each
+SHIFT = 2 * 64  # the Mul's and the Add's [16,1,1] constants
+
+
+@pytest.mark.parametrize(("form", "members", "moved"), [
+    # the zoo's export: Mul+Add+ReLU is a pointwise chain; the BN before it joins that pass:
+    # the concat's output read once (4096 B) + the constants + the ReLU's output written once (4096 B)
+    ("bn+scale_shift_relu", (1, 2, 3, 4), 4096 + BN_PARAMS + SHIFT + 4096),
+    ("scale_shift_relu+bn", (1, 2, 3, 4), 4096 + SHIFT + BN_PARAMS + 4096),  # a BN after the chain
+    ("bn+relu", (1, 2), 4096 + BN_PARAMS + 4096),  # torchvision's DenseNet: BN + ReLU
+])
+def test_a_batchnorm_beside_an_elementwise_chain_is_one_pass(form: str, members: tuple[int, ...], moved: int):
+    model = after_a_concat(form)
+    chains = [f.layers for f in model.fusions if f.pattern == Fusion.POINTWISE.value]
+    assert chains == ([(2, 3, 4)] if form.startswith("bn+s") else [(1, 2, 3)] if "shift" in form else [])
+    for fused in (True, False):
+        got = groups(model, {}, fused)
+        assert got[members].kind == GroupKind.CHAIN and got[members].ms == approx(moved / B_PER_MS)
+        assert not [g for g in got.values() if model.layers[g.layers[0]].op == "BatchNormalization"
+                    and len(g.layers) == 1]
+
+
 # --- the zoo DenseNet-121 on the shipped database ------------------------------------------------------------
 
 DENSENET = LIGHT / "light_densenet121.onnx"
@@ -213,3 +247,27 @@ def test_densenet_never_charges_a_fused_call_above_its_unfused_layers(densenet_b
         assert g.ms <= sum(parts), (g.layers, g.ms, sum(parts))
     head = {g.layers[0]: g for g in run.headline.groups}
     assert head[137].layers == (137, 138, 139, 140) and head[137].folded == (138, 139, 140)  # conv, BN, Mul, Add
+
+
+@pytest.fixture(scope="module")
+def densenet_b64_fp16() -> Shipped:
+    """fp16: the run that charged 62 BatchNormalizations after a Concat their own pass (0.718 ms)."""
+    return shipped(64, frozenset({Precision.FP16}))
+
+
+def test_densenet_charges_each_batchnorm_in_the_pass_of_its_scale_shift_relu(densenet_b64_fp16):
+    model, run = densenet_b64_fp16.model, densenet_b64_fp16
+    group_of = {i: g for g in run.headline.groups for i in g.layers}
+    producer = {t.name: layer for layer in model.layers for t in layer.outputs}
+    bns = [layer for layer in model.layers if layer.op == "BatchNormalization"]
+    alone = [bn.index for bn in bns if len(group_of[bn.index].layers) == 1]
+    assert len(bns) == 121 and not alone, f"{len(alone)} BatchNormalizations charged alone: {alone[:6]} ..."
+    unfolded = [bn for bn in bns if producer[bn.inputs[0].name].op != "Conv"]  # after a Concat or a pool
+    assert len(unfolded) == 62
+    for bn in unfolded:  # one pass: the BN's input and the constants read, the ReLU's output written (fp16: 2 B)
+        g = group_of[bn.index]
+        assert [model.layers[i].op for i in g.layers] == ["BatchNormalization", "Mul", "Add", "Relu"]
+        consts = [x for i in g.layers for x in model.layers[i].inputs if x.constant]
+        relu = model.layers[g.layers[-1]].outputs[0]
+        moved = sum(2 * math.prod(x.shape) for x in (bn.inputs[0], *consts, relu))
+        assert g.kind == GroupKind.CHAIN and g.ms == approx(run.inputs.ceilings.memory_ms(moved))
