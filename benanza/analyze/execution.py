@@ -199,10 +199,25 @@ def _has_bias(layer: Layer) -> bool:
     return len(layer.inputs) > 2 and bool(layer.inputs[2].name)
 
 
-def _chains(model: Model, free: set[int], coster: _Coster) -> list[Group]:
+def _pass_bytes(model: Model, members: Iterable[int], consumers: Mapping[str, list[int]], store: Precision) -> float:
+    """Bytes one kernel over ``members`` moves: each input from outside the group read once, each
+    output read outside it (or by the model's caller) written once; what flows between members
+    never leaves the chip."""
+    group = set(members)
+    inside = {t.name for i in group for t in model.layers[i].outputs}
+    read = {t.name: t for i in group for t in model.layers[i].inputs if t.name not in inside and t.name}
+    written = {t.name: t for i in group for t in model.layers[i].outputs
+               if any(c not in group for c in consumers.get(t.name, ())) or not consumers.get(t.name)}
+    return sum(tensor_bytes(t, store) for t in (*read.values(), *written.values()))
+
+
+def _chains(model: Model, free: set[int], coster: _Coster, consumers: Mapping[str, list[int]],
+            seeds: Iterable[tuple[int, ...]] = ()) -> list[Group]:
     """Elementwise layers of ``free`` grouped into trees whose inner outputs feed only the next member,
-    each charged its external inputs and its output once at the peak bandwidth."""
-    consumers = _consumers(model)
+    each charged its external inputs and its output once at the peak bandwidth (``_chain_group``).
+
+    ``seeds`` (pointwise chains, every member in ``free``) start as one group each and grow like any
+    other: a BatchNormalization before DenseNet's scale-shift-ReLU chain is the same one pass."""
     parent = {i: i for i in free}
 
     def root(i: int) -> int:
@@ -211,6 +226,9 @@ def _chains(model: Model, free: set[int], coster: _Coster) -> list[Group]:
             i = parent[i]
         return i
 
+    for seed in seeds:
+        for i in seed[1:]:
+            parent[root(i)] = root(seed[0])
     for i in sorted(free):
         nxt = _sole_consumer(model.layers[i], consumers)
         if nxt is not None and nxt in free:
@@ -220,23 +238,13 @@ def _chains(model: Model, free: set[int], coster: _Coster) -> list[Group]:
         members[root(i)].append(i)
     groups = []
     for group in members.values():
-        group.sort()
-        inside = {t.name for i in group for t in model.layers[i].outputs}
-        read = {t.name: t for i in group for t in model.layers[i].inputs if t.name not in inside and t.name}
-        written = {t.name: t for i in group for t in model.layers[i].outputs
-                   if any(c not in group for c in consumers.get(t.name, ())) or not consumers.get(t.name)}
-        moved = sum(tensor_bytes(t, coster.store) for t in (*read.values(), *written.values()))
-        if len(group) == 1:
-            g = coster.memory(model.layers[group[0]])
-            if g is not None:
-                groups.append(g)
-            continue
-        ms = coster.bytes_ms(moved)
-        if ms is None:
+        g = coster.memory(model.layers[group[0]]) if len(group) == 1 \
+            else _chain_group(model, tuple(sorted(group)), coster, consumers)
+        if g is not None:
+            groups.append(g)
+        elif len(group) > 1:
             for i in group:
                 coster.uncharged[i] = "elementwise layer and no measured bandwidth"
-            continue
-        groups.append(Group(tuple(group), GroupKind.CHAIN, ms, f"{moved:.4g} B"))
     return groups
 
 
@@ -275,18 +283,16 @@ def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: _
     return (saving, members, row) if saving > 0 else None
 
 
-def _chain_group(model: Model, members: tuple[int, ...], coster: _Coster) -> Group | None:
-    """A pointwise chain (GELU, SiLU, bias+GELU) as one pass: its external inputs read and its
-    output written once at the peak bandwidth (the copy roofline is the floor a fused chain
-    benchmark cannot beat); its measured fused call only when cheaper than that."""
-    consumers = _consumers(model)
-    inside = {t.name for i in members for t in model.layers[i].outputs}
-    read = {t.name: t for i in members for t in model.layers[i].inputs if t.name not in inside and t.name}
-    written = {t.name: t for i in members for t in model.layers[i].outputs
-               if any(c not in members for c in consumers.get(t.name, ())) or not consumers.get(t.name)}
-    moved = sum(tensor_bytes(t, coster.store) for t in (*read.values(), *written.values()))
+def _chain_group(model: Model, members: tuple[int, ...], coster: _Coster,
+                 consumers: Mapping[str, list[int]]) -> Group | None:
+    """Elementwise layers run as one pass: their external inputs read and their outputs written once
+    at the peak bandwidth (the copy roofline is the floor a fused chain benchmark cannot beat); the
+    measured fused call of a pointwise chain (GELU, SiLU, bias+GELU) of exactly these members only
+    when cheaper than that."""
+    moved = _pass_bytes(model, members, consumers, coster.store)
     bound = coster.bytes_ms(moved)
-    cand = next((f for f in model.fusions if tuple(sorted(f.layers)) == members), None)
+    cand = next((f for f in model.fusions if f.pattern == Fusion.POINTWISE.value
+                 and tuple(sorted(f.layers)) == members), None)
     rows = _allowed(coster.inputs.measurements.get(cand.key, ()), coster.constraints, cand.pattern) \
         if cand is not None and cand.key else []
     best = fastest(rows)
@@ -302,6 +308,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
     """The cost of the cheapest equivalent execution this module knows (see the module doc)."""
     ceil = ceil or inputs.ceilings
     coster = _Coster(model, inputs, constraints, ceil)
+    consumers = _consumers(model)
     folded = folds(model)
     folded_into = {f: head for head, fs in folded.items() for f in fs}
     groups: list[Group] = []
@@ -323,14 +330,12 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
                 if option is not None:
                     options.append(option)
                 continue
-            rest = [m for m in members[1:] if m not in folded_into]
             alone = unfused(head)
             if alone is None:
                 continue
-            others = 0.0
-            for m in rest:
-                bound = coster.bytes_ms(layer_bytes(model.layers[m], coster.store))
-                others += bound or 0.0
+            # the unfused path of the same layers: the head's call, its unfolded followers one pass
+            rest = {m for m in members[1:] if m not in folded_into}
+            others = sum(g.ms for g in _chains(model, rest, coster, consumers))
             saving = alone + others - (row.median_ms or 0.0)
             if saving > 0:
                 options.append((saving, members, row))
@@ -342,14 +347,11 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             extra = tuple(f for f in folded.get(members[0], ()) if f not in members)
             groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, _describe(row),
                                 folded=extra))
-    for cand in model.fusions:  # pointwise chains: one pass at the copy roofline, whatever was measured
-        members = set(cand.layers)
-        if cand.pattern != Fusion.POINTWISE.value or members & taken or members & set(folded_into):
-            continue
-        group = _chain_group(model, tuple(sorted(members)), coster)
-        if group is not None:
-            taken |= members
-            groups.append(group)
+    # pointwise chains: one pass at the copy roofline, whatever was measured; grown in _chains below
+    blocked = taken | set(folded_into)
+    seeds = [tuple(sorted(cand.layers)) for cand in model.fusions
+             if cand.pattern == Fusion.POINTWISE.value and not blocked.intersection(cand.layers)]
+    seeded = {i for seed in seeds for i in seed}
     coster.unmeasured.clear()  # ranking charged rooflines it may not keep
     coster.uncharged.clear()
     for layer in model.layers:
@@ -371,7 +373,8 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
         if head in taken:
             taken.add(i)
     free_ew = {layer.index for layer in model.layers if layer.index not in taken and layer.op in ELEMENTWISE_OPS}
-    groups += _chains(model, free_ew, coster)
+    free_ew |= seeded
+    groups += _chains(model, free_ew, coster, consumers, seeds)
     taken |= free_ew
     for layer in model.layers:  # the rest: pools, softmax, LRN, copies, unknown ops
         if layer.index in taken:

@@ -5,11 +5,11 @@ only the graph, costing them reads the measurements."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping
 
-from benanza.model.layer import Layer, Model
+from benanza.model.graph import is_per_channel
+from benanza.model.layer import Layer, Model, Tensor
 
 COMPUTE_OPS = frozenset({"Conv", "Gemm", "MatMul"})  # charged their measured calls (FLOP-bound work)
 FOLDABLE_OPS = frozenset({"BatchNormalization", "Mul", "Add"})  # into a conv/GEMM's weights and bias
@@ -31,22 +31,14 @@ def _sole_consumer(layer: Layer, consumers: Mapping[str, list[int]]) -> int | No
     return next(iter(readers)) if len(readers) == 1 else None
 
 
-def _per_channel_constant(follower: Layer, producer: Layer) -> bool:
-    """Whether ``follower`` applies constants per output channel (or one scalar) to ``producer``'s output."""
-    out = producer.outputs[0]
+def _per_channel_constant(follower: Layer, anchor: Layer, current: Tensor) -> bool:
+    """Whether ``follower`` applies constants per output channel of ``anchor`` (or one scalar) to
+    ``current``, the tensor the folds have reached: after a folded BatchNormalization a Mul/Add by a
+    [C,1,1] constant is checked against the conv's channel axis, not against the BatchNormalization."""
     if follower.op == "BatchNormalization":
-        return follower.inputs[0].name == out.name and all(t.constant for t in follower.inputs[1:])
-    others = [t for t in follower.inputs if t.name != out.name]
-    if len(others) != 1 or not others[0].constant or len(follower.inputs) != 2:
-        return False
-    shape, channels = others[0].shape, out.shape[1] if len(out.shape) > 1 else 1
-    n = math.prod(shape) if shape else 1
-    if n == 1:
-        return True
-    if producer.op == "Conv":  # [C,1,1] or [1,C,1,1]: broadcast along the channel axis
-        trailing = shape[-(len(out.shape) - 1):] if len(shape) >= len(out.shape) - 1 else ()
-        return n == channels and len(trailing) == len(out.shape) - 1 and trailing[0] == channels
-    return n == out.shape[-1] and shape[-1] == out.shape[-1]  # a GEMM's bias/scale over its columns
+        return follower.inputs[0].name == current.name and all(t.constant for t in follower.inputs[1:])
+    others = [t for t in follower.inputs if t.name != current.name]
+    return len(follower.inputs) == 2 and len(others) == 1 and is_per_channel(others[0], anchor.op, current)
 
 
 def folds(model: Model) -> dict[int, tuple[int, ...]]:
@@ -59,7 +51,7 @@ def folds(model: Model) -> dict[int, tuple[int, ...]]:
         chain, cur = [], layer
         while (nxt := _sole_consumer(cur, consumers)) is not None:
             follower = model.layers[nxt]
-            if follower.op not in FOLDABLE_OPS or not _per_channel_constant(follower, cur):
+            if follower.op not in FOLDABLE_OPS or not _per_channel_constant(follower, layer, cur.outputs[0]):
                 break
             chain.append(nxt)
             cur = follower

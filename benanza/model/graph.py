@@ -89,24 +89,26 @@ def _other_input(layer: Layer, chain: _Chain) -> Tensor | None:
     return layer.inputs[1 - names.index(chain.out.name)]
 
 
-def _is_per_channel(other: Tensor, chain: _Chain) -> bool:
-    """A constant that broadcasts along the channel axis only (a bias or a scale)."""
-    rank = len(chain.out.shape)
+def is_per_channel(other: Tensor, anchor: str, out: Tensor) -> bool:
+    """A constant that broadcasts along the channel axis of ``anchor``'s op only (a bias or a scale),
+    applied to ``out`` (the anchor's output or a tensor of its shape further down the chain).
+    Shared by the fusion chains here and the folds of the execution bound (``analyze/folding.py``)."""
+    rank = len(out.shape)
     if not other.constant or len(other.shape) > rank:
         return False
-    axis = ANCHOR_CHANNEL_AXIS[chain.anchor] % rank
+    axis = ANCHOR_CHANNEL_AXIS[anchor] % rank
     padded = (1,) * (rank - len(other.shape)) + tuple(other.shape)
-    return all(d == 1 or (i == axis and d == chain.out.shape[axis]) for i, d in enumerate(padded))
+    return all(d == 1 or (i == axis and d == out.shape[axis]) for i, d in enumerate(padded))
 
 
 def _bias(layer: Layer, chain: _Chain) -> bool:
     other = _other_input(layer, chain)
-    return layer.op == "Add" and other is not None and _is_per_channel(other, chain)
+    return layer.op == "Add" and other is not None and is_per_channel(other, chain.anchor, chain.out)
 
 
 def _scale(layer: Layer, chain: _Chain) -> bool:
     other = _other_input(layer, chain)
-    return layer.op == "Mul" and other is not None and _is_per_channel(other, chain)
+    return layer.op == "Mul" and other is not None and is_per_channel(other, chain.anchor, chain.out)
 
 
 def _bn(layer: Layer, chain: _Chain) -> bool:
