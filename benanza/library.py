@@ -150,6 +150,14 @@ ALGORITHM_TOLERANCE: dict[str, float] = {
     ConvFwdAlgo.WINOGRAD_NONFUSED: 1e-2,
 }
 
+# Convolutions computed with fewer FLOPs than the direct count (Winograd's and the FFT's
+# transforms): legacy algorithms by name, graph-API engine configs by a numerical note
+# (CUDNN_NUMERICAL_NOTE_FFT, _WINOGRAD, _WINOGRAD_TILE_4x4 ...).  The roofline counts direct
+# FLOPs, so such a row neither raises a compute peak nor has an efficiency against it.
+FEWER_FLOP_ALGORITHMS: frozenset[str] = frozenset(a.value for a in (
+    ConvFwdAlgo.FFT, ConvFwdAlgo.FFT_TILING, ConvFwdAlgo.WINOGRAD, ConvFwdAlgo.WINOGRAD_NONFUSED))
+FEWER_FLOP_NOTES = ("FFT", "WINOGRAD")
+
 
 class Activation(StrEnum):
     """ONNX activation op -> cudnnActivationMode_t."""

@@ -6,6 +6,7 @@ value below can be worked out on paper; the comments show the arithmetic.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from test_analyze_fixtures import (
     CEILINGS,
     GEMM,
     NASTY,
+    PRECOMP,
     SYSTEM,
     R,
     branchy_inputs,
@@ -43,7 +45,7 @@ from benanza.analyze.choose import executed_row
 from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.execution import GroupKind
 from benanza.analyze.roofline import bound_ms
-from benanza.analyze.sources import inputs_from_db
+from benanza.analyze.sources import ceilings, inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import Layer, bias_add
 from benanza.records import ROOFLINE, Result
@@ -569,6 +571,96 @@ def test_missing_ceilings_leave_roofline_out_without_crash():
     rep = analyze(branchy_inputs(ceilings=Ceilings()))
     assert set(rep.tables["roofline"].column("bound (ms)")) == {None}
     assert any("no measured bandwidth" in n for n in rep.notes)
+
+
+# --- ceilings: measured, never above the hardware's physical peak, labelled -----------------------
+
+WINOGRAD = "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"
+FFT_ENGINE = "eng3_kMULTIPLY=2"
+RELU = "CUDNN_ACTIVATION_RELU"
+H100 = "NVIDIA H100 80GB HBM3"  # the systems table's GPU name of the shipped database
+GIVEN = "given with the inputs (no source recorded)"  # the label of a ceiling built by hand
+
+
+def with_rows(measured: Mapping[str, Sequence[Result]], key: str, *rows: Result,
+              keep: bool = True) -> dict[str, Sequence[Result]]:
+    """``measured`` with ``rows`` added to (or, without ``keep``, instead of) those of ``key``."""
+    return {**measured, key: [*(measured.get(key, ()) if keep else ()), *rows]}
+
+
+def test_a_winograd_or_fft_row_raises_no_peak_and_has_no_efficiency():
+    """Issue 31 (6): Winograd/FFT rows compute fewer FLOPs than the direct count; they raised the
+    fp32 peak (alexnet b64 on the H100: 129.6 TFLOP/s, physical 66.9) and so understated every
+    other layer's efficiency. Now they raise nothing and have no efficiency against the direct count."""
+    inputs = branchy_inputs()
+    conv = inputs.model.layers[0].key
+    rows = with_rows(inputs.measurements, conv,
+                     R(conv, Api.CONV_FWD, WINOGRAD, "fp32", 0.004),  # 4e8 FLOP in 4e-6 s: "100 TFLOP/s"
+                     replace(R(conv, Api.GRAPH_CONV, FFT_ENGINE, "fp32", 0.005),  # "80 TFLOP/s", an FFT engine
+                             notes={"numerical_notes": ["CUDNN_NUMERICAL_NOTE_FFT"]}))
+    rep = analyze(branchy_inputs(measurements=rows))
+    assert rep.ceilings["peak (FLOP/s)"]["fp32"] == approx(50e12)  # the measured peak, not raised
+    bench = {(r["algorithm"], r["dtype"]): r for r in rep.tables["benchmarks"].rows if r["#"] == 0}
+    # the direct row's efficiency stays against the measured peak: 4e8 / 50e12 = 8e-3 ms over 0.20 ms
+    assert bench[(PRECOMP, "fp32")]["efficiency (%)"] == approx(100 * 8e-3 / 0.20)
+    for algorithm in (WINOGRAD, FFT_ENGINE):
+        assert bench[(algorithm, "fp32")]["bound (ms)"] == approx(8e-3)
+        assert bench[(algorithm, "fp32")]["efficiency (%)"] is None  # not 200 % / 160 %
+    conv1 = by_index(rep.tables["roofline"], 0)  # the Winograd row is conv1's best now
+    assert conv1["efficiency (%)"] is None and conv1["limit"] == "fewer FLOPs (Winograd/FFT)"
+    assert by_index(rep.tables["layers"], 0)["efficiency (%)"] is None
+    assert any(n.startswith("2 Winograd/FFT row(s) beat the fp32 peak 50.0") for n in rep.notes), rep.notes
+    assert not any("peak raised" in n for n in rep.notes)
+
+
+def test_no_ceiling_goes_above_the_gpus_physical_peak():
+    """On a GPU with known physical peaks (analyze/physical.py) a measured ceiling above one is capped
+    to it, a row that beats a ceiling raises it (to at most the physical peak), and a row that would
+    need more than physical raises nothing (a miscounted FLOP or byte count), with a note."""
+    inputs = branchy_inputs()
+    conv, relu = inputs.model.layers[0].key, inputs.model.layers[1].key
+    rows = with_rows(inputs.measurements, conv,
+                     R(conv, Api.CONV_FWD, GEMM, "fp32", 0.0064),  # 4e8 / 6.4e-6 s = 62.5 TFLOP/s
+                     R(conv, Api.GRAPH_CONV, "eng7", "fp32", 0.005))  # 80 TFLOP/s > 66.9: raises nothing
+    rows = with_rows(rows, relu, R(relu, Api.ACTIVATION, RELU, "fp32", 8192 / 4.096e9),
+                     R(relu, Api.ACTIVATION, RELU, "fp16", 4096 / 3.0e9), keep=False)
+    ceil = replace(CEILINGS, flops={**CEILINGS.flops, Precision.FP16: 1.2e15})  # above the H100's 989.4e12
+    rep = analyze(branchy_inputs(measurements=rows, ceilings=ceil, system={**SYSTEM, "gpu": H100}))
+    c = rep.ceilings
+    assert c["peak (FLOP/s)"]["fp32"] == approx(62.5e12)
+    assert c["peak (FLOP/s)"]["fp16"] == approx(989.4e12)
+    # relu1's fp32 row moves 8192 B at 4096 GB/s (> 3350: raises nothing), its fp16 row 4096 B at 3000 GB/s
+    assert c["bandwidth (GB/s)"] == approx(3000.0)
+    source = c["source"]
+    assert source["peak (FLOP/s)"]["fp32"] == f"raised by Conv 'conv1' ({Api.CONV_FWD.value} / {GEMM}, fp32)"
+    assert source["peak (FLOP/s)"]["fp16"].startswith("physical peak")
+    assert c["physical peak"]["peak (FLOP/s)"]["fp32"] == 66.9e12 and c["physical peak"]["bandwidth (GB/s)"] == 3350
+    assert source["bandwidth (GB/s)"] == f"raised by Relu 'relu1' ({Api.ACTIVATION.value} / {RELU}, fp16)"
+    assert any(n.startswith("1 row(s) would need more than the physical fp32 peak 66.9 TFLOP/s") for n in rep.notes)
+    assert any(n.startswith("1 row(s) would need more than the physical HBM bandwidth 3350 GB/s") for n in rep.notes)
+    assert any(n.startswith("fp16 peak 1200.0 TFLOP/s (given") and n.endswith("the physical peak stands")
+               for n in rep.notes)
+    bench = {(r["algorithm"], r["dtype"]): r["efficiency (%)"] for r in rep.tables["benchmarks"].rows if r["#"] == 0}
+    assert bench[("eng7", "fp32")] == approx(100 * 6.4e-3 / 0.005)  # above 100 %, as its note says
+
+
+def test_every_ceiling_is_labelled_with_its_source(report, tmp_path):
+    """Ceilings given with the inputs say so; the database's are labelled with the measurement."""
+    c = report.ceilings
+    assert c["source"]["bandwidth (GB/s)"] == GIVEN
+    assert c["source"]["L2-resident bandwidth (GB/s)"] == f"the HBM bandwidth ({GIVEN})"
+    assert c["source"]["peak (FLOP/s)"] == {"fp32": GIVEN, "tf32": GIVEN}
+    assert c["physical peak"] is None  # the test system is no GPU of physical.PHYSICAL_PEAKS
+    db = perfdb.open_db(tmp_path / "perf.db")
+    system = perfdb.upsert_system(db, {**SYSTEM, "gpu": H100, "bandwidth_gbs": 3000.0})
+    ceiling = [replace(R("ceiling", Api.CEILING, algorithm, "fp32", 1.0), notes=notes)
+               for algorithm, notes in (("copy_d2d", {"gbs": 2400.0}), ("gemm_fp32", {"tflops": 51.0}))]
+    perfdb.insert_results(db, system, ceiling)
+    (row,) = perfdb.systems(db)
+    measured = ceilings(db, row)
+    assert (measured.bandwidth_gbs, measured.flops) == (3000.0, {Precision.FP32: approx(51e12)})
+    assert measured.sources == {"hbm": "measured: the system's bandwidth kernel",
+                                "fp32": "measured: ceilings benchmark gemm_fp32"}
 
 
 def test_without_profile():

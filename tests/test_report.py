@@ -12,6 +12,7 @@ from test_analyze_fixtures import NASTY, branchy_inputs
 from benanza import SCHEMA_VERSION
 from benanza.analyze import Ceilings, analyze
 from benanza.analyze.tables import LEVELS
+from benanza.library import Precision
 from benanza.report import print_report, to_html, to_json, trace_events, write_html, write_json, write_trace
 from benanza.report.fmt import cell
 from benanza.report.terminal import waterfall_lines
@@ -80,6 +81,26 @@ def test_html_without_ceilings_or_profile(report):
     checker = check_html(page)
     # achieved FLOP/s needs no ceiling, so the points are drawn, but no roof is guessed
     assert "circle" in checker.tags and "polyline" not in checker.tags
+
+
+def test_every_writer_shows_each_ceiling_with_its_source():
+    """A ceiling is never shown without where it comes from (issue 31, 6: "fp32 peak 1.3e+14 FLOP/s",
+    raised by a Winograd row past the physical peak, unlabelled)."""
+    ceil = Ceilings(bandwidth_gbs=2000.0, flops={Precision.FP32: 50e12}, sources={
+        "hbm": "measured: ceilings benchmark copy_d2d", "fp32": "measured: ceilings benchmark gemm_fp32"})
+    rep = analyze(branchy_inputs(ceilings=ceil, system={"gpu": "NVIDIA H100 80GB HBM3"}))
+    page = to_html(rep)
+    assert "fp32 peak 5e+13 FLOP/s (measured)" in page and "bandwidth 2000 GB/s (measured)" in page  # the plot
+    assert "measured: ceilings benchmark gemm_fp32" in page and "measured: ceilings benchmark copy_d2d" in page
+    assert "NVIDIA H100 SXM5 datasheet (dense)" in page
+    console = Console(record=True, width=300)
+    print_report(rep, console=console)
+    text = console.export_text()
+    assert "Roofline ceilings" in text and "measured: ceilings benchmark gemm_fp32" in text and "6.69e+13" in text
+    data = json.loads(to_json(rep))["ceilings"]
+    assert data["peak (FLOP/s)"] == {"fp32": 50e12}  # the old keys keep their values
+    assert data["source"]["peak (FLOP/s)"] == {"fp32": "measured: ceilings benchmark gemm_fp32"}
+    assert data["physical peak"]["peak (FLOP/s)"]["fp32"] == 66.9e12
 
 
 def test_json_has_schema_system_and_every_table(report, tmp_path):

@@ -12,8 +12,9 @@ from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose
 from benanza.analyze.dag import critical_path, layer_graph
 from benanza.analyze.execution import Bounds, Execution, GroupKind
 from benanza.analyze.fixes import fix_for
-from benanza.analyze.inputs import Inputs, LayerProfile
-from benanza.analyze.peaks import effective_ceilings
+from benanza.analyze.inputs import Ceilings, Inputs, LayerProfile
+from benanza.analyze.peaks import HBM, L2_LEVEL, effective_ceilings, fewer_flops
+from benanza.analyze.physical import physical_peaks
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes, speed_of_light
 from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
@@ -31,6 +32,7 @@ LAYER_COLUMNS = ("#", "layer", "op", "measured (ms)", "kernels", "as-executed (m
 MISSING_COLUMNS = ("policy", "kind", "#", "layer", "op", "key", "reason")
 ROOFLINE_COLUMNS = ("#", "layer", "op", "precision", "FLOPs", "bytes", "intensity (FLOP/B)", "achieved (FLOP/s)",
                     "bound (ms)", "best (ms)", "efficiency (%)", "limit")
+FEWER_FLOPS = "fewer FLOPs (Winograd/FFT)"  # the roofline table's limit of a best row the direct count does not fit
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
@@ -222,12 +224,26 @@ def analyze(inputs: Inputs) -> Report:
                "fusion candidates": len(model.fusions), "edges": graph.number_of_edges()},
         system=dict(inputs.system),
         constraints=inputs.constraints.describe(),
-        ceilings={"bandwidth (GB/s)": inputs.ceilings.bandwidth_gbs,
-                  "L2-resident bandwidth (GB/s)": inputs.ceilings.cache_bandwidth_gbs,
-                  "L2 (bytes)": inputs.ceilings.cache_bytes,
-                  "peak (FLOP/s)": {Precision(p).value: v for p, v in inputs.ceilings.flops.items()}},
+        ceilings=_ceilings(inputs.ceilings, inputs.system),
         summary=summary, tables=tables,
         timeline=timeline(model, prof, _spans_of(exe), _spans_of(bounds.joint)), notes=tuple(notes))
+
+
+def _ceilings(ceil: Ceilings, system: dict[str, Any]) -> dict[str, Any]:
+    """The report's ceilings: each value, where it comes from (measured, raised by a row, or the
+    physical peak) and the GPU's physical peak beside it (None for a GPU not in PHYSICAL_PEAKS)."""
+    phys = physical_peaks(system)
+    flops = {Precision(p).value: v for p, v in ceil.flops.items()}
+    return {"bandwidth (GB/s)": ceil.bandwidth_gbs,
+            "L2-resident bandwidth (GB/s)": ceil.cache_bandwidth_gbs,
+            "L2 (bytes)": ceil.cache_bytes,
+            "peak (FLOP/s)": flops,
+            "source": {"bandwidth (GB/s)": ceil.sources.get(HBM),
+                       "L2-resident bandwidth (GB/s)": ceil.sources.get(L2_LEVEL),
+                       "peak (FLOP/s)": {p: ceil.sources.get(p) for p in flops}},
+            "physical peak": None if phys is None else {
+                "bandwidth (GB/s)": phys.hbm_gbs, "peak (FLOP/s)": {p.value: v for p, v in phys.flops.items()},
+                "source": phys.source}}
 
 
 def _mapped(model: Model, inputs: Inputs, executed: dict[int, Choice | Miss]
@@ -356,6 +372,7 @@ def _layer_table(model: Model, inputs: Inputs, choices: AllChoices) -> Table:
         lp = prof.layers.get(i) if prof else None
         best, run, heur = choices[Policy.BEST][i], choices[Policy.AS_EXECUTED][i], choices[Policy.HEURISTIC][i]
         bound = bound_ms(layer, best.precision, inputs.ceilings) if isinstance(best, Choice) else None
+        direct = not (isinstance(best, Choice) and best.result is not None and fewer_flops(best.result))
         measured = lp.gpu_ms if lp else None
         actual = measured if measured is not None else _val(run)
         rows.append({
@@ -365,11 +382,12 @@ def _layer_table(model: Model, inputs: Inputs, choices: AllChoices) -> Table:
             "heuristic (ms)": _val(heur), "best (ms)": _val(best),
             "best benchmark": best.describe() if isinstance(best, Choice) else None,
             "source": best.source.value if isinstance(best, Choice) else None,
-            "bound (ms)": bound, "efficiency (%)": efficiency_pct(bound, _val(best)),
+            "bound (ms)": bound, "efficiency (%)": efficiency_pct(bound, _val(best)) if direct else None,
             "gap (ms)": actual - best.latency_ms if actual is not None and isinstance(best, Choice) else None,
         })
     return Table("Per layer", LAYER_COLUMNS, tuple(rows),
-                 note="gap: measured GPU time (or as-executed benchmark) minus best")
+                 note="gap: measured GPU time (or as-executed benchmark) minus best; no efficiency for a "
+                      "Winograd/FFT best (fewer FLOPs than the direct count the bound uses)")
 
 
 def _execution_table(model: Model, exe: Execution) -> Table:
@@ -441,11 +459,13 @@ def _roofline(model: Model, inputs: Inputs, best: gaps.Choices, notes: list[str]
             bound = bound_ms(layer, p, ceil)
             moved = layer_bytes(layer, p)
             memory_ms = ceil.memory_ms(moved)
+            direct = c.result is None or not fewer_flops(c.result)
             rows.append({"#": layer.index, "layer": layer.name, "op": layer.op, "precision": p.value if p else None,
                          "FLOPs": layer.flops, "bytes": moved, "intensity (FLOP/B)": intensity(layer, p),
                          "achieved (FLOP/s)": achieved_flops(layer, c.latency_ms), "bound (ms)": bound,
-                         "best (ms)": c.latency_ms, "efficiency (%)": efficiency_pct(bound, c.latency_ms),
-                         "limit": None if bound is None or memory_ms is None
+                         "best (ms)": c.latency_ms,
+                         "efficiency (%)": efficiency_pct(bound, c.latency_ms) if direct else None,
+                         "limit": FEWER_FLOPS if not direct else None if bound is None or memory_ms is None
                          else ("memory" if memory_ms >= bound else "compute")})
         bounds: dict[str, float | None] = {}  # this layer's bound per dtype
         for r in usable(inputs.measurements.get(layer.key, ())):
@@ -456,6 +476,7 @@ def _roofline(model: Model, inputs: Inputs, best: gaps.Choices, notes: list[str]
             b = bounds[r.dtype]
             bench.append({"#": layer.index, "layer": layer.name, "api": r.api, "algorithm": r.algorithm,
                           "dtype": r.dtype, "latency (ms)": r.median_ms, "bound (ms)": b,
-                          "efficiency (%)": efficiency_pct(b, r.median_ms)})
-    return (Table("Roofline per layer (best benchmark's precision)", ROOFLINE_COLUMNS, tuple(rows)),
-            Table("Every ok benchmark against its roofline", BENCHMARK_COLUMNS, tuple(bench)))
+                          "efficiency (%)": None if fewer_flops(r) else efficiency_pct(b, r.median_ms)})
+    why = "no efficiency for Winograd/FFT rows: they compute fewer FLOPs than the direct count the bound uses"
+    return (Table("Roofline per layer (best benchmark's precision)", ROOFLINE_COLUMNS, tuple(rows), note=why),
+            Table("Every ok benchmark against its roofline", BENCHMARK_COLUMNS, tuple(bench), note=why))

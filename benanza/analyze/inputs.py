@@ -148,6 +148,7 @@ class Ceilings:
     # reading what the previous one just wrote): the bandwidth measured on such data, and L2's size.
     cache_bandwidth_gbs: float | None = None
     cache_bytes: int | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)  # "hbm", "l2", a precision -> where its value comes from
 
     def peak_flops(self, precision: Precision) -> float | None:
         value = self.flops.get(precision)

@@ -46,18 +46,24 @@ def check_same_system(bundle: Bundle, system: Mapping[str, Any]) -> None:
 
 
 def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:
-    """Measured peaks: the ceilings benchmark's rows, else the system's measured bandwidth."""
+    """Measured peaks: the ceilings benchmark's rows, else the system's measured bandwidth, each
+    labelled with the measurement it comes from (``Ceilings.sources``)."""
     rows = perfdb.results_for(db, system["id"], [CEILING_KEY]).get(CEILING_KEY, [])
     ok = {r.algorithm: r for r in rows if r.status == Status.OK and r.api == CEILING_KEY}
     copy = ok.get(COPY_CEILING)
     # One peak bandwidth, the best measured: the ceilings benchmark's cudaMemcpy (2430 GB/s on the
     # H100) is slower than the system's own bandwidth kernel (3014 GB/s), and a roofline below what a
     # kernel reaches would put benchmarks above 100 % and memory-bound layers' bounds above their runs.
-    measured = [float(v) for v in ((copy.notes.get("gbs") if copy else None), system.get("bandwidth_gbs")) if v]
-    bandwidth = max(measured, default=None)
+    measured = [(float(v), label) for v, label in
+                ((copy.notes.get("gbs") if copy else None, f"measured: ceilings benchmark {COPY_CEILING}"),
+                 (system.get("bandwidth_gbs"), "measured: the system's bandwidth kernel")) if v]
+    bandwidth, label = max(measured, default=(None, None))
     flops = {p: float(ok[a].notes["tflops"]) * 1e12 for a, p in GEMM_CEILINGS.items()
              if a in ok and ok[a].notes.get("tflops")}
-    return Ceilings(bandwidth_gbs=float(bandwidth) if bandwidth else None, flops=flops)
+    sources = {p.value: f"measured: ceilings benchmark {a}" for a, p in GEMM_CEILINGS.items() if p in flops}
+    if label:
+        sources["hbm"] = label
+    return Ceilings(bandwidth_gbs=bandwidth or None, flops=flops, sources=sources)
 
 
 def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profile: Profile | None = None,

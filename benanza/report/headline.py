@@ -37,3 +37,24 @@ def top_gaps(report: Report, n: int = 3) -> list[tuple[str, float, str]]:
     rows = [r for r in (table.rows if table else ()) if r.get("kind") == "gap" and (r.get("ms") or 0) > 0]
     rows.sort(key=lambda r: -r["ms"])
     return [(r["step"], r["ms"], r.get("fix") or "see docs/METRICS.md") for r in rows[:n]]
+
+
+BANDWIDTHS = ("bandwidth (GB/s)", "L2-resident bandwidth (GB/s)")
+
+
+def ceilings(report: Report) -> list[tuple[str, Any, str, Any]]:
+    """(ceiling, value, where it comes from, the GPU's physical peak or None) for each roofline
+    ceiling: the bandwidths, then one peak FLOP/s per precision (docs/METRICS.md, Ceilings)."""
+    c = report.ceilings
+    source, physical = c.get("source") or {}, c.get("physical peak") or {}
+    rows = [(name, c.get(name), source.get(name) or "", physical.get(name)) for name in BANDWIDTHS]
+    peaks, physical_peaks = source.get("peak (FLOP/s)") or {}, physical.get("peak (FLOP/s)") or {}
+    rows += [(f"{p} peak (FLOP/s)", v, peaks.get(p) or "", physical_peaks.get(p))
+             for p, v in (c.get("peak (FLOP/s)") or {}).items()]
+    return rows
+
+
+def ceiling_kind(source: str) -> str:
+    """The one word of a ceiling's source a plot has room for: measured, raised or physical."""
+    first = source.split(" ", 1)[0].rstrip(":")
+    return first if first in ("measured", "raised", "physical") else "given"

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benanza import atomic
+from benanza.analyze.core import FEWER_FLOPS
 from benanza.analyze.tables import Report
 from benanza.report import svg
 from benanza.report.fmt import cell
-from benanza.report.headline import figures, top_gaps
+from benanza.report.headline import ceiling_kind, ceilings, figures, top_gaps
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -57,14 +58,20 @@ def to_html(report: Report) -> str:
     layers = layer_order(report.tables["layers"].rows, with_profile)
     bars = svg.layer_bars([(f"{r['op']} #{r['#']} {r['layer']}", r["measured (ms)"], r["best (ms)"], r["bound (ms)"])
                            for r in layers])
-    points = [(f"{r['#']} {r['layer']} ({r['op']}, {r['precision']})", r["intensity (FLOP/B)"],
-               r["achieved (FLOP/s)"]) for r in report.tables["roofline"].rows
+    points = [(f"{r['#']} {r['layer']} ({r['op']}, {r['precision']}"
+               f"{', ' + FEWER_FLOPS + ': direct-count FLOP/s' if r['limit'] == FEWER_FLOPS else ''})",
+               r["intensity (FLOP/B)"], r["achieved (FLOP/s)"]) for r in report.tables["roofline"].rows
               if r["intensity (FLOP/B)"] and r["achieved (FLOP/s)"]]
-    roof = svg.roofline(points, report.ceilings["bandwidth (GB/s)"], report.ceilings["peak (FLOP/s)"])
+    sources = report.ceilings.get("source") or {}
+    kinds = {p: ceiling_kind(s) for p, s in (sources.get("peak (FLOP/s)") or {}).items() if s}
+    if sources.get("bandwidth (GB/s)"):
+        kinds["bandwidth"] = ceiling_kind(sources["bandwidth (GB/s)"])
+    roof = svg.roofline(points, report.ceilings["bandwidth (GB/s)"], report.ceilings["peak (FLOP/s)"], kinds=kinds)
     fall = svg.waterfall([(r["step"], r["kind"], r["ms"]) for r in report.tables["gaps"].rows])
     template = environment().get_template("report.html.j2")
     return template.render(report=report, tables=list(report.tables.items()), open_tables=OPEN_TABLES,
                            bars_svg=bars, roofline_svg=roof, waterfall_svg=fall, figures=figures(report),
+                           ceilings=ceilings(report),
                            gaps=top_gaps(report), profiled=with_profile, system_line=system_line(report.system))
 
 

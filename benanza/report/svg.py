@@ -77,8 +77,11 @@ def _decades(lo: float, hi: float) -> tuple[int, int]:
 
 
 def roofline(points: Sequence[tuple[str, float, float]], bandwidth_gbs: float | None,
-             peaks: Mapping[str, float], width: int = 900, height: int = 440) -> Markup:
-    """Log-log roofline: (label, FLOP/B, FLOP/s) points under the bandwidth slope and compute roofs."""
+             peaks: Mapping[str, float], width: int = 900, height: int = 440,
+             kinds: Mapping[str, str] | None = None) -> Markup:
+    """Log-log roofline: (label, FLOP/B, FLOP/s) points under the bandwidth slope and compute roofs;
+    ``kinds``: a roof's (or "bandwidth"'s) source in a word (measured, raised, physical), shown beside it."""
+    kinds = kinds or {}
     points = [p for p in points if p[1] > 0 and p[2] > 0]
     if not points:
         return _empty("roofline")
@@ -122,10 +125,12 @@ def roofline(points: Sequence[tuple[str, float, float]], bandwidth_gbs: float | 
             line = [(lo, peak), (hi, peak)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in line)
         body.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
-        body.append(_text(left + pw - 4, py(peak) - 4, f"{name} peak {peak:.3g} FLOP/s", "end",
+        kind = f" ({kinds[name]})" if name in kinds else ""
+        body.append(_text(left + pw - 4, py(peak) - 4, f"{name} peak {peak:.3g} FLOP/s{kind}", "end",
                           f' fill="{color}"{halo}'))
     if bw:
-        body.append(_text(left + 6, top + 14, f"bandwidth {bandwidth_gbs:.4g} GB/s", "start",
+        kind = f" ({kinds['bandwidth']})" if "bandwidth" in kinds else ""
+        body.append(_text(left + 6, top + 14, f"bandwidth {bandwidth_gbs:.4g} GB/s{kind}", "start",
                           f' fill="{PEAK_COLORS[0]}"{halo}'))
     key_x = left + pw + 12  # colour key right of the plot, clear of points and roofs
     body.append(f'<circle cx="{key_x + 5}" cy="{top + 10}" r="4" fill="{COLORS["point"]}"/>')

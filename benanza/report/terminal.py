@@ -9,7 +9,7 @@ from rich.text import Text
 from benanza.analyze.tables import Report, Table
 from benanza.plain_text import plain
 from benanza.report.fmt import cell
-from benanza.report.headline import figures, top_gaps
+from benanza.report.headline import ceilings, figures, top_gaps
 
 BAR_WIDTH = 40
 DETAIL_TABLES = ("what-if", "api totals", "fusion patterns", "overhead")
@@ -42,6 +42,19 @@ def waterfall_lines(gaps: Table) -> list[str]:
         sign = "-" if r["kind"] != "total" and r["ms"] >= 0 else "+" if r["kind"] != "total" else " "
         lines.append(f"{r['step']:<{width}}  {sign}{abs(r['ms']):>9.4f} ms  {bar}")
     return lines
+
+
+def _ceilings(report: Report) -> RichTable:
+    """The roofline's ceilings, each with where it comes from and the GPU's physical peak."""
+    physical = report.ceilings.get("physical peak") or {}
+    out = RichTable(title="Roofline ceilings", title_justify="left")
+    for c in ("ceiling", "value", "source", "physical peak"):
+        out.add_column(c, justify="right" if c in ("value", "physical peak") else "left", overflow="fold")
+    for name, value, source, peak in ceilings(report):
+        out.add_row(plain(name), plain(cell(value, name)), plain(source or "-"), plain(cell(peak, name)))
+    out.caption = (f"physical peaks: {physical['source']}" if physical.get("source")
+                   else "no physical peaks known for this GPU (benanza/analyze/physical.py)")
+    return out
 
 
 def print_report(report: Report, console: Console | None = None, top: int = 10) -> None:
@@ -86,5 +99,6 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     missing = report.tables["missing"]
     if missing.rows:
         console.print(_rich(missing, limit=top))
+    console.print(_ceilings(report))
     for note in report.notes:
         console.print(plain(f"note: {note}", style="yellow"))
