@@ -66,8 +66,6 @@ class GroupKind:
     FAILED = "roofline (every benchmark failed)"
 
 
-ROOFLINE_CHARGES = (GroupKind.UNMEASURED, GroupKind.FAILED)  # a layer charged its roofline for want of a row
-
 
 @dataclass(frozen=True)
 class Group:
@@ -155,19 +153,21 @@ class _Coster:
         self.unmeasured.setdefault(layer.index, NO_BIAS_BENCHMARK)
         return bias_roofline_ms(layer, self.store, self.ceil) or 0.0, " + bias (roofline)"
 
-    def compute(self, layer: Layer, with_bias: bool) -> tuple[float, str] | None:
+    def compute(self, layer: Layer, with_bias: bool) -> tuple[float, str, str] | None:
+        """(ms, call, group kind) of a conv/GEMM: its best allowed row (kind library call), else its
+        roofline (kind says why), plus its bias add when it has one."""
         best = fastest(_allowed(self.inputs.measurements.get(layer.key, ()), self.constraints, Fusion.NONE.value))
         if best is None:
             got = self.charge_roofline(layer)
             if got is None:
                 return None
-            ms, call = got
+            (ms, kind), call = got, "roofline"
         else:
-            ms, call = best.median_ms or 0.0, _describe(best)
+            ms, call, kind = best.median_ms or 0.0, _describe(best), GroupKind.CALL
         if with_bias and layer.op in BIAS_OPS:
             extra, what = self.bias_ms(layer)
             ms, call = ms + extra, call + what
-        return ms, call
+        return ms, call, kind
 
     def memory(self, layer: Layer) -> Group | None:
         """A memory-bound layer: its bytes at the peak bandwidth, or a measured call when cheaper."""
@@ -366,9 +366,8 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             got = coster.compute(layer, _has_bias(layer) or any(model.layers[f].op in BIAS_GIVING for f in fs))
             taken |= {i, *fs}
             if got is not None:
-                roofline = got[1].startswith(ROOFLINE_CHARGES)  # the call is the kind of its roofline charge
-                kind = next(k for k in ROOFLINE_CHARGES if got[1].startswith(k)) if roofline else GroupKind.CALL
-                groups.append(Group((i, *fs), kind, got[0], got[1], folded=fs))
+                ms, call, kind = got
+                groups.append(Group((i, *fs), kind, ms, call, folded=fs))
     for i, head in folded_into.items():  # folded into a conv that a fused call took: already covered
         if head in taken:
             taken.add(i)
