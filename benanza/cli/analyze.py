@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from benanza.analyze.inputs import DEFAULT_WHAT_IFS
+from benanza.atomic import STDOUT, check_output
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import database, parse_precisions, parse_what_ifs
+from benanza.cli.options import database, force_option, parse_precisions, parse_what_ifs
 from benanza.cli.progress import working
 from benanza.pipeline import FAMILIES, analyze_model
 from benanza.plain_text import plain
@@ -56,10 +57,11 @@ def no_cycle_collection() -> Iterator[None]:
               help="Write the per-layer table as CSV (op, shapes, measured, as-executed, best, bound, gap, ...).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
+@force_option
 @friendly_errors
 def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
                 dtypes: str | None, apis: str, what_ifs: str, json_path: Path | None, html_path: Path | None,
-                csv_path: Path | None, trace_path: Path | None) -> None:
+                csv_path: Path | None, trace_path: Path | None, force: bool) -> None:
     """Lower-bound latency of MODEL on a system and where a framework run loses time.
 
     LBL (sequential and parallel) of the cheapest equivalent execution from measured
@@ -69,6 +71,13 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
     precision what-ifs beside them (docs/METRICS.md). Refuses a bundle of another model, a profile
     that maps onto fewer than half of the layers and a database without rows for the batch/precision.
     """
+    outputs = ((json_path, write_json, "json"), (html_path, write_html, "html"), (csv_path, write_csv, "csv"),
+               (trace_path, write_trace, "trace"))
+    for path, _, kind in outputs:  # before any work: never over an input or someone else's file
+        if path:
+            check_output(path, kind, (model, bundle, db_path), force)
+    # with an output on stdout ("-") the human-readable report goes to stderr
+    out = err_console if any(str(path) == STDOUT for path, _, _ in outputs) else console
     with no_cycle_collection():
         label = str(db_path) if db_path else "perf.db"
         precisions = parse_precisions(dtypes) if dtypes is not None else None
@@ -76,12 +85,11 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
         with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
             report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch, precisions, apis,
                                             db_label=label, what_if=what_if)
-        print_report(report, console)
+        print_report(report, out)
         if mapping is not None:
             for index, why in mapping.unmapped_layers:
                 err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
-        for path, write in ((json_path, write_json), (html_path, write_html), (csv_path, write_csv),
-                            (trace_path, write_trace)):
+        for path, write, _ in outputs:
             if path:
                 write(report, path)
-                console.print(plain(f"wrote {path}"), highlight=False)
+                out.print(plain(f"wrote {path}"), highlight=False)

@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from benanza import bundles as bundle_store
+from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import database
+from benanza.cli.options import database, force_option
 from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
@@ -32,12 +33,16 @@ from benanza.report.fmt import cell
               help="System (id prefix or GPU name); give it twice or more with one MODEL to compare systems.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the per-layer table.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write an HTML page.")
+@force_option
 @friendly_errors
 def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None, systems: tuple[str, ...],
-                csv_path: Path | None, html_path: Path | None) -> None:
+                csv_path: Path | None, html_path: Path | None, force: bool) -> None:
     """Analyses of one model side by side: profile BUNDLEs (e.g. the same model in ONNX Runtime
     and PyTorch), or one MODEL on several --system. The same headline for each, per-layer figures
     and their deltas to the first, and totals equal to each analysis's own."""
+    for path, kind in ((csv_path, "csv"), (html_path, "html")):  # before any work
+        if path:
+            check_output(path, kind, (*sides, model_path if model_path.is_file() else None, db_path), force)
     db = database(db_path)
     label = str(db_path) if db_path else "perf.db"
     if len(sides) == 1 and sides[0].is_file():

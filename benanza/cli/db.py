@@ -11,8 +11,9 @@ from rich.text import Text
 
 from benanza import db as perfdb
 from benanza import packed_db
+from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import database
+from benanza.cli.options import database, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import plain
@@ -78,9 +79,11 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @click.argument("path", type=EXISTING_DB)
 @click.option("--csv", "csv_out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="CSV file to write: one row per benchmark, with its GPU and layer op.")
+@force_option
 @friendly_errors
-def export_cmd(path: Path, csv_out: Path) -> None:
+def export_cmd(path: Path, csv_out: Path, force: bool) -> None:
     """Export every benchmark as CSV."""
+    check_output(csv_out, "csv", (path,), force)
     with working(f"exporting {path}"):
         rows = perfdb.export_csv(perfdb.open_db(database(path), readonly=True), csv_out)
     console.print(plain(f"wrote {rows} benchmarks to {csv_out}"))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import click
 
 from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
@@ -47,3 +51,10 @@ def parse_what_ifs(text: str) -> list[WhatIf]:
     if bad:
         raise BenanzaError(f"--what-if: unknown {', '.join(bad)}; choose from {', '.join(valid)} or none")
     return [WhatIf(w) for w in dict.fromkeys(items)]
+
+
+def force_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--force``: the one flag that lets an output replace a file that is not its own earlier output."""
+    return click.option("--force", is_flag=True,
+                        help="Replace an output file even if it is an input of this command or not an earlier "
+                             "benanza output of its kind (refused otherwise).")(command)

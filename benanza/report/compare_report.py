@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from benanza import atomic
 from benanza.compare import LAYER_FIGURES, Comparison
-from benanza.errors import BenanzaError
 from benanza.report.fmt import cell
 from benanza.report.html import environment
 
@@ -82,8 +82,4 @@ def to_html(comp: Comparison, title: str) -> str:
 
 
 def write(text: str, path: Path) -> Path:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise BenanzaError(f"{path}: cannot write ({exc.strerror})") from None
-    return path
+    return atomic.write_text(path, text)

@@ -6,8 +6,8 @@ import csv
 import io
 from pathlib import Path
 
+from benanza import atomic
 from benanza.analyze.tables import Report
-from benanza.errors import BenanzaError
 
 # (CSV column, layer-table column); "shapes" comes from the report's model record.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -33,9 +33,4 @@ def to_csv(report: Report) -> str:
 
 
 def write_csv(report: Report, path: str | Path) -> Path:
-    path = Path(path)
-    try:
-        path.write_text(to_csv(report), encoding="utf-8")
-    except OSError as exc:
-        raise BenanzaError(f"{path}: cannot write CSV ({exc.strerror})") from None
-    return path
+    return atomic.write_text(path, to_csv(report))
