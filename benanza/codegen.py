@@ -231,6 +231,15 @@ def generate(plan: Plan, out_dir: str | Path, command_line: str) -> Manifest:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise BenanzaError(f"{out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return _write_project(plan, out, command_line)
+    except OSError as exc:  # a parent that is a file, /proc, a read-only or full disk: one line
+        where = exc.filename or out
+        raise BenanzaError(f"{out}: cannot write the project ({exc.strerror}: {where})") from None
+
+
+def _write_project(plan: Plan, out: Path, command_line: str) -> Manifest:
     env = environment()
     manifest = Manifest(generated_by=command_line)
     executables = plan.executables()

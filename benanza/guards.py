@@ -27,6 +27,22 @@ def model_stem(name: str) -> str:
     return Path(name).name.removesuffix(".onnx").removeprefix("light_")
 
 
+# Ops whose work benanza can neither benchmark nor count (recurrences, control flow): a bound that
+# charges them their bytes alone says nothing about the model, so its analysis is refused.
+UNSUPPORTED_OPS = frozenset({"LSTM", "GRU", "RNN", "Loop", "Scan", "If"})
+
+
+def check_supported(model: Model, model_path: Path) -> None:
+    """Refuse, in one line naming the ops, a model whose work lies in layers benanza cannot bound:
+    an op of ``UNSUPPORTED_OPS``, or no layer with a library call at all."""
+    unsupported = sorted({layer.op for layer in model.layers if layer.op in UNSUPPORTED_OPS})
+    if not unsupported and any(layer.apis for layer in model.layers):
+        return
+    ops = unsupported or sorted({layer.op for layer in model.layers})
+    raise BenanzaError(f"{model_path}: unsupported op(s) {', '.join(ops)[:200]}: benanza has no library call or "
+                       "cost model for them, so it cannot bound this model")
+
+
 def check_bundle_model(bundle: Bundle, model_path: Path) -> None:
     """The bundle must have been recorded with this very model: by content hash when the bundle
     has one (any file name is fine), else by file name (bundles written before the hash)."""

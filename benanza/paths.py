@@ -42,14 +42,37 @@ def _unpack(packed: Path, target: Path) -> Path:
 
             unpack(packed, target)
             return target
-        import lzma
-        import shutil
+        _unpack_xz(packed, target)
+    return target
 
-        partial = target.with_suffix(f".db.{os.getpid()}.partial")  # two processes may unpack at once
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _unpack_xz(packed: Path, target: Path) -> None:
+    """An xz-compressed SQLite file into ``target``, whole or not at all: a damaged or foreign file is
+    one line naming it, and neither a partial file nor a bad cache copy is left behind."""
+    import contextlib
+    import lzma
+    import shutil
+
+    from benanza.errors import BenanzaError
+
+    partial = target.with_suffix(f".db.{os.getpid()}.partial")  # two processes may unpack at once
+    try:
         with lzma.open(packed, "rb") as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst)
+        with open(partial, "rb") as check:
+            if check.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                raise BenanzaError(f"{packed}: not an xz-compressed SQLite database")
         partial.replace(target)
-    return target
+    except (lzma.LZMAError, EOFError) as exc:
+        raise BenanzaError(f"{packed}: not a readable xz file ({exc})") from None
+    except OSError as exc:
+        raise BenanzaError(f"{packed}: cannot unpack into {target.parent} ({exc.strerror})") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
 
 
 def cache_dir() -> Path:

@@ -221,6 +221,7 @@ def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_n
             raise BenanzaError(f"{bundle_path}: bundle was recorded at sequence length {recorded}, not {seq_len}")
         seq_len = recorded if recorded is not None else seq_len
     model = load_model(model_path, batch, seq_len)
+    guards.check_supported(model, model_path)
     mapping = map_bundle_report(model, bundle) if bundle is not None else None
     if not db_path.exists():
         raise BenanzaError(f"{db_path}: no such performance database")
