@@ -83,9 +83,11 @@ def measured_keys(db: Database, system_id: str, keys: Iterable[str], precisions:
 
 
 def check_database(db: Database, db_path: Path, system: dict[str, Any], model: Model, model_path: Path,
-                   precisions: Iterable[Precision]) -> None:
+                   precisions: Iterable[Precision], seq_len: int | None = None) -> None:
     """The database must hold measurements for at least half of the model's library layers at
-    this batch and in these precisions."""
+    this batch and in these precisions. The refusal names the database the user gave (the shipped
+    one by default) and a command that runs as written: a compressed database is read-only, so it
+    measures into a new perf.db."""
     precisions = sorted(set(precisions), key=list(Precision).index)
     wanted = library_keys(model)
     have = measured_keys(db, system["id"], wanted, precisions)
@@ -95,5 +97,6 @@ def check_database(db: Database, db_path: Path, system: dict[str, Any], model: M
         raise BenanzaError(
             f"{db_path}: holds measurements of {held} of the {len(wanted)} library layers of {model.name} "
             f"at batch {model.batch} in {precision_list} on {system.get('gpu') or system['id'][:12]}; "
-            f"measure them: benanza run {shlex.quote(str(model_path))} --batch {model.batch} --dtype {precision_list} "
-            f"--db {shlex.quote(str(db_path))}")
+            f"measure them: benanza run {shlex.quote(str(model_path))} --batch {model.batch} "
+            f"{f'--seq-len {seq_len} ' if seq_len else ''}--dtype {precision_list} "
+            f"--db {shlex.quote('perf.db' if db_path.suffix == '.xz' else str(db_path))}")

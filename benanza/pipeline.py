@@ -53,14 +53,15 @@ def shipped_bundle(model: Path) -> Path | None:
     return found[0] if found else None
 
 
-def load(path: Path, batches: list[int]) -> tuple[list[Model], list[str]]:
-    """Every model of ``path`` at every batch; one error line per file that failed."""
+def load(path: Path, batches: list[int], seq_len: int | None = None) -> tuple[list[Model], list[str]]:
+    """Every model of ``path`` at every batch (symbolic sequence dims at ``seq_len``); one error line per
+    file that failed."""
     from benanza.model.onnx_import import load_models
 
     models: list[Model] = []
     errors: list[str] = []
     for batch in batches:
-        loaded, errs = load_models(path, batch=batch)
+        loaded, errs = load_models(path, batch=batch, seq_len=seq_len)
         models += loaded
         errors += errs
     return models, errors
@@ -100,7 +101,8 @@ def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, s
 
 
 def generate_project(models: list[Path], out: Path, precisions: tuple[str, ...], batch: int | None,
-                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None) -> Path | None:
+                     skip: Callable[[Any], bool] | None = None, apis: list[Any] | None = None,
+                     seq_len: int | None = None) -> Path | None:
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
     and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
@@ -108,7 +110,7 @@ def generate_project(models: list[Path], out: Path, precisions: tuple[str, ...],
     from benanza import plan as planner
     from benanza.model.onnx_import import load_model
 
-    loaded = [load_model(m, batch) for m in models]
+    loaded = [load_model(m, batch, seq_len) for m in models]
     command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
     p = planner.plan(loaded, precisions, apis=apis, ceilings=apis is None, skip=skip)
     if not p.jobs and skip is None:
@@ -235,6 +237,6 @@ def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_n
         precisions, _ = run_precisions(bundle.meta.framework, bundle.meta.dtype, bundle.meta.extra)
     if precisions:
         constraints = constraints.with_precisions(frozenset(precisions))
-    guards.check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions)
+    guards.check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions, seq_len)
     inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
     return inputs, mapping

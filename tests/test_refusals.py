@@ -15,8 +15,10 @@ from conftest import LIGHT
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza.cli import main
+from benanza.paths import perfdb_dir
 
 MODEL = LIGHT / "light_squeezenet.onnx"
+SHIPPED = perfdb_dir() / "h100.columns.xz"
 
 
 def one_line_error(out, *words: str) -> None:
@@ -52,3 +54,53 @@ def test_a_model_of_an_unsupported_op_is_refused_naming_it(tmp_path: Path) -> No
     path = tmp_path / "lstm.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
     one_line_error(CliRunner().invoke(main, ["analyze", str(path)]), str(path), "LSTM", "unsupported")
+
+
+EXPORTS = Path(__file__).parent / "data" / "exports"
+
+
+def suggestion(output: str) -> list[str]:
+    """The command a refusal suggests ('... measure them: benanza run ...'), as arguments."""
+    import shlex
+
+    return shlex.split(output.split("benanza ", 1)[1].strip().splitlines()[0])
+
+
+def test_every_model_command_takes_the_seq_len_its_refusal_names(tmp_path: Path) -> None:
+    """The symbolic-dimension refusal says 'give it with --seq-len': analyze, generate, run, pipeline
+    and layers all take it (before: only layers and profile did)."""
+    model = str(EXPORTS / "tinybert_ts17.onnx")
+    one_line_error(CliRunner().invoke(main, ["analyze", model]), "--seq-len")
+    for command in (["analyze", model], ["generate", model, "--out", str(tmp_path / "p")],
+                    ["run", model, "--db", str(tmp_path / "x.db")],  # no GPU here: refused after parsing
+                    ["pipeline", model, "--db", str(tmp_path / "x.db"), "--dtype", "none"],  # refused before a build
+                    ["layers", model]):
+        out = CliRunner().invoke(main, [*command, "--seq-len", "16"])
+        assert out.exit_code != 2 and "no such option" not in out.output.lower(), (command, out.output)  # 2: usage
+        assert "dynamic dimension" not in out.output, (command, out.output)
+
+
+def test_the_command_a_missing_data_refusal_suggests_runs_as_written(tmp_path: Path, monkeypatch) -> None:
+    """analyze against the read-only shipped database at a batch it lacks suggests a run that measures
+    into a writable database and names the database given (before: '--db …/h100.columns.xz', which
+    run refuses as read-only, or perf.db, a file the user never gave)."""
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["analyze", str(MODEL), "--db", str(SHIPPED), "--batch", "7"])
+    one_line_error(out, str(SHIPPED), "benanza run")
+    args = suggestion(out.output)
+    assert args[0] == "run" and "--db" in args
+    ran = CliRunner().invoke(main, args)
+    assert ran.exit_code != 2 and "read-only" not in ran.output, ran.output  # 2: a usage error
+
+
+def test_ctrl_c_exits_130_in_one_line(monkeypatch) -> None:
+    """A KeyboardInterrupt during an analysis (here raised where the model is loaded) is one line and exit
+    130, as a shell expects (before: click's 'Aborted!' and exit 1)."""
+    import benanza.cli.analyze
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(benanza.cli.analyze, "analyze_model", interrupted)
+    out = CliRunner().invoke(main, ["analyze", str(MODEL)])
+    assert out.exit_code == 130 and "interrupted:" in out.output and "Traceback" not in out.output, out.output

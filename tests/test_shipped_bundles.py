@@ -220,8 +220,12 @@ def test_alexnet_fp32_peak_is_measured_and_below_physics(h100: Path) -> None:
     assert n0["bound (ms)"] == pytest.approx(n0["FLOPs"] / peak * 1e3)
     assert n0["efficiency (%)"] == pytest.approx(100 * n0["bound (ms)"] / n0["best (ms)"])
     assert n0["efficiency (%)"] >= 100 * n0["FLOPs"] / H100_PHYSICAL["fp32"] * 1e3 / n0["best (ms)"]  # >= 37 %
-    assert "WINOGRAD" in next(r for r in report.tables["layers"].rows if r["layer"] == "n4")["best benchmark"]
-    assert n4["efficiency (%)"] is None and n4["limit"] == "fewer FLOPs (Winograd/FFT)"
+    # n4's Winograd rows (fewer FLOPs) have no efficiency; strict fp32 leaves them out of its best (defect 7),
+    # so its best is a direct engine, measured against the peak like n0
+    winograd = [r for r in report.tables["benchmarks"].rows if r["layer"] == "n4" and "WINOGRAD" in r["algorithm"]]
+    assert winograd and all(r["efficiency (%)"] is None for r in winograd)
+    assert "WINOGRAD" not in next(r for r in report.tables["layers"].rows if r["layer"] == "n4")["best benchmark"]
+    assert 0 < n4["efficiency (%)"] <= 100
     assert c["physical peak"]["peak (FLOP/s)"]["fp32"] == H100_PHYSICAL["fp32"]
     assert c["source"]["peak (FLOP/s)"]["fp32"].startswith(("measured: ", "raised by "))
 

@@ -12,7 +12,7 @@ import click
 from benanza.analyze.inputs import DEFAULT_WHAT_IFS
 from benanza.atomic import STDOUT, check_output
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import database, force_option, parse_precisions, parse_what_ifs
+from benanza.cli.options import database, database_label, force_option, parse_precisions, parse_what_ifs, seq_len_option
 from benanza.cli.progress import working
 from benanza.pipeline import FAMILIES, analyze_model
 from benanza.plain_text import plain
@@ -41,6 +41,7 @@ def no_cycle_collection() -> Iterator[None]:
               help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the bundle's, else the model's).")
+@seq_len_option
 @click.option("--dtype", "dtypes",
               help="Precisions the bound may use, e.g. fp32,tf32 (default: the profile's recorded settings "
                    "(ORT use_tf32, PyTorch allow_tf32, fp16), else fp32,tf32).")
@@ -60,8 +61,8 @@ def no_cycle_collection() -> Iterator[None]:
 @force_option
 @friendly_errors
 def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
-                dtypes: str | None, apis: str, what_ifs: str, json_path: Path | None, html_path: Path | None,
-                csv_path: Path | None, trace_path: Path | None, force: bool) -> None:
+                seq_len: int | None, dtypes: str | None, apis: str, what_ifs: str, json_path: Path | None,
+                html_path: Path | None, csv_path: Path | None, trace_path: Path | None, force: bool) -> None:
     """Lower-bound latency of MODEL on a system and where a framework run loses time.
 
     LBL (sequential and parallel) of the cheapest equivalent execution from measured
@@ -79,12 +80,12 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
     # with an output on stdout ("-") the human-readable report goes to stderr
     out = err_console if any(str(path) == STDOUT for path, _, _ in outputs) else console
     with no_cycle_collection():
-        label = str(db_path) if db_path else "perf.db"
+        label = database_label(db_path)
         precisions = parse_precisions(dtypes) if dtypes is not None else None
         what_if = parse_what_ifs(what_ifs)
         with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
             report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch, precisions, apis,
-                                            db_label=label, what_if=what_if)
+                                            db_label=label, seq_len=seq_len, what_if=what_if)
         print_report(report, out)
         if mapping is not None:
             for index, why in mapping.unmapped_layers:

@@ -11,7 +11,7 @@ from rich.text import Text
 from benanza import bundles as bundle_store
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import database, force_option
+from benanza.cli.options import database, database_label, force_option
 from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
@@ -44,7 +44,7 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
         if path:
             check_output(path, kind, (*sides, model_path if model_path.is_file() else None, db_path), force)
     db = database(db_path)
-    label = str(db_path) if db_path else "perf.db"
+    label = database_label(db_path)
     if len(sides) == 1 and sides[0].is_file():
         if len(systems) < 2:
             raise BenanzaError(f"{sides[0]}: comparing one model needs two --system or more")

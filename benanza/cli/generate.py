@@ -11,7 +11,7 @@ from rich.table import Table
 
 from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import parse_precisions
+from benanza.cli.options import parse_precisions, seq_len_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
@@ -68,6 +68,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
 @click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
+@seq_len_option
 @click.option("--dtype", default="fp32", show_default=True,
               help=f"Comma-separated precisions (any case): {', '.join(p.value for p in Precision)}.")
 @click.option("--api", "apis", default=None,
@@ -81,8 +82,8 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
                    "framework chose, at the bundle's batch and precision; --batch, --dtype and --api are not "
                    "used). Repeatable.")
 @friendly_errors
-def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | None, db_path: Path | None,
-             system: str | None, bundles: tuple[Path, ...]) -> None:
+def generate(model: Path, out_dir: Path, batch: str, seq_len: int | None, dtype: str, apis: str | None,
+             db_path: Path | None, system: str | None, bundles: tuple[Path, ...]) -> None:
     """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
     batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
     skip = skip_predicate(db_path, system)
@@ -90,7 +91,7 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
         if bundles:
             p = plan_executed(profile_calls(model, bundles), skip=skip)
         else:
-            models, errors = load(model, batches)
+            models, errors = load(model, batches, seq_len)
             for line in errors:
                 console.print(labelled("skipped:", "yellow", line), highlight=False)
             p = plan(models, precisions, apis=api_list, skip=skip, ceilings=api_list is None)
@@ -102,7 +103,8 @@ def generate(model: Path, out_dir: Path, batch: str, dtype: str, apis: str | Non
     if not p.jobs:
         raise BenanzaError(f"{model}: nothing to generate ({len(p.dropped)} candidates dropped: "
                            f"{'; '.join(sorted(p.drop_reasons())) or 'no layers'})")
-    command = shlex.join(["benanza", "generate", str(model), "--out", str(out_dir), "--batch", batch, "--dtype", dtype,
+    command = shlex.join(["benanza", "generate", str(model), "--out", str(out_dir), "--batch", batch,
+                          *(["--seq-len", str(seq_len)] if seq_len else []), "--dtype", dtype,
                           *(["--api", apis] if apis else []), *(["--db", str(db_path)] if db_path else []),
                           *(a for b in bundles for a in ("--from-profile", str(b)))])
     manifest = codegen.generate(p, out_dir, command)

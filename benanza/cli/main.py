@@ -57,8 +57,12 @@ def main() -> None:
     into a performance database, and compute the lower-bound latency of a framework run."""
 
 
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
 def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn BenanzaError into one line on stderr and exit code 1 (no traceback)."""
+    """Turn BenanzaError into one line on stderr and exit code 1 (no traceback); Ctrl-C into one line
+    and exit code 130, the same in every command."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -67,5 +71,9 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except BenanzaError as exc:
             err_console.print(labelled("error:", "bold red", exc), highlight=False, soft_wrap=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            err_console.print(labelled("interrupted:", "bold red", "stopped by Ctrl-C; outputs are whole or absent"),
+                              highlight=False, soft_wrap=True)
+            sys.exit(INTERRUPTED)
 
     return wrapper

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from benanza.atomic import write_stdout
 from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.options import seq_len_option
 from benanza.errors import BenanzaError
 from benanza.library import Api
 from benanza.model.graph import has_parallel_branches
@@ -103,9 +104,7 @@ def _table(models: list[Model]) -> Table:
 @click.argument("model_or_dir", type=click.Path(path_type=Path))
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Batch size: the leading dim of the model's data inputs (default: the file's own, or 1).")
-@click.option("--seq-len", type=click.IntRange(min=1), default=None,
-              help="Value of every other symbolic input dim (a transformer's sequence length); "
-                   "a model with such dims needs it.")
+@seq_len_option
 @click.option("--json", "as_json", is_flag=True, help="Print every layer as JSON on stdout instead of the table.")
 @friendly_errors
 def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, as_json: bool) -> None:

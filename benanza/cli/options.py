@@ -11,7 +11,7 @@ import click
 from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.paths import readable_db, shipped_db
+from benanza.paths import PACKED_SUFFIX, perfdb_dir, readable_db, shipped_db
 
 
 def parse_precisions(text: str | tuple[str, ...] | list[str]) -> list[Precision]:
@@ -29,6 +29,11 @@ def parse_precisions(text: str | tuple[str, ...] | list[str]) -> list[Precision]
     if bad:
         raise BenanzaError(f"--dtype: unknown {', '.join(bad)}; choose from {', '.join(valid)}")
     return [Precision(p) for p in dict.fromkeys(items)]
+
+
+def database_label(path: Path | None) -> str:
+    """The database a message names: the one the user gave, else the shipped one (never a file they did not give)."""
+    return str(path) if path is not None else str(perfdb_dir() / f"h100{PACKED_SUFFIX}")
 
 
 def database(path: Path | None) -> Path:
@@ -51,6 +56,13 @@ def parse_what_ifs(text: str) -> list[WhatIf]:
     if bad:
         raise BenanzaError(f"--what-if: unknown {', '.join(bad)}; choose from {', '.join(valid)} or none")
     return [WhatIf(w) for w in dict.fromkeys(items)]
+
+
+def seq_len_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--seq-len``: every command that loads a model takes it (the symbolic-dimension error names it)."""
+    return click.option("--seq-len", type=click.IntRange(min=1), default=None,
+                        help="Value of every other symbolic input dim (a transformer's sequence length); "
+                             "a model with such dims needs it.")(command)
 
 
 def force_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -9,7 +9,7 @@ import click
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import parse_precisions
+from benanza.cli.options import parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
@@ -23,6 +23,7 @@ from benanza.report import print_report
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database to fill (created if needed).")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's own).")
+@seq_len_option
 @click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True, help="Precisions to benchmark.")
 @click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the generated benchmark project goes.")
@@ -32,9 +33,9 @@ from benanza.report import print_report
               help="Also analyze against this profile bundle (a single MODEL file).")
 @cluster_options
 @friendly_errors
-def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, project_dir: Path, timeout_s: float,
-                 build_jobs: int | None, bundle: Path | None, cluster: str | None, scheduler_file: Path | None,
-                 shard_jobs: int | None) -> None:
+def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | None, dtypes: str, project_dir: Path,
+                 timeout_s: float, build_jobs: int | None, bundle: Path | None, cluster: str | None,
+                 scheduler_file: Path | None, shard_jobs: int | None) -> None:
     """generate + build + run (+ analyze) in one command.
 
     Without a usable GPU it says so in one line and stops after the build.
@@ -42,7 +43,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
-    project = generate(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch)
+    project = generate(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch, seq_len=seq_len)
     build(project, jobs=build_jobs)
     console.print(plain(f"built {project}"), highlight=False)
     if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db
@@ -50,7 +51,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
                               shard_jobs=shard_jobs):
             raise SystemExit(1)
         if bundle is not None and model.is_file():
-            report, _ = analyze_model(model, db_path, bundle, batch=batch)
+            report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)
             print_report(report, console)
         return
     info = system.fingerprint()
@@ -62,5 +63,5 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, dtypes: str, pro
     summary = runner.run(project, db, timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))
     console.print(summary_table(summary, str(project)))
     if bundle is not None and model.is_file():
-        report, _ = analyze_model(model, db_path, bundle, batch=batch)
+        report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)
         print_report(report, console)

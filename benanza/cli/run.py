@@ -15,7 +15,7 @@ from benanza import cluster, runner, system
 from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import parse_precisions
+from benanza.cli.options import parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
@@ -141,6 +141,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
 @click.option("--dtype", "dtypes", multiple=True, default=(Precision.FP32.value,), show_default=True,
               help="Precisions to benchmark ONNX models in: comma-separated and/or repeated (e.g. fp32,tf32).")
 @click.option("--batch", type=int, help="Batch size for ONNX models (default: the model's own).")
+@seq_len_option
 @click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the project generated for ONNX models goes.")
 @click.option("-j", "--build-jobs", type=int, help="Parallel compile jobs.")
@@ -152,7 +153,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
 @cluster_options
 @friendly_errors
 def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bool, l2: str,
-            build_dir: Path | None, dtypes: tuple[str, ...], batch: int | None, project_dir: Path,
+            build_dir: Path | None, dtypes: tuple[str, ...], batch: int | None, seq_len: int | None, project_dir: Path,
             build_jobs: int | None, max_reps: int | None, max_engines: int | None, cluster: str | None,
             scheduler_file: Path | None, shard_jobs: int | None, api_list: str | None) -> None:
     """Build each generated project DIR (or generate one for the .onnx MODELs given) and run
@@ -179,7 +180,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
         raise BenanzaError(f"{build_dir}: --build-dir needs exactly one project, got {len(projects)}")
     if cluster or scheduler_file:
         if models:
-            projects.append(generate(models, project_dir, precisions, batch, apis=apis))
+            projects.append(generate(models, project_dir, precisions, batch, apis=apis, seq_len=seq_len))
         if not run_on_cluster(projects, db_path, cluster, scheduler_file, build_dir=build_dir,
                               build_jobs=build_jobs, timeout_s=timeout_s, force=force, l2=l2, max_reps=max_reps,
                               max_engines=max_engines, shard_jobs=shard_jobs):
@@ -189,7 +190,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']}); nothing was built, run or written")
     if models:
-        projects.append(generate(models, project_dir, precisions, batch, apis=apis))
+        projects.append(generate(models, project_dir, precisions, batch, apis=apis, seq_len=seq_len))
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:
