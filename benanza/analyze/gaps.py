@@ -28,7 +28,6 @@ from benanza.analyze.inputs import (
     Result,
     WhatIf,
     api_family,
-    within_tolerance,
 )
 from benanza.analyze.peaks import tensor_bytes
 from benanza.analyze.tables import Table
@@ -55,7 +54,7 @@ def _same_call(run: Result, inputs: Inputs, same_layout: bool) -> list[Result]:
     return [r for r in usable(inputs.measurements.get(run.layer_key, ()))
             if r.dtype == run.dtype and r.fusion == run.fusion
             and (not same_layout or not run.layout or not r.layout or r.layout == run.layout)
-            and (r is run or (api_family(r.api) in c.families and (c.approximate or within_tolerance(r))))]
+            and (r is run or (api_family(r.api) in c.families and c.accurate_enough(r)))]
 
 
 def algorithm_selection(model: Model, inputs: Inputs, executed: Choices) -> Table:

@@ -81,8 +81,11 @@ class Constraints:
             return False
         if family is ApiFamily.NONE:  # a measured copy has no math or API choice, but moves the run's type:
             return STORAGE_OF.get(result.dtype) == self.store.value  # an fp16 copy of fp32 tensors moves half the bytes
-        return family in self.families and result.dtype in self._dtypes and \
-            (self.approximate or within_tolerance(result))
+        return family in self.families and result.dtype in self._dtypes and self.accurate_enough(result)
+
+    def accurate_enough(self, result: Result) -> bool:
+        """Whether ``result`` computes within the accuracy these constraints ask (``within_tolerance``)."""
+        return self.approximate or within_tolerance(result)
 
     @cached_property
     def _dtypes(self) -> frozenset[str]:
