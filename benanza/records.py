@@ -155,6 +155,8 @@ class Profile:
     # The run's recorded framework settings (meta.json "extra": cudnn.benchmark, use_tf32, ...): a
     # gap's named fix must be a change the run has not already made.
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # the other end-to-end statistics the bundle recorded (runs, mean, p90, min, max), reported beside the median
+    e2e_stats: Mapping[str, float] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- checking a harness line

@@ -7,6 +7,7 @@ Real data: ONNX Runtime 1.31 (CUDA EP) and PyTorch 2.11 runs of zoo models, reco
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -333,3 +334,15 @@ def test_pytorch_bias_kernels_are_charged_as_the_conv_bias_add(analyzed) -> None
     assert 0.9 <= report.summary["as-executed / measured, mapped layers"] <= 1.1
     resnet = perfdb_dir() / "bundles" / "resnet50_b64_torch_fp32"
     assert not [lp for lp in mapped(resnet, 64)[1].profile.layers.values() if lp.extra]
+
+
+def test_the_end_to_end_statistics_stand_beside_the_median(analyzed) -> None:
+    """Issue 33: a user reads the run's spread, not only its median: mean, p90, min, max and runs, as
+    meta.json recorded them (read here by hand)."""
+    bundle = perfdb_dir() / "bundles" / "resnet50_b1_ort_fp32"
+    recorded = json.loads((bundle / "meta.json").read_text())["latency_ms"]
+    s = analyzed(bundle)[0].summary
+    assert s["measured end-to-end (ms)"] == recorded["median"]
+    for key in ("mean", "p90", "min", "max"):
+        assert s[f"end-to-end {key} (ms)"] == recorded[key], key
+    assert s["end-to-end runs"] == recorded["runs"]

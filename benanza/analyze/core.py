@@ -36,6 +36,7 @@ FEWER_FLOPS = "fewer FLOPs (Winograd/FFT)"  # the roofline table's limit of a be
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
+E2E_STATS = ("mean", "p90", "min", "max", "runs")  # beside the median, as the bundle recorded them (no p99 there)
 # Groups charged their bytes at the measured bandwidth (or FLOPs at the peak), not a measured row.
 ROOFLINE_KINDS = frozenset({GroupKind.UNMEASURED, GroupKind.FAILED, GroupKind.MEMORY, GroupKind.CHAIN})
 EXECUTION_POLICY = "best execution"  # the headline bound: docs/METRICS.md, "Execution bound"
@@ -146,7 +147,10 @@ def analyze(inputs: Inputs) -> Report:
         "LBL_seq measured share": ratio(exe.seq_ms - roofline_ms, exe.seq_ms),
         "layers charged a roofline in whole or part (no benchmark)": len(exe.unmeasured),
         "layers not charged (no measured peak)": len(exe.uncharged),
-        "measured end-to-end (ms)": e2e, "GPU busy (ms)": busy,
+        "measured end-to-end (ms)": e2e,
+        **{f"end-to-end {k} (ms)" if k != "runs" else "end-to-end runs": (prof.e2e_stats.get(k) if prof else None)
+           for k in E2E_STATS},
+        "GPU busy (ms)": busy,
         "GPU memcpy/memset (ms)": prof.copy_ms if prof else None,
         "BR_seq vs end-to-end": ratio(exe.seq_ms, e2e), "BR_par vs end-to-end": ratio(exe.par_ms, e2e),
         "BR_seq vs GPU busy": ratio(exe.seq_ms, busy), "BR_par vs GPU busy": ratio(exe.par_ms, busy),

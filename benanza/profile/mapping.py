@@ -250,7 +250,9 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     if elided:
         notes.append(f"{len(elided)} alias layer(s) ran as no framework node (elided, no GPU work): "
                      f"{', '.join(elided[:5])}{' ...' if len(elided) > 5 else ''}")
-    profile = Profile(layers=layers, e2e_ms=bundle.meta.latency_ms.median,
+    lat = bundle.meta.latency_ms
+    profile = Profile(layers=layers, e2e_ms=lat.median,
+                      e2e_stats={"runs": lat.runs, "mean": lat.mean, "p90": lat.p90, "min": lat.min, "max": lat.max},
                       gpu_busy_ms=statistics.median(run_busy) if run_busy else None,
                       copy_ms=statistics.median(run_copy) if run_copy else None,
                       kernel_count=sum(1 for ev, _ in rep.events if ev.kind == "kernel") if rep else None,
