@@ -34,9 +34,7 @@ def check_output(path: str | Path, kind: str, inputs: tuple[str | Path | None, .
     target = Path(path)
     if not target.parent.is_dir():
         raise BenanzaError(f"{target}: cannot write (no directory {target.parent})")
-    if not target.exists() or force:
-        return
-    if not target.is_file():
+    if force or not target.is_file():  # nothing there, a special file, or the user said so
         return
     for given in inputs:
         if given is not None and Path(given).exists() and os.path.samefile(target, given):
