@@ -90,6 +90,9 @@ import argparse
 import contextlib
 import copy
 import json
+import operator
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,8 +102,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # validate.py: the independent timing
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))  # validate.py: the independent timing; natives.py: the native modules
 
 TOLERANCE = 0.15
 N_STREAMS = 4
@@ -120,17 +124,23 @@ class Variant:
     sum_as_add: bool = False  # onnx2torch's Sum modules as torch.add of their inputs (keeps the memory format)
     channels_last: bool = False  # the model's 4-D weights and its input in NHWC (torch.channels_last)
     cuda_graph: bool = False  # captured once, timed as graph replays
+    attention: str = ""  # a Hugging Face module's attn_implementation ("eager", "sdpa"); "": as built
+    ort: bool = False  # an ONNX Runtime CUDA EP session on the module's export instead of PyTorch
+    search: str = "EXHAUSTIVE"  # ONNX Runtime's cudnn_conv_algo_search
+    cuda_options: tuple[tuple[str, str], ...] = ()  # further CUDA EP options (enable_cuda_graph, prefer_nhwc)
 
     def setting(self) -> dict[str, Any]:
+        if self.ort:  # bench/validate.py's ORT setting
+            return {"search": self.search, "use_tf32": int(self.tf32), "cuda_options": dict(self.cuda_options)}
         return {"tf32": self.tf32, "fp16": self.fp16, "benchmark": self.benchmark}
 
     @property
-    def plan_cache(self) -> tuple[bool, bool, bool, int | None]:
+    def plan_cache(self) -> tuple[bool, bool, bool, bool, int | None]:
         """The cuDNN settings whose variants share one plan cache (one timing thread): PyTorch keys
         its cuDNN plan cache without ``benchmark``, so a plan chosen by the heuristics would be
         reused by a later benchmark-on run of the same convolutions in the same thread. A layout is
         no setting: NCHW and NHWC convolutions are different keys of the cache anyway."""
-        return self.tf32, self.fp16, self.benchmark, self.benchmark_limit
+        return self.ort, self.tf32, self.fp16, self.benchmark, self.benchmark_limit
 
 
 FP32 = Variant("fp32, cudnn.benchmark off", benchmark=False)
@@ -155,6 +165,10 @@ FP16_NHWC = Variant("fp16, cudnn.benchmark on, every engine config (benchmark_li
                     channels_last=True)
 
 KERNEL, END_TO_END = "kernel-only", "end-to-end"  # Experiment.measure
+# Experiment.source: what runs. ZOO: a zoo ONNX file through onnx2torch (the first closed loop);
+# MODULE: a native PyTorch module of bench/natives.py, profiled with ``benanza profile --torch-module``;
+# ORT: an ONNX Runtime CUDA EP session on that module's export, profiled with ``--framework onnxruntime``.
+ZOO, MODULE, ORT = "zoo", "module", "onnxruntime"
 
 
 @dataclass(frozen=True)
@@ -170,12 +184,20 @@ class Experiment:
     repeats: int = 1  # CUPTI-profiled iterations: this many times --profiled (a saving near the run's noise)
     dtype: str = "fp32"  # benanza profile --dtype of the run before the change (fp32: TF32 off; fp16: cast to half)
     measure: str = KERNEL  # what ``realized`` compares: validate.py's kernel-only time, or host_latency's end-to-end
+    source: str = ZOO  # ZOO, MODULE or ORT (above); ``model`` is a zoo stem, or a bench/natives.py factory
 
     @property
     def bundle(self) -> str:
-        """Named as the shipped bundles are, so that a dry run finds them in perfdb/bundles."""
-        return (f"{self.model}_b{self.batch}_torch_{self.dtype}"
+        """Named as the shipped bundles are, so that a dry run finds them in perfdb/bundles; the native
+        runs' bundles start with ``native_`` (no shipped bundle has their models)."""
+        framework = "ort" if self.source == ORT else "torch"
+        return (("" if self.source == ZOO else "native_") + f"{self.model}_b{self.batch}_{framework}_{self.dtype}"
                 + ("_heuristic" if self.algo_search == "heuristic" else ""))
+
+    @property
+    def export(self) -> str:
+        """The harness's export of a native run's module at its batch (``export_native``)."""
+        return f"{self.model}_b{self.batch}.onnx"
 
 
 # In run order (the module docstring's estimates): framework overhead first, so that its host
@@ -197,6 +219,56 @@ EXPERIMENTS = (
     Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_NCHW, FP16_NHWC, "layout gap (ms)",
                dtype="fp16"),
 )
+# Native runs. PyTorch: torchvision's ResNet-50 v1.5 and GoogLeNet, Hugging Face's BERT-base, the
+# modules themselves (bench/natives.py). ONNX Runtime: sessions on the same modules' exports. Where a
+# change has no switch in the framework, the kind is closed on the other one (ONNX Runtime folds BN
+# and fuses conv+ReLU by default and runs one stream: fusion, folding and branches are PyTorch's).
+TF32_BENCH = Variant("tf32, cudnn.benchmark on", tf32=True)
+FP16_NCHW_ALL = Variant("fp16, cudnn.benchmark on, every engine config (benchmark_limit 0)", fp16=True,
+                        benchmark_limit=0)
+FP16_NHWC_ALL = Variant("fp16, cudnn.benchmark on, every engine config (benchmark_limit 0), model and input "
+                        "channels_last (NHWC)", fp16=True, benchmark_limit=0, channels_last=True)
+# fp16: cuDNN's fused attention (the bound's fused row) and PyTorch's flash kernels take half only
+EAGER_ATTENTION = Variant("fp16, Hugging Face eager attention (MatMul, Softmax, MatMul)", fp16=True,
+                          attention="eager")
+SDPA_ATTENTION = Variant("fp16, PyTorch SDPA attention (attn_implementation='sdpa')", fp16=True, attention="sdpa")
+ORT_HEURISTIC = Variant("ORT fp32, cudnn_conv_algo_search HEURISTIC", ort=True, search="HEURISTIC")
+ORT_EXHAUSTIVE = Variant("ORT fp32, cudnn_conv_algo_search EXHAUSTIVE", ort=True)
+ORT_TF32 = Variant("ORT fp32 data with use_tf32=1, EXHAUSTIVE", ort=True, tf32=True)
+ORT_GRAPH = Variant("ORT fp32, EXHAUSTIVE, enable_cuda_graph=1", ort=True, cuda_options=(("enable_cuda_graph", "1"),))
+ORT_NHWC = Variant("ORT fp32, EXHAUSTIVE, prefer_nhwc=1", ort=True, cuda_options=(("prefer_nhwc", "1"),))
+NATIVE_EXPERIMENTS = (
+    Experiment("framework overhead", "googlenet", 1, "exhaustive", "both", FP32_BENCH, GRAPHED,
+               "framework overhead, CUDA-graph part", measure=END_TO_END, source=MODULE),
+    Experiment("framework overhead", "bert_base", 1, "exhaustive", "both", FP32_BENCH, GRAPHED,
+               "framework overhead, CUDA-graph part", measure=END_TO_END, source=MODULE),
+    Experiment("framework overhead", "googlenet", 1, "exhaustive", "legacy", ORT_EXHAUSTIVE, ORT_GRAPH,
+               "framework overhead, CUDA-graph part", measure=END_TO_END, source=ORT),
+    Experiment("parallel branches", "googlenet", 1, "exhaustive", "both", GRAPHED, STREAMS, "parallelism gap (ms)",
+               source=MODULE),
+    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups", source=MODULE),
+    Experiment("fusion", "bert_base_eager", 32, "exhaustive", "both", EAGER_ATTENTION, SDPA_ATTENTION,
+               "fused attention", dtype="fp16", source=MODULE),
+    Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN",
+               repeats=FOLD_REPEATS, source=MODULE),
+    Experiment("algorithm choice", "resnet50", 64, "heuristic", "graph", FP32, FP32_ALL,
+               "algorithm-selection gap (ms)", source=MODULE),
+    Experiment("algorithm choice", "resnet50", 64, "heuristic", "legacy", ORT_HEURISTIC, ORT_EXHAUSTIVE,
+               "algorithm-selection gap (ms)", source=ORT),
+    Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "graph", FP32_ALL, TF32_ALL, "what-if tf32 saving",
+               source=MODULE),
+    Experiment("Tensor Cores", "bert_base", 32, "exhaustive", "legacy", FP32_BENCH, TF32_BENCH,
+               "what-if tf32 saving", source=MODULE),
+    Experiment("Tensor Cores", "resnet50", 64, "exhaustive", "legacy", ORT_EXHAUSTIVE, ORT_TF32,
+               "what-if tf32 saving", source=ORT),
+    Experiment("Tensor Cores", "bert_base", 32, "exhaustive", "legacy", ORT_EXHAUSTIVE, ORT_TF32,
+               "what-if tf32 saving", source=ORT),
+    Experiment("layout", "resnet50", 64, "exhaustive", "graph", FP16_NCHW_ALL, FP16_NHWC_ALL, "layout gap (ms)",
+               dtype="fp16", source=MODULE),
+    Experiment("layout", "resnet50", 64, "exhaustive", "legacy", ORT_EXHAUSTIVE, ORT_NHWC, "layout gap (ms)",
+               source=ORT),
+)
+SETS = {"zoo": EXPERIMENTS, "native": NATIVE_EXPERIMENTS}
 PROFILE_TIMEOUT_S = 240
 E2E_RUNS = 200  # host_latency's timed runs (an eager Inception-v1 b1 run is ~7 ms)
 
@@ -268,17 +340,19 @@ def folded_bn_prediction(report: Any, model_path: Path, batch: int, db_path: Pat
             "bias adds at the roofline (no row)": roofline_bias, "BN layers without an as-executed row": unmeasured}
 
 
-FUSED_OPS = ("Conv+BatchNormalization+Relu", "Conv+BatchNormalization+Sum+Relu")
+# conv(+BN)(+Add)+ReLU groups: a zoo file keeps its BN; a module's TorchScript export has it folded already
+FUSED_OPS = ("Conv+BatchNormalization+Relu", "Conv+BatchNormalization+Sum+Relu", "Conv+Relu", "Conv+Add+Relu",
+             "Conv+Sum+Relu")
 
 
-def fused_groups_prediction(report: Any) -> dict[str, Any]:
-    """Saving of running each conv+BN+ReLU and conv+BN+Add+ReLU group of the bound's execution as one
-    fused call: the framework's measured kernels of the group's layers (from the profile) less the
-    fused row the bound charges for it."""
+def fused_groups_prediction(report: Any, fuses: Any = FUSED_OPS.__contains__) -> dict[str, Any]:
+    """Saving of running each fused-call group of the bound's execution whose ops ``fuses`` accepts
+    (by default conv+BN+ReLU and conv+BN+Add+ReLU) as one fused call: the framework's measured
+    kernels of the group's layers (from the profile) less the fused row the bound charges for it."""
     rows = {r["layer"]: r for r in report.tables["layers"].rows}
     measured, charged, groups, unmeasured = 0.0, 0.0, 0, 0
     for g in report.tables["execution"].rows:
-        if g["kind"] != "fused call" or g["ops"] not in FUSED_OPS:
+        if g["kind"] != "fused call" or not fuses(g["ops"]):
             continue
         times = [rows[n.strip()]["measured (ms)"] for n in g["layers"].split(",") if n.strip() in rows]
         if any(t is None for t in times):
@@ -334,6 +408,8 @@ def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> d
         return {**shown, **folded_bn_prediction(report, model_path, exp.batch, db_path)}
     if exp.predicted_by == "fused groups":
         return {**shown, **fused_groups_prediction(report)}
+    if exp.predicted_by == "fused attention":  # the attention cores the bound charges one fused call each
+        return {**shown, **fused_groups_prediction(report, lambda ops: "Softmax" in ops.split("+"))}
     if exp.predicted_by == "what-if tf32 saving":  # a precision change is a what-if beside the headline
         tf32 = s.get("what-if tf32: LBL_seq (ms)")
         return {**shown, "predicted_ms": None if tf32 is None else s["LBL_seq (ms)"] - tf32}
@@ -401,6 +477,9 @@ def _conv_relu_module(conv: Any) -> Any:
     return ConvReLU()
 
 
+NATIVE_ADDS = (operator.add, operator.iadd)  # a native module's residual ``out += identity``, as torch.fx records it
+
+
 def fuse_conv_relu(gm: Any) -> tuple[Any, int]:
     """After ``fold_bn``: every ReLU module reading a Conv2d (its only reader), or reading a
     two-input Sum/Add of such a conv and another tensor, becomes one fused conv(+add)+ReLU call."""
@@ -431,6 +510,8 @@ def fuse_conv_relu(gm: Any) -> tuple[Any, int]:
         is_add = (len(src.users) == 1 and len(src.args) == 2 and
                   (kind == "OnnxSum" or (kind == "OnnxBinaryMathOperation"
                    and getattr(modules[src.target], "math_op_function", None) is torch.add))) if kind else False
+        is_add = is_add or (isinstance(src, fx.Node) and src.op == "call_function" and src.target in NATIVE_ADDS
+                            and len(src.users) == 1 and len(src.args) == 2 and not src.kwargs)
         if not is_add:
             continue
         conv = next((a for a in src.args if lone_conv(a)), None)
@@ -546,13 +627,15 @@ def streamed(gm: Any, n_streams: int = N_STREAMS) -> Any:
     return Streamed()
 
 
-def graph_replayed(module: Any) -> Any:
+def graph_replayed(module: Any, host_int_buffers: bool = True) -> Any:
     """``module`` captured once in a CUDA graph (torch.cuda.graph) on its first CUDA call and replayed
     after that, so that its launches leave the critical path: kernels of different streams can then
     overlap even at batch 1. Before the capture it runs three times on a side stream (PyTorch's
-    rule: cuDNN's benchmark and lazy initialisation may not happen inside a capture), and integer
-    buffers (onnx2torch's Reshape shapes) move to the host, where reading them needs no sync. The
-    first call's inputs are the graph's static inputs; other tensors are copied into them."""
+    rule: cuDNN's benchmark and lazy initialisation may not happen inside a capture), and with
+    ``host_int_buffers`` integer buffers (onnx2torch's Reshape shapes) move to the host, where
+    reading them needs no sync (a native module's integer buffers, such as BERT's position ids,
+    are indices the GPU reads and stay). The first call's inputs are the graph's static inputs;
+    other tensors are copied into them."""
     import torch
     from torch import nn
 
@@ -565,7 +648,7 @@ def graph_replayed(module: Any) -> Any:
             self.static_out: Any = None
 
         def _capture(self, args: tuple[Any, ...]) -> None:
-            for sub in self.inner.modules():
+            for sub in self.inner.modules() if host_int_buffers else ():
                 for name, buf in list(sub._buffers.items()):
                     if buf is not None and not buf.is_floating_point():
                         sub._buffers[name] = buf.cpu()
@@ -613,6 +696,41 @@ def native_module(model_path: Path, batch: int, work: Path) -> tuple[Any, dict[s
     return gm, {name: rng.standard_normal(shape).astype(np.float32) for name, shape in specs}
 
 
+FX_TRACED = ("resnet50", "googlenet")  # natives whose changes rewrite the module's graph (torch.fx)
+
+
+def export_native(exp: Experiment, exports: Path) -> Path:
+    """The harness's own ONNX export of a native module at the experiment's batch (TorchScript
+    exporter, opset 17, BatchNorm kept, inputs ``input_0``...: the form ``--torch-module`` exports, so the
+    database rows and the profile's layers share keys): ONNX Runtime's model and what
+    ``benanza run`` measures."""
+    import natives
+    import torch
+
+    path = exports / exp.export
+    if not path.exists():
+        exports.mkdir(parents=True, exist_ok=True)
+        module, inputs = natives.FACTORIES[exp.model](batch=exp.batch)
+        with torch.no_grad():
+            torch.onnx.export(module, inputs, str(path), input_names=[f"input_{i}" for i in range(len(inputs))],
+                              opset_version=17, dynamo=False, do_constant_folding=True,
+                              training=torch.onnx.TrainingMode.PRESERVE)  # BN kept, as --torch-module keeps it
+    return path
+
+
+def native_run(exp: Experiment, export: Path | None) -> tuple[Any, dict[str, Any]]:
+    """What a native experiment changes, and its inputs (as numpy, ``input_<i>``): the module of
+    bench/natives.py (fx-traced where a change rewrites its graph), or for ONNX Runtime the export."""
+    import natives
+    from torch import fx
+
+    module, inputs = natives.FACTORIES[exp.model](batch=exp.batch)
+    feeds = {f"input_{i}": t.numpy() for i, t in enumerate(inputs)}
+    if exp.source == ORT:
+        return export, feeds
+    return (fx.symbolic_trace(module) if exp.model in FX_TRACED else module), feeds
+
+
 def sum_as_add(gm: Any) -> tuple[Any, int]:
     """Every onnx2torch ``OnnxSum`` module of ``gm`` replaced by the sum of its inputs with ``+``
     (torch.add, broadcasting as ONNX's Sum does), whose output keeps its inputs' memory format:
@@ -656,9 +774,17 @@ def channels_last(module: Any) -> Any:
     return ChannelsLast()
 
 
-def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
+def apply(gm: Any, variant: Variant, source: str = ZOO) -> tuple[Any, dict[str, Any]]:
+    """The variant's module: ``gm`` copied and changed (ONNX Runtime: the export's path, unchanged;
+    its change is a session option)."""
+    if variant.ort:
+        return gm, {"cuda_options": dict(variant.cuda_options)}
     module = copy.deepcopy(gm)
     notes: dict[str, Any] = {}
+    if variant.attention:
+        import natives
+
+        module, notes["attention"] = natives.set_attention(module, variant.attention), variant.attention
     if variant.change == "fold-bn":
         module, folded = fold_bn(module)
         if not folded:
@@ -680,7 +806,7 @@ def apply(gm: Any, variant: Variant) -> tuple[Any, dict[str, Any]]:
             raise RuntimeError("the graph has no parallel branches")
         notes["streams used"] = module.branches
     if variant.cuda_graph:
-        module, notes["CUDA graph"] = graph_replayed(module), True
+        module, notes["CUDA graph"] = graph_replayed(module, host_int_buffers=source == ZOO), True
     return module, notes
 
 
@@ -718,6 +844,27 @@ def host_latency(module: Any, variant: Variant, feeds: dict[str, Any], warmup: i
             "e2e_warmup": warmup, "e2e_runs": runs}
 
 
+def ort_host_latency(model: Path, variant: Variant, feeds: dict[str, Any], warmup: int, runs: int) -> dict[str, Any]:
+    """``host_latency`` for an ONNX Runtime session (validate.py's I/O binding: device-resident
+    inputs and outputs): per run the host wall time of ``run_with_iobinding`` and a device sync.
+    With ``enable_cuda_graph`` the first warm-up run captures the graph, the rest replay it."""
+    import torch
+    from validate import ort_session
+
+    sess, binding, _keep = ort_session(model, variant.setting(), feeds)
+    for _ in range(warmup):
+        sess.run_with_iobinding(binding)
+    torch.cuda.synchronize()
+    latencies = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        sess.run_with_iobinding(binding)
+        torch.cuda.synchronize()
+        latencies.append((time.perf_counter_ns() - t0) / 1e6)
+    return {"e2e_ms": statistics.median(latencies), "e2e_ms_min": min(latencies), "e2e_ms_iters": latencies,
+            "e2e_warmup": warmup, "e2e_runs": runs}
+
+
 class PlanCacheThreads:
     """One timing thread per cuDNN setting (``Variant.plan_cache``). PyTorch's cuDNN plan caches are
     thread-local and keyed without ``benchmark``: in one thread a benchmark-on run would reuse the
@@ -736,11 +883,13 @@ class PlanCacheThreads:
         return self.pools.setdefault(variant.plan_cache, self._new()).submit(job).result()
 
     def time(self, module: Any, variant: Variant, feeds: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-        from validate import run_torch
+        from validate import run_ort, run_torch
 
         def job() -> dict[str, Any]:
             import torch
 
+            if variant.ort:
+                return run_ort(module, variant.setting(), feeds, args)
             torch.backends.cudnn.benchmark_limit = 10 if variant.benchmark_limit is None else variant.benchmark_limit
             return run_torch(module, variant.setting(), feeds, args)
 
@@ -752,6 +901,8 @@ class PlanCacheThreads:
         def job() -> dict[str, Any]:
             import torch
 
+            if variant.ort:
+                return ort_host_latency(module, variant, feeds, args.warmup, args.e2e_runs)
             torch.backends.cudnn.benchmark_limit = 10 if variant.benchmark_limit is None else variant.benchmark_limit
             return host_latency(module, variant, feeds, args.warmup, args.e2e_runs)
 
@@ -763,6 +914,92 @@ class PlanCacheThreads:
 
 
 # ---------------------------------------------------------------- driver
+def model_for(exp: Experiment, args: argparse.Namespace, out: Path) -> Path:
+    """The ONNX file the experiment's layers come from: the zoo file, the module bundle's own export
+    (``--torch-module``), or the harness's export that ONNX Runtime runs."""
+    if exp.source == ZOO:
+        return zoo_model(Path(args.models), exp.model)
+    if exp.source == MODULE:
+        return out / "bundles" / exp.bundle / "exported.onnx"
+    return export_native(exp, out / "exports")
+
+
+def profile_all(exps: list[Experiment], args: argparse.Namespace, out: Path) -> dict[str, str]:
+    """Each experiment's bundle (the run before the change), profiled where missing; the one-line
+    errors of those that failed, by bundle."""
+    failed: dict[str, str] = {}
+    for exp in exps:
+        bundle = out / "bundles" / exp.bundle
+        if (bundle / "meta.json").exists() or exp.bundle in failed:
+            continue
+        t0 = time.perf_counter()
+        try:
+            model = None if exp.source == MODULE else model_for(exp, args, out)
+            profile(model or Path(), exp, bundle, args)
+        except Exception as exc:  # recorded; the experiments of other bundles still run
+            failed[exp.bundle] = f"{type(exc).__name__}: {exc}"[:400]
+            shutil.rmtree(bundle, ignore_errors=True)
+        print(f"profile {exp.bundle}: {time.perf_counter() - t0:.1f} s {failed.get(exp.bundle, '')}", flush=True)
+    return failed
+
+
+def measure_db(exps: list[Experiment], args: argparse.Namespace, out: Path, db_path: Path) -> None:
+    """The rows the native models' analyses need: ``benanza run`` on their exports (each at its own
+    batch) into ``db_path``, a copy of the shipped database, so only the layers the zoo lacks are
+    measured (the runner skips what the database holds for this system)."""
+    exports = sorted({str(export_native(e, out / "exports")) for e in exps if e.source != ZOO})
+    if not exports:
+        return
+    if not db_path.exists():
+        from benanza.paths import shipped_db
+
+        shutil.copyfile(shipped_db(), db_path)
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "benanza", "run", *exports, "--dtype", "fp32,tf32,fp16",
+                           "--db", str(db_path), "--project-dir", str(out / "project"),
+                           "-j", str(os.cpu_count() or 4)], capture_output=True, text=True)
+    tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+    print(f"benanza run on {len(exports)} exports: exit {done.returncode}, {time.perf_counter() - t0:.0f} s\n"
+          + "\n".join(tail), flush=True)
+    if done.returncode:
+        raise SystemExit("close_loop.py: benanza run failed (above)")
+
+
+def _predicted(exp: Experiment, model: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
+    """``predict``, or its one-line error. A precision what-if depends on the model, the database and
+    the run's numerics only, not on the mapping: where the bundle's analysis is refused (a profile
+    that maps too few layers) it is read from the analysis of the model alone in the run's numerics."""
+    try:
+        return predict(exp, model, bundle, db_path)
+    except Exception as exc:  # the child's one line
+        error = f"{type(exc).__name__}: {exc}"[:400]
+    if exp.predicted_by != "what-if tf32 saving":
+        return {"predicted_ms": None, "error": error}
+    from benanza.library import Precision
+    from benanza.pipeline import analyze_model
+
+    try:
+        report, _ = analyze_model(model, db_path, None, batch=exp.batch, precisions=[Precision.FP32], apis=exp.apis)
+    except Exception as exc:
+        return {"predicted_ms": None, "error": f"{error}; without the bundle: {type(exc).__name__}: {exc}"[:400]}
+    s = report.summary
+    tf32 = s.get("what-if tf32: LBL_seq (ms)")
+    return {"predicted_ms": None if tf32 is None else s["LBL_seq (ms)"] - tf32, "LBL_seq (ms)": s["LBL_seq (ms)"],
+            "what-if tf32: LBL_seq (ms)": tf32, "from the model alone (the bundle's analysis refused)": error}
+
+
+def predict_all(exps: list[Experiment], args: argparse.Namespace, out: Path, db_path: Path) -> dict[int, dict]:
+    """Every experiment's prediction, analyses in parallel processes (each parses its bundle's
+    cuDNN log: 10-25 s, on the CPU while nothing else runs)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = {i: (e, model_for(e, args, out), out / "bundles" / e.bundle) for i, e in enumerate(exps)
+            if (out / "bundles" / e.bundle / "meta.json").exists()}
+    with ProcessPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as pool:
+        futures = {i: pool.submit(_predicted, e, m, b, db_path) for i, (e, m, b) in jobs.items()}
+        return {i: f.result() for i, f in futures.items()}
+
+
 def run_experiments(args: argparse.Namespace) -> list[Outcome]:
     import torch
 
@@ -772,46 +1009,57 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
         sys.exit("close_loop.py: no usable CUDA GPU (use --dry-run for the plan)")
     start = time.perf_counter()
     out = Path(args.out)
-    bundles = out / "bundles"
-    bundles.mkdir(parents=True, exist_ok=True)
-    db_path = Path(args.db) if args.db else shipped_db()
-    work = Path(tempfile.mkdtemp(prefix="close_loop_"))
+    (out / "bundles").mkdir(parents=True, exist_ok=True)
+    exps = selected(args)
+    native = any(e.source != ZOO for e in exps)
+    db_path = Path(args.db) if args.db else (out / "close.db" if native else shipped_db())
+    failed = profile_all(exps, args, out)
+    if native:
+        measure_db(exps, args, out, db_path)
+    if args.stage == "prepare":
+        print(f"prepared in {time.perf_counter() - start:.0f} s", flush=True)
+        return []
+    predictions = predict_all(exps, args, out, db_path)
+    print(f"predictions: {time.perf_counter() - start:.0f} s", flush=True)
     timings: dict[tuple[Any, ...], dict[str, Any]] = {}
-    natives: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}
+    natives: dict[tuple[str, str, int], tuple[Any, dict[str, Any]]] = {}
     outcomes = []
     threads = PlanCacheThreads()
-    for exp in selected(args):
+    work = Path(tempfile.mkdtemp(prefix="close_loop_"))
+    for i, exp in enumerate(exps):
         o = Outcome(exp)
         outcomes.append(o)
         if time.perf_counter() - start > args.budget_s:
             o.error = f"skipped: past the {args.budget_s:.0f} s budget"
             continue
         try:
-            model_path = zoo_model(Path(args.models), exp.model)
-            bundle = bundles / exp.bundle
-            if not (bundle / "meta.json").exists():
-                profile(model_path, exp, bundle, args)
-            o.prediction = predict(exp, model_path, bundle, db_path)
-            o.predicted_ms = o.prediction.pop("predicted_ms")
-            if (exp.model, exp.batch) not in natives:
-                natives[(exp.model, exp.batch)] = native_module(model_path, exp.batch, work)
-            gm, feeds = natives[(exp.model, exp.batch)]
+            if exp.bundle in failed:
+                raise RuntimeError(f"benanza profile failed: {failed[exp.bundle]}")
+            o.prediction = dict(predictions.get(i, {}))
+            o.predicted_ms = o.prediction.pop("predicted_ms", None)
+            if o.prediction.get("error"):
+                raise RuntimeError(f"prediction: {o.prediction['error']}")
+            ident = (exp.source, exp.model, exp.batch)
+            if ident not in natives:
+                natives[ident] = (native_module(model_for(exp, args, out), exp.batch, work) if exp.source == ZOO
+                                  else native_run(exp, model_for(exp, args, out) if exp.source == ORT else None))
+            gm, feeds = natives[ident]
             timing = argparse.Namespace(**{**vars(args), "profiled": args.profiled * exp.repeats})
             sides = ((exp.before, "before"), (exp.after, "after"))
             e2e: dict[str, dict[str, Any]] = {}
             if exp.measure == END_TO_END:  # both host timings before either side's CUPTI session
                 for variant, slot in sides:
-                    key = ("end-to-end", exp.model, exp.batch, variant.name)
+                    key = ("end-to-end", *ident, variant.name)
                     if key not in timings:
-                        module, _ = apply(gm, variant)  # a module (and a capture) of its own
+                        module, _ = apply(gm, variant, exp.source)  # a module (and a capture) of its own
                         timings[key] = threads.latency(module, variant, feeds, args)
                         del module
                         torch.cuda.empty_cache()
                     e2e[slot] = timings[key]
             for variant, slot in sides:
-                key = (exp.model, exp.batch, variant.name, exp.repeats)
+                key = (*ident, variant.name, exp.repeats)
                 if key not in timings:
-                    module, notes = apply(gm, variant)
+                    module, notes = apply(gm, variant, exp.source)
                     timings[key] = {"variant": variant.name, **notes, **threads.time(module, variant, feeds, timing)}
                     del module
                     torch.cuda.empty_cache()
@@ -842,8 +1090,11 @@ def spread(before: dict[str, Any], after: dict[str, Any], key: str = "kernel_ms_
 
 
 def selected(args: argparse.Namespace) -> list[Experiment]:
+    """The set's experiments of the gap kinds ``--only`` names, run by the frameworks ``--source`` names."""
     wanted = {w.strip().lower() for w in args.only.split(",")} if args.only else None
-    return [e for e in EXPERIMENTS if wanted is None or e.gap.lower() in wanted]
+    sources = {w.strip() for w in args.source.split(",")} if args.source else None
+    return [e for e in SETS[args.set] if (wanted is None or e.gap.lower() in wanted)
+            and (sources is None or e.source in sources)]
 
 
 def zoo_model(models: Path, stem: str) -> Path:
@@ -854,14 +1105,20 @@ def zoo_model(models: Path, stem: str) -> Path:
 
 
 def profile_command(model_path: Path, exp: Experiment, bundle: Path, args: argparse.Namespace) -> list[str]:
-    return [sys.executable, "-m", "benanza", "profile", str(model_path), "--framework", "torch", "--batch",
-            str(exp.batch), "--dtype", exp.dtype, "--algo-search", exp.algo_search, "--out", str(bundle),
-            "--runs", str(args.profile_runs), "--profiled-runs", str(args.profiled_runs), "--warmup", "5"]
+    """``benanza profile`` of the run before the change: a zoo file through onnx2torch, a native module
+    (``--torch-module natives:<factory>``, bench/ on PYTHONPATH) or ONNX Runtime on its export."""
+    what = {ZOO: [str(model_path), "--framework", "torch"],
+            MODULE: ["--torch-module", f"natives:{exp.model}"],
+            ORT: [str(model_path), "--framework", "onnxruntime"]}[exp.source]
+    return [sys.executable, "-m", "benanza", "profile", *what, "--batch", str(exp.batch), "--dtype", exp.dtype,
+            "--algo-search", exp.algo_search, "--out", str(bundle), "--runs", str(args.profile_runs),
+            "--profiled-runs", str(args.profiled_runs), "--warmup", "5"]
 
 
 def profile(model_path: Path, exp: Experiment, bundle: Path, args: argparse.Namespace) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(BENCH), os.environ.get("PYTHONPATH"))))}
     done = subprocess.run(profile_command(model_path, exp, bundle, args), capture_output=True, text=True,
-                          timeout=PROFILE_TIMEOUT_S)
+                          timeout=PROFILE_TIMEOUT_S, env=env)
     if done.returncode:
         raise RuntimeError(f"benanza profile failed: {(done.stderr or done.stdout).strip()[-300:]}")
 
@@ -912,15 +1169,18 @@ def dry_run(args: argparse.Namespace) -> None:
     out = Path(args.out or "OUT")
     shipped = Path(args.bundles)
     for exp in selected(args):
-        model_path = Path(args.models) / f"{exp.model}.onnx"
-        print(f"\n## {exp.gap}: {exp.model}, batch {exp.batch}")
+        model_path = (Path(args.models) / f"{exp.model}.onnx" if exp.source == ZOO
+                      else out / "bundles" / exp.bundle / "exported.onnx" if exp.source == MODULE
+                      else out / "exports" / exp.export)
+        print(f"\n## {exp.gap}: {exp.model}, batch {exp.batch} ({exp.source})")
         print("profile: " + " ".join(profile_command(model_path, exp, out / "bundles" / exp.bundle, args)))
         print(f"predict: analysis of the bundle against {db_path} (--apis {exp.apis}): {exp.predicted_by}")
         if exp.measure == END_TO_END:
             print(f"time:    close_loop host_latency (end-to-end, {args.e2e_runs} runs, no profiler), then "
                   f"bench/validate.py run_torch (kernel-only), {exp.before.name} → {exp.after.name}")
         else:
-            print(f"time:    bench/validate.py run_torch, {exp.before.name} → {exp.after.name}"
+            runner = "run_ort" if exp.before.ort else "run_torch"
+            print(f"time:    bench/validate.py {runner}, {exp.before.name} → {exp.after.name}"
                   + (f", {exp.repeats}x --profiled iterations" if exp.repeats > 1 else ""))
         bundle = shipped / exp.bundle
         if (bundle / "meta.json").exists() and model_path.exists():
@@ -940,7 +1200,13 @@ def main() -> None:
     p.add_argument("--out", help="directory for close_loop.json and the bundles (required unless --dry-run)")
     p.add_argument("--db", help="performance database (default: the shipped H100 database)")
     p.add_argument("--models", default=str(ROOT / "models" / "zoo"), help="zoo models (filled if missing)")
+    p.add_argument("--set", choices=sorted(SETS), default="zoo",
+                   help="zoo: zoo models through onnx2torch; native: torchvision/transformers modules and ONNX "
+                        "Runtime sessions on their exports (bench/natives.py)")
     p.add_argument("--only", default="", help="comma-separated gap kinds to run (default: all)")
+    p.add_argument("--source", default="", help=f"comma-separated runs to keep ({ZOO}, {MODULE}, {ORT}; default: all)")
+    p.add_argument("--stage", choices=("prepare", "all"), default="all",
+                   help="prepare: profile the bundles (and measure the native models' rows) and stop")
     p.add_argument("--budget-s", type=float, default=360.0, help="start no experiment after this many seconds")
     p.add_argument("--profile-runs", type=int, default=20, help="benanza profile --runs")
     p.add_argument("--profiled-runs", type=int, default=3, help="benanza profile --profiled-runs")
@@ -953,7 +1219,8 @@ def main() -> None:
     p.add_argument("--bundles", default=str(ROOT / "perfdb" / "bundles"), help="--dry-run: bundles to predict from")
     args = p.parse_args()
     if args.only and not selected(args):
-        p.error(f"--only: no gap kind {args.only!r} (kinds: {', '.join(e.gap for e in EXPERIMENTS)})")
+        p.error(f"--only/--source: no experiment of {args.only or args.source!r} in --set {args.set} "
+                f"(kinds: {', '.join(sorted({e.gap for e in SETS[args.set]}))})")
     if args.dry_run:
         dry_run(args)
         return

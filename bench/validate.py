@@ -239,14 +239,18 @@ def timed(run, sync, warmup: int, iters: int, profiled: int) -> dict[str, Any]:
             "latency_ms_min": min(lat), "iters": iters, "profiled_iters": profiled}
 
 
-def run_ort(model, setting: dict[str, Any], feeds: dict[str, np.ndarray], args) -> dict[str, Any]:
-    """``model``: a ModelProto or the path of an ONNX file (the setting's precision already in it)."""
+def ort_session(model, setting: dict[str, Any], feeds: dict[str, np.ndarray]) -> tuple[Any, Any, list[Any]]:
+    """A CUDA EP session on ``model`` (a ModelProto or an ONNX file's path, the setting's precision
+    already in it) and its I/O binding: the inputs copied to the GPU once, outputs on the GPU
+    (preallocated where the export's output shapes are static: a CUDA graph replays into fixed
+    addresses). ``setting["cuda_options"]``: further CUDA EP options. Returns (session, binding,
+    the device values to keep alive)."""
     import onnxruntime as ort
-    import torch
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    cuda = {"device_id": 0, "cudnn_conv_algo_search": setting["search"], "use_tf32": setting["use_tf32"]}
+    cuda = {"device_id": 0, "cudnn_conv_algo_search": setting["search"], "use_tf32": setting["use_tf32"],
+            **setting.get("cuda_options", {})}
     source = str(model) if isinstance(model, (str, Path)) else model.SerializeToString()
     sess = ort.InferenceSession(source, opts, providers=[("CUDAExecutionProvider", cuda), "CPUExecutionProvider"])
     if sess.get_providers()[0] != "CUDAExecutionProvider":
@@ -257,8 +261,23 @@ def run_ort(model, setting: dict[str, Any], feeds: dict[str, np.ndarray], args) 
         dev = ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0)
         keep.append(dev)
         binding.bind_ortvalue_input(name, dev)
+    types = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
     for out in sess.get_outputs():
-        binding.bind_output(out.name, "cuda", 0)
+        if all(isinstance(d, int) for d in out.shape) and out.type in types:
+            dev = ort.OrtValue.ortvalue_from_shape_and_type(out.shape, types[out.type], "cuda", 0)
+            keep.append(dev)
+            binding.bind_ortvalue_output(out.name, dev)
+        else:
+            binding.bind_output(out.name, "cuda", 0)
+    return sess, binding, keep
+
+
+def run_ort(model, setting: dict[str, Any], feeds: dict[str, np.ndarray], args) -> dict[str, Any]:
+    """``model``: a ModelProto or the path of an ONNX file (the setting's precision already in it)."""
+    import onnxruntime as ort
+    import torch
+
+    sess, binding, _keep = ort_session(model, setting, feeds)
     stats = timed(lambda: sess.run_with_iobinding(binding), torch.cuda.synchronize,
                   args.warmup, args.iters, args.profiled)
     outs = binding.copy_outputs_to_cpu()

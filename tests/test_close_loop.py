@@ -18,7 +18,7 @@ def test_help_and_a_bad_gap_kind_are_one_line_answers() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--dry-run" in done.stdout and "--budget-s" in done.stdout
     bad = subprocess.run([sys.executable, str(SCRIPT), "--only", "nope", "--dry-run"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "--only: no gap kind 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "no experiment of 'nope'" in bad.stderr and "Traceback" not in bad.stderr
     no_out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
     assert no_out.returncode == 2 and "--out is required" in no_out.stderr
 
@@ -136,3 +136,41 @@ def test_the_graph_variants_wrap_and_keep_the_outputs_off_the_gpu() -> None:
             module, notes = close_loop.apply(gm, variant)
             assert notes.get("CUDA graph") is True and notes.get("streams used") == streams
             assert torch.equal(module(x), ref)
+
+
+def test_the_native_set_closes_every_gap_kind_on_modules_and_onnx_runtime() -> None:
+    import close_loop as cl
+
+    kinds = {e.gap for e in cl.EXPERIMENTS}
+    assert {e.gap for e in cl.NATIVE_EXPERIMENTS if e.source == cl.MODULE} == kinds
+    assert {e.source for e in cl.NATIVE_EXPERIMENTS} == {cl.MODULE, cl.ORT}
+    assert {e.model for e in cl.NATIVE_EXPERIMENTS} >= {"resnet50", "googlenet", "bert_base"}
+    assert all(e.bundle.startswith("native_") for e in cl.NATIVE_EXPERIMENTS)
+    assert all(e.before.ort == e.after.ort == (e.source == cl.ORT) for e in cl.NATIVE_EXPERIMENTS)
+
+
+def test_native_residual_add_fuses_into_the_conv_call() -> None:
+    """torchvision's ``out += identity`` is an fx call_function (operator.iadd), not an onnx2torch module."""
+    torch = pytest.importorskip("torch")
+    import close_loop
+    from torch import fx, nn
+
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(4)
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            out = self.bn(self.conv(x))
+            out += x
+            return self.relu(out)
+
+    torch.manual_seed(0)
+    net = Residual().eval()
+    x = torch.randn(2, 4, 8, 8)
+    gm = fx.symbolic_trace(net)
+    with torch.inference_mode():
+        fused, n = close_loop.fuse_conv_relu(close_loop.fold_bn(close_loop.copy.deepcopy(gm))[0])
+        assert n == 1 and torch.allclose(fused(x), net(x), atol=1e-5)
