@@ -95,6 +95,20 @@ def test_export_names_every_layer_by_its_module(tmp_path: Path) -> None:
     assert scopes - {None} <= modules  # every scope is a real module path
 
 
+def test_export_keeps_the_batchnorm_the_module_runs(tmp_path: Path) -> None:
+    """Eager PyTorch runs each BatchNorm module as a kernel of its own. The TorchScript exporter's eval
+    mode folds it into the conv's weights, and the analysis then sees no BN layer: its kernels map to
+    no layer and the folding gap is 0 where BN folding saved 0.29 ms of torchvision ResNet-50 b64
+    on the H100 (docs/RESULTS.md §5.3)."""
+    _torch()
+    from benanza.model.onnx_import import load_model
+    from benanza.profile.capture import export_torch_module
+
+    path, _ = export_torch_module("tiny_modules:tiny_net", tmp_path / "m.onnx", batch=2)
+    bns = [layer for layer in load_model(path).layers if layer.op == "BatchNormalization"]
+    assert [module_of_node(layer.name) for layer in bns] == ["layer1.0.bn1", "layer1.1.bn1"]
+
+
 def test_cpu_profile_maps_every_layer_through_the_module_hierarchy(tmp_path: Path) -> None:
     torch = _torch()
     from benanza.model.onnx_import import load_model

@@ -82,14 +82,21 @@ def build(spec: ModuleSpec, batch: int | None = None) -> tuple[Any, tuple[Any, .
 
 
 def export(module: Any, inputs: tuple[Any, ...], path: Path, spec: ModuleSpec | str) -> Path:
-    """The module as ONNX (TorchScript exporter, module-path node names), or a one-line error."""
+    """The module as ONNX (TorchScript exporter, module-path node names), or a one-line error.
+
+    Exported in the module's own (eval) mode with ``TrainingMode.PRESERVE``: the exporter's
+    EVAL mode folds each BatchNorm into the conv before it, but eager PyTorch runs the BatchNorm as
+    a kernel of its own, and the analysis must see that layer to map its kernel and price folding it."""
+    import warnings
+
     import torch
 
     names = [f"input_{i}" for i in range(len(inputs))]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*constant folding.*training.*")  # eval modules: no training ops
             torch.onnx.export(module, inputs, str(path), input_names=names, opset_version=EXPORT_OPSET,
-                              dynamo=False, do_constant_folding=True)
+                              dynamo=False, do_constant_folding=True, training=torch.onnx.TrainingMode.PRESERVE)
     except Exception as exc:  # the exporter raises many types; each means "this module does not export"
         raise BenanzaError(f"--torch-module {spec}: export to ONNX failed: {_line(exc)}") from None
     return path
