@@ -352,9 +352,26 @@ def configured_compilers(build_dir: Path) -> tuple[str, str] | None:
     return found["CUDA"], found["CXX"]
 
 
-def check_compilers(build_dir: Path, chain: Toolchain) -> str:
-    """Why the executables of ``build_dir`` must not be stored ("" when they may): CMake configured other
+STAMP = ".benanza-toolchain"  # in a build directory: the toolchain digest it was configured with
+
+
+def stamp(build_dir: Path, chain: Toolchain) -> None:
+    """Record which toolchain configured ``build_dir`` (CMake configures a build directory once and then
+    keeps its settings, whatever the environment says later)."""
+    (build_dir / STAMP).write_text(chain.digest + "\n")
+
+
+def check_build_dir(build_dir: Path, chain: Toolchain) -> str:
+    """Why the executables of ``build_dir`` must not be stored under keys of ``chain`` ("" when they may):
+    the directory was configured under another toolchain (or before the cache), or CMake found other
     compilers than the key was made with."""
+    try:
+        configured = (build_dir / STAMP).read_text().strip()
+    except OSError:
+        configured = ""
+    if configured != chain.digest:
+        return (f"{build_dir} was configured with other settings (compilers, flags, libraries) than this build's; "
+                "delete it to build afresh")
     got = configured_compilers(build_dir)
     if got is None:
         return f"{build_dir / 'CMakeCache.txt'}: no compilers recorded"

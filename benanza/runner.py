@@ -134,8 +134,10 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
         if done.returncode != 0:
             raise BenanzaError(f"{lists}: {step} failed (exit {done.returncode}):\n"
                                f"{_tail(done.stdout + done.stderr)}")
+        if step == "configure" and chain is not None:
+            build_cache.stamp(out, chain)
     if chain is not None:
-        outcome.note = build_cache.check_compilers(out, chain)
+        outcome.note = build_cache.check_build_dir(out, chain)
         try:
             for exe in [] if outcome.note else outcome.compiled:
                 build_cache.store(keys[exe], out / exe)

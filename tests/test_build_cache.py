@@ -146,3 +146,11 @@ def test_a_second_project_with_the_same_executables_compiles_nothing(tmp_path: P
     assert entry.read_bytes().endswith((tmp_path / "a" / "build" / "bench_activation").read_bytes())
     listing(tmp_path / "a" / "build" / "bench_activation")
     assert build_cache.fetch(entry.stem, tmp_path / "c" / "bench_activation")
+
+    # a build directory configured under other settings (CMake keeps them, whatever the environment
+    # says now) builds, but what it built is not stored under this toolchain's keys
+    entry.unlink()
+    (tmp_path / "a" / "build" / build_cache.STAMP).write_text("another toolchain\n")
+    other = runner.build_project(tmp_path / "a")
+    assert other.compiled == ["bench_activation"] and "configured with other settings" in other.note
+    assert not list(cache_env.glob("??/*.exe"))
