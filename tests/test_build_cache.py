@@ -9,9 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import LIGHT, NVCC
 
 from benanza import build_cache, codegen, runner
+from benanza.cli import main
 from benanza.library import Api
 from benanza.model.onnx_import import load_model
 from benanza.plan import plan
@@ -110,6 +112,19 @@ def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path, cac
     assert build_cache.fetch("aa" * 32, tmp_path / "used")  # used now: the newest
     assert build_cache.prune(max_bytes=250_000) == 1
     assert [p.stem[:2] for p in sorted(cache_env.glob("??/*.exe"))] == ["aa", "cc"]
+
+
+def test_the_build_cache_command_shows_and_clears(tmp_path: Path, cache_env: Path) -> None:
+    payload = tmp_path / "tool"
+    payload.write_bytes(bytes(2**20))
+    build_cache.store("ab" * 32, payload)
+    shown = CliRunner().invoke(main, ["build-cache"])
+    assert shown.exit_code == 0 and f"{cache_env}: 1 executable(s), 1.0 MiB; cache on" in shown.output
+    cleared = CliRunner().invoke(main, ["build-cache", "--clear"])
+    assert cleared.exit_code == 0 and "deleted 1 cached executable(s)" in cleared.output
+    assert build_cache.usage() == (0, 0)
+    for command in ("run", "pipeline"):
+        assert "--no-build-cache" in CliRunner().invoke(main, [command, "--help"]).output
 
 
 # ---------------------------------------------------------------- real builds
