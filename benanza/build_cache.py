@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from benanza import paths
-from benanza.errors import BenanzaError
 
 FORMAT = 1  # part of every key: a change in what a key covers starts a new cache
 MAGIC = b"benanza-build-cache 1\n"
@@ -73,7 +72,7 @@ def enabled(flag: bool | None = None) -> bool:
 def root() -> Path:
     """The cache directory (``BENANZA_BUILD_CACHE_DIR``, else ``build`` in benanza's cache directory)."""
     given = os.environ.get(DIR_ENV)
-    return Path(given) if given else paths.cache_dir() / "build"
+    return Path(given) if given else paths.cache_location() / "build"
 
 
 def _sha(data: bytes) -> str:
@@ -381,12 +380,11 @@ def check_build_dir(build_dir: Path, chain: Toolchain) -> str:
     return ""
 
 
-def require_dir() -> Path:
-    """The cache directory, created; a directory that cannot be made is one line."""
+def unusable() -> str:
+    """Why the cache directory cannot be used ("" when it can): a build then goes on without the cache."""
     base = root()
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BenanzaError(f"{base}: cannot create the build cache ({exc.strerror}); set {DIR_ENV} or "
-                           f"{OFF_ENV}=1") from None
-    return base
+        return f"{base}: cannot create the build cache ({exc.strerror}); set {DIR_ENV}, or {OFF_ENV}=1"
+    return "" if os.access(base, os.W_OK | os.X_OK) else f"{base}: the build cache is not writable"

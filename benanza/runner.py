@@ -99,10 +99,10 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
     defines = cmake_defines()
     chain = None
     if build_cache.enabled(cache) and (project / "benchmarks.cmake").is_file():
-        chain = build_cache.toolchain(project, defines)
+        outcome.note = build_cache.unusable()  # a cache that cannot be used costs time, never the build
+        chain = None if outcome.note else build_cache.toolchain(project, defines)
     keys: dict[str, str] = {}
     if chain is not None:
-        build_cache.require_dir()
         outcome.cache_used = True
         try:
             keys = build_cache.executable_keys(project, chain)

@@ -103,6 +103,14 @@ def test_a_corrupt_or_truncated_entry_is_a_miss_and_is_deleted(tmp_path: Path, c
         assert not entry.exists() and not (tmp_path / "never" / "tool").exists()
 
 
+def test_a_cache_that_cannot_be_made_is_a_reason_not_an_error(tmp_path: Path, cache_env: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    assert build_cache.unusable() == ""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(build_cache.DIR_ENV, str(tmp_path / "file" / "cache"))
+    assert build_cache.unusable().startswith(f"{tmp_path / 'file' / 'cache'}: cannot create the build cache")
+
+
 def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path, cache_env: Path) -> None:
     payload = tmp_path / "tool"
     payload.write_bytes(bytes(100_000))

@@ -36,6 +36,9 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None,
         note = f" (not stored: {done.note})" if done.note else ""
         err_console.print(plain(f"built {project} in {done.seconds:.1f} s: {len(done.cached)} executable(s) from the "
                                 f"build cache, {len(done.compiled)} compiled{note}"), highlight=False, soft_wrap=True)
+    elif done.note:
+        err_console.print(plain(f"built {project} without the build cache: {done.note}"), highlight=False,
+                          soft_wrap=True)
     return done.out
 
 
