@@ -111,6 +111,37 @@ def test_a_cache_that_cannot_be_made_is_a_reason_not_an_error(tmp_path: Path, ca
     assert build_cache.unusable().startswith(f"{tmp_path / 'file' / 'cache'}: cannot create the build cache")
 
 
+def test_a_build_storing_while_another_fetches_never_hands_out_half_an_entry(tmp_path: Path,
+                                                                             cache_env: Path) -> None:
+    """Two builds share the cache: one (re)stores a key while the other fetches it; every fetch is a
+    miss or a whole executable (the entry is renamed into place), never a part of one."""
+    import threading
+
+    payloads = [bytes([n]) * 3_000_000 for n in (1, 2)]
+    sources = []
+    for n, data in enumerate(payloads):
+        sources.append(tmp_path / f"tool{n}")
+        sources[-1].write_bytes(data)
+    build_cache.store("cd" * 32, sources[0])
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(30):
+            build_cache.store("cd" * 32, sources[i % 2])
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    fetched = 0
+    while not done.is_set():
+        target = tmp_path / "out" / "tool"
+        if build_cache.fetch("cd" * 32, target):
+            fetched += 1
+            assert target.read_bytes() in payloads
+    thread.join()
+    assert fetched and len(list(cache_env.glob("??/*"))) == 1  # no temporary file left behind
+
+
 def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path, cache_env: Path) -> None:
     payload = tmp_path / "tool"
     payload.write_bytes(bytes(100_000))
