@@ -101,26 +101,10 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
     if build_cache.enabled(cache) and (project / "benchmarks.cmake").is_file():
         outcome.note = build_cache.unusable()  # a cache that cannot be used costs time, never the build
         chain = None if outcome.note else build_cache.toolchain(project, defines)
-    keys: dict[str, str] = {}
-    if chain is not None:
-        outcome.cache_used = True
-        try:
-            keys = build_cache.executable_keys(project, chain)
-        except OSError as exc:
-            raise BenanzaError(f"{project}: cannot read the generated sources ({exc.strerror}: {exc.filename})") \
-                from None
-        for exe, key in keys.items():
-            try:
-                hit = build_cache.fetch(key, out / exe)
-            except OSError as exc:
-                raise BenanzaError(f"{out / exe}: cannot write ({exc.strerror})") from None
-            (outcome.cached if hit else outcome.compiled).append(exe)
-        if not outcome.compiled:  # every executable was built before: no CMake at all
-            outcome.seconds = time.perf_counter() - t0
-            return outcome
-        for exe in outcome.compiled:  # whatever is there is not what this key builds: Ninja must make it
-            with contextlib.suppress(FileNotFoundError):
-                (out / exe).unlink()
+    keys = _from_cache(project, out, chain, outcome) if chain is not None else {}
+    if chain is not None and not outcome.compiled:  # every executable was built before: no CMake at all
+        outcome.seconds = time.perf_counter() - t0
+        return outcome
     steps = []
     if not (out / "build.ninja").is_file():
         outcome.configured = True
@@ -137,15 +121,46 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
         if step == "configure" and chain is not None:
             build_cache.stamp(out, chain)
     if chain is not None:
-        outcome.note = build_cache.check_build_dir(out, chain)
-        try:
-            for exe in [] if outcome.note else outcome.compiled:
-                build_cache.store(keys[exe], out / exe)
-            build_cache.prune()
-        except OSError as exc:  # a full or read-only cache costs the next build time, never this one
-            outcome.note = f"{build_cache.root()}: cannot store the executables ({exc.strerror})"
+        _to_cache(out, chain, keys, outcome)
     outcome.seconds = time.perf_counter() - t0
     return outcome
+
+
+def _from_cache(project: Path, out: Path, chain: build_cache.Toolchain,
+                outcome: build_cache.BuildOutcome) -> dict[str, str]:
+    """Copy each executable the cache holds into ``out`` (``outcome.cached``; the others go to
+    ``outcome.compiled``); returns every executable's key."""
+    outcome.cache_used = True
+    try:
+        keys = build_cache.executable_keys(project, chain)
+    except OSError as exc:
+        raise BenanzaError(f"{project}: cannot read the generated sources ({exc.strerror}: {exc.filename})") \
+            from None
+    for exe, key in keys.items():
+        try:
+            hit = build_cache.fetch(key, out / exe)
+        except OSError as exc:
+            raise BenanzaError(f"{out / exe}: cannot write ({exc.strerror})") from None
+        (outcome.cached if hit else outcome.compiled).append(exe)
+    # in a build directory this toolchain configured (or none yet), Ninja must make what this key builds,
+    # whatever an old hit left there; one configured otherwise stores nothing and builds as before the cache
+    if not (out / "build.ninja").is_file() or not build_cache.check_build_dir(out, chain):
+        for exe in outcome.compiled:
+            with contextlib.suppress(FileNotFoundError):
+                (out / exe).unlink()
+    return keys
+
+
+def _to_cache(out: Path, chain: build_cache.Toolchain, keys: Mapping[str, str],
+              outcome: build_cache.BuildOutcome) -> None:
+    """Store what CMake built, when ``out`` was configured under ``chain`` (else ``outcome.note`` says why not)."""
+    outcome.note = build_cache.check_build_dir(out, chain)
+    try:
+        for exe in [] if outcome.note else outcome.compiled:
+            build_cache.store(keys[exe], out / exe)
+        build_cache.prune()
+    except OSError as exc:  # a full or read-only cache costs the next build time, never this one
+        outcome.note = f"{build_cache.root()}: cannot store the executables ({exc.strerror})"
 
 
 # ---------------------------------------------------------------- manifest
