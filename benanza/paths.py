@@ -75,10 +75,13 @@ def _unpack_xz(packed: Path, target: Path) -> None:
             partial.unlink()
 
 
-def cache_dir() -> Path:
-    import os
+def cache_location() -> Path:
+    """benanza's cache directory (``$XDG_CACHE_HOME/benanza``, else ``~/.cache/benanza``), not created."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza"
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "benanza"
+
+def cache_dir() -> Path:
+    cache = cache_location()
     cache.mkdir(parents=True, exist_ok=True)
     return cache
 

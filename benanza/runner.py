@@ -35,6 +35,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from benanza import build_cache
 from benanza import db as perfdb
 from benanza.apis import has_weights
 from benanza.errors import BenanzaError
@@ -74,8 +75,18 @@ def cmake_defines(env: Mapping[str, str] | None = None) -> list[str]:
     return args + shlex.split(env.get("BENANZA_CMAKE_ARGS", ""))
 
 
-def build(project_dir: str | Path, build_dir: str | Path | None = None, jobs: int | None = None) -> Path:
-    """Configure (once, CMake + Ninja) and build a generated project; returns the build directory."""
+def build(project_dir: str | Path, build_dir: str | Path | None = None, jobs: int | None = None,
+          cache: bool | None = None) -> Path:
+    """Build a generated project (``build_project``); returns the build directory."""
+    return build_project(project_dir, build_dir, jobs, cache).out
+
+
+def build_project(project_dir: str | Path, build_dir: str | Path | None = None, jobs: int | None = None,
+                  cache: bool | None = None) -> build_cache.BuildOutcome:
+    """Build a generated project: executables the build cache holds are copied into place, CMake
+    (configured once, Ninja) builds the others, which are then stored. ``cache`` False (``--no-build-cache``)
+    or ``BENANZA_NO_BUILD_CACHE=1`` builds everything with CMake, as before the cache."""
+    t0 = time.perf_counter()
     project = Path(project_dir)
     lists = project / "CMakeLists.txt"
     if not lists.is_file():
@@ -84,17 +95,72 @@ def build(project_dir: str | Path, build_dir: str | Path | None = None, jobs: in
     if cmake is None:
         raise BenanzaError(f"{lists}: cmake is not on PATH (needed to build the benchmarks)")
     out = Path(build_dir) if build_dir else project / "build"
+    outcome = build_cache.BuildOutcome(out)
+    defines = cmake_defines()
+    chain = None
+    if build_cache.enabled(cache) and (project / "benchmarks.cmake").is_file():
+        outcome.note = build_cache.unusable()  # a cache that cannot be used costs time, never the build
+        chain = None if outcome.note else build_cache.toolchain(project, defines)
+    keys = _from_cache(project, out, chain, outcome) if chain is not None else {}
+    if chain is not None and not outcome.compiled:  # every executable was built before: no CMake at all
+        outcome.seconds = time.perf_counter() - t0
+        return outcome
     steps = []
     if not (out / "build.ninja").is_file():
+        outcome.configured = True
         steps.append(("configure", [cmake, "-S", str(project), "-B", str(out), "-G", "Ninja",
-                                    "-DCMAKE_BUILD_TYPE=Release", *cmake_defines()]))
-    steps.append(("build", [cmake, "--build", str(out), *(["-j", str(jobs)] if jobs else [])]))
+                                    "-DCMAKE_BUILD_TYPE=Release", *defines]))
+    targets = ["--target", *outcome.compiled] if chain is not None else []
+    steps.append(("build", [cmake, "--build", str(out), *(["-j", str(jobs)] if jobs else []), *targets]))
+    outcome.cmake_ran = True
     for step, argv in steps:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise BenanzaError(f"{lists}: {step} failed (exit {done.returncode}):\n"
                                f"{_tail(done.stdout + done.stderr)}")
-    return out
+        if step == "configure" and chain is not None:
+            build_cache.stamp(out, chain)
+    if chain is not None:
+        _to_cache(out, chain, keys, outcome)
+    outcome.seconds = time.perf_counter() - t0
+    return outcome
+
+
+def _from_cache(project: Path, out: Path, chain: build_cache.Toolchain,
+                outcome: build_cache.BuildOutcome) -> dict[str, str]:
+    """Copy each executable the cache holds into ``out`` (``outcome.cached``; the others go to
+    ``outcome.compiled``); returns every executable's key."""
+    outcome.cache_used = True
+    try:
+        keys = build_cache.executable_keys(project, chain)
+    except OSError as exc:
+        raise BenanzaError(f"{project}: cannot read the generated sources ({exc.strerror}: {exc.filename})") \
+            from None
+    for exe, key in keys.items():
+        try:
+            hit = build_cache.fetch(key, out / exe)
+        except OSError as exc:
+            raise BenanzaError(f"{out / exe}: cannot write ({exc.strerror})") from None
+        (outcome.cached if hit else outcome.compiled).append(exe)
+    # in a build directory this toolchain configured (or none yet), Ninja must make what this key builds,
+    # whatever an old hit left there; one configured otherwise stores nothing and builds as before the cache
+    if not (out / "build.ninja").is_file() or not build_cache.check_build_dir(out, chain):
+        for exe in outcome.compiled:
+            with contextlib.suppress(FileNotFoundError):
+                (out / exe).unlink()
+    return keys
+
+
+def _to_cache(out: Path, chain: build_cache.Toolchain, keys: Mapping[str, str],
+              outcome: build_cache.BuildOutcome) -> None:
+    """Store what CMake built, when ``out`` was configured under ``chain`` (else ``outcome.note`` says why not)."""
+    outcome.note = build_cache.check_build_dir(out, chain)
+    try:
+        for exe in [] if outcome.note else outcome.compiled:
+            build_cache.store(keys[exe], out / exe)
+        build_cache.prune()
+    except OSError as exc:  # a full or read-only cache costs the next build time, never this one
+        outcome.note = f"{build_cache.root()}: cannot store the executables ({exc.strerror})"
 
 
 # ---------------------------------------------------------------- manifest

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,15 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 GPU = shutil.which("nvidia-smi") is not None
 CXX = shutil.which("g++") or shutil.which("c++")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Builds under test never read or fill the user's build cache (benanza/build_cache.py): a hit
+    left by an earlier run would let a build pass without compiling. One empty cache per session."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BENANZA_BUILD_CACHE_DIR", str(tmp_path_factory.mktemp("build_cache")))
+        yield
 
 
 def host_tool(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:

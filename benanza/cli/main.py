@@ -32,8 +32,8 @@ err_console = _console(stderr=True)
 # stages it imports: onnx, the runner, sqlite-utils) is imported only when that command runs or
 # the help lists the commands, so that ``benanza analyze`` does not pay for ``benanza run``.
 COMMAND_MODULES: dict[str, str] = {
-    "analyze": "analyze", "bundles": "compare", "compare": "compare", "db": "db", "generate": "generate",
-    "layers": "models", "models": "models", "pipeline": "pipeline", "profile": "profile",
+    "analyze": "analyze", "build-cache": "build_cache", "bundles": "compare", "compare": "compare", "db": "db",
+    "generate": "generate", "layers": "models", "models": "models", "pipeline": "pipeline", "profile": "profile",
     "quickstart": "quickstart", "run": "run",
 }
 

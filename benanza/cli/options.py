@@ -70,3 +70,11 @@ def force_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--force", is_flag=True,
                         help="Replace an output file even if it is an input of this command or not an earlier "
                              "benanza output of its kind (refused otherwise).")(command)
+
+
+def build_cache_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--no-build-cache (run, pipeline): compile every executable with CMake, as if none was built before."""
+    return click.option("--no-build-cache", is_flag=True,
+                        help="Compile every executable with CMake instead of reusing those built before with the "
+                             "same sources, flags and libraries (benanza build-cache; also "
+                             "BENANZA_NO_BUILD_CACHE=1).")(command)

@@ -9,7 +9,7 @@ import click
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import parse_precisions, seq_len_option
+from benanza.cli.options import build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
@@ -31,11 +31,12 @@ from benanza.report import print_report
 @click.option("-j", "--build-jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
 @click.option("--profile", "bundle", type=click.Path(file_okay=False, path_type=Path),
               help="Also analyze against this profile bundle (a single MODEL file).")
+@build_cache_option
 @cluster_options
 @friendly_errors
 def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | None, dtypes: str, project_dir: Path,
                  timeout_s: float, build_jobs: int | None, bundle: Path | None, cluster: str | None,
-                 scheduler_file: Path | None, shard_jobs: int | None) -> None:
+                 scheduler_file: Path | None, shard_jobs: int | None, no_build_cache: bool) -> None:
     """generate + build + run (+ analyze) in one command.
 
     Without a usable GPU it says so in one line and stops after the build.
@@ -44,7 +45,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
     project = generate(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch, seq_len=seq_len)
-    build(project, jobs=build_jobs)
+    build(project, jobs=build_jobs, cache=False if no_build_cache else None)
     console.print(plain(f"built {project}"), highlight=False)
     if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db
         if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=timeout_s,

@@ -10,19 +10,21 @@ from typing import Any
 
 from benanza.cli.main import err_console
 from benanza.errors import BenanzaError
+from benanza.plain_text import plain
 
 # CMakeLists.txt stops with "benanza: BZ_CUDNN_INCLUDE not found; set CUDNN_INCLUDE_DIR ..." when the
 # cuDNN/cuBLAS wheels (requirements-cuda.txt) are missing: one line says what to install.
 MISSING_LIBRARY = re.compile(r"benanza: (BZ_\w+) not found")
 
 
-def build(project: Path, build_dir: Path | None = None, jobs: int | None = None) -> Path:
-    """``runner.build`` under a progress line; a missing cuDNN/cuBLAS becomes one line naming the fix."""
+def build(project: Path, build_dir: Path | None = None, jobs: int | None = None, cache: bool | None = None) -> Path:
+    """``runner.build_project`` under a progress line, then one line saying what the build cache gave; a
+    missing cuDNN/cuBLAS becomes one line naming the fix."""
     from benanza import runner  # imported by the commands that build, not by every command
 
     with err_console.status(f"building {project} (CMake + Ninja; a first build takes minutes)"):
         try:
-            return runner.build(project, build_dir, jobs)
+            done = runner.build_project(project, build_dir, jobs, cache)
         except BenanzaError as exc:
             missing = MISSING_LIBRARY.search(str(exc))
             if missing:
@@ -30,6 +32,14 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None)
                                    "cuDNN/cuBLAS headers and libraries with: pip install -r requirements-cuda.txt "
                                    "(or set CUDNN_INCLUDE_DIR/CUDNN_LIBRARY_DIR)") from None
             raise
+    if done.cache_used:
+        note = f" (not stored: {done.note})" if done.note else ""
+        err_console.print(plain(f"built {project} in {done.seconds:.1f} s: {len(done.cached)} executable(s) from the "
+                                f"build cache, {len(done.compiled)} compiled{note}"), highlight=False, soft_wrap=True)
+    elif done.note:
+        err_console.print(plain(f"built {project} without the build cache: {done.note}"), highlight=False,
+                          soft_wrap=True)
+    return done.out
 
 
 def generate(models: list[Path], out: Path, precisions: tuple[str, ...], batch: int | None,

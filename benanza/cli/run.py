@@ -15,7 +15,7 @@ from benanza import cluster, runner, system
 from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import parse_precisions, seq_len_option
+from benanza.cli.options import build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
@@ -86,7 +86,8 @@ def worker_table(summary: CampaignSummary, title: str) -> Table:
 
 
 def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, scheduler_file: Path | None,
-                   build_dir: Path | None = None, build_jobs: int | None = None, **options: Any) -> bool:
+                   build_dir: Path | None = None, build_jobs: int | None = None, build_cache: bool | None = None,
+                   **options: Any) -> bool:
     """Build each project here and run it on a Dask cluster into ``db_path`` (written by this process
     only); prints a summary per project and per worker. True when every executable could run."""
     cluster.require_dask(local=address == "local")  # before building anything
@@ -94,7 +95,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
     failed = False
     try:
         db = perfdb.open_db(db_path)
-        built = [(project, runner.build(project, build_dir, build_jobs)) for project in projects]
+        built = [(project, build(project, build_dir, build_jobs, build_cache)) for project in projects]
         for project, out in built:
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -150,12 +151,13 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
               help="Cap on graph-API engine configs measured per job (default: every one the heuristics offer).")
 @click.option("--api", "api_list", help="Comma-separated APIs to generate for ONNX models (e.g. conv_fwd); "
                                         "default all, with the system ceilings.")
+@build_cache_option
 @cluster_options
 @friendly_errors
 def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bool, l2: str,
             build_dir: Path | None, dtypes: tuple[str, ...], batch: int | None, seq_len: int | None, project_dir: Path,
             build_jobs: int | None, max_reps: int | None, max_engines: int | None, cluster: str | None,
-            scheduler_file: Path | None, shard_jobs: int | None, api_list: str | None) -> None:
+            scheduler_file: Path | None, shard_jobs: int | None, api_list: str | None, no_build_cache: bool) -> None:
     """Build each generated project DIR (or generate one for the .onnx MODELs given) and run
     its benchmarks into --db.
 
@@ -171,6 +173,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     worker per GPU), each worker's system separately, and this process alone writes --db.
     """
     precisions = tuple(p.value for p in parse_precisions(dtypes))
+    cache = False if no_build_cache else None
     if db_path.suffix == ".xz":
         raise BenanzaError(f"{db_path}: a compressed database is read-only; measure into a .db file "
                            "(e.g. --db perf.db)")
@@ -182,8 +185,8 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
         if models:
             projects.append(generate(models, project_dir, precisions, batch, apis=apis, seq_len=seq_len))
         if not run_on_cluster(projects, db_path, cluster, scheduler_file, build_dir=build_dir,
-                              build_jobs=build_jobs, timeout_s=timeout_s, force=force, l2=l2, max_reps=max_reps,
-                              max_engines=max_engines, shard_jobs=shard_jobs):
+                              build_jobs=build_jobs, build_cache=cache, timeout_s=timeout_s, force=force, l2=l2,
+                              max_reps=max_reps, max_engines=max_engines, shard_jobs=shard_jobs):
             raise SystemExit(1)
         return
     fingerprint = system.fingerprint(bandwidth=True)
@@ -194,7 +197,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
     db = perfdb.open_db(db_path)
     failed = False
     for project in projects:
-        out = build(project, build_dir, build_jobs)
+        out = build(project, build_dir, build_jobs, cache)
         jobs = runner.jobs_to_run(runner.manifest_jobs(runner.load_manifest(project), l2), l2)
         total = sum(len(j) for j in jobs.values())
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
