@@ -46,6 +46,23 @@ def test_layers_table_lists_every_model_and_the_total(zoo_dir):
     assert resnet_line.split()[1:4] == ["2", "176", "56"] and resnet_line.split()[-1] == "yes"
 
 
+def test_layers_of_one_model_lists_every_layer(zoo_dir):
+    """One model file: a row per layer (index, name, op, output shape, library calls), then its summary;
+    a directory stays one row per model unless --per-layer."""
+    model = load_model(zoo_dir / "squeezenet.onnx", 2)
+    result = CliRunner().invoke(main, ["layers", str(zoo_dir / "squeezenet.onnx"), "--batch", "2"])
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
+    assert [(int(r[0]), r[1], r[2]) for r in rows] == [(lr.index, lr.name, lr.op) for lr in model.layers]
+    first = model.layers[0]
+    assert rows[0][3] == "x".join(map(str, first.outputs[0].shape)) and "cudnnConvolutionForward," in rows[0]
+    assert any(line.strip().startswith("squeezenet") for line in result.output.splitlines())  # the summary row
+    summary = CliRunner().invoke(main, ["layers", str(zoo_dir / "squeezenet.onnx"), "--summary"])
+    assert not any(line.split()[:1] == ["0"] for line in summary.output.splitlines())
+    every = CliRunner().invoke(main, ["layers", str(zoo_dir), "--per-layer"])
+    assert every.exit_code == 0 and every.output.count(" layers ") >= len(ZOO)
+
+
 def test_layers_json_matches_the_library(zoo_dir):
     path = zoo_dir / "resnet50.onnx"
     result = CliRunner().invoke(main, ["layers", str(path), "--json", "--batch", "4"])

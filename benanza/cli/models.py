@@ -100,15 +100,36 @@ def _table(models: list[Model]) -> Table:
     return table
 
 
+LAYER_COLUMNS = ("#", "layer", "op", "output shape", "MACs (M)", "bytes (MB)", "library calls", "key")
+
+
+def _layer_table(model: Model) -> Table:
+    """One row per layer in execution order: what each layer is and which library calls serve it."""
+    table = Table(title=f"{plain(model.name)}, batch {model.batch}: {len(model.layers)} layers", box=box.SIMPLE_HEAD)
+    for col in LAYER_COLUMNS:
+        table.add_column(col, justify="right" if col in ("#", "MACs (M)", "bytes (MB)") else "left")
+    for layer in model.layers:
+        shape = "x".join(str(d) for d in layer.outputs[0].shape) if layer.outputs else ""
+        table.add_row(str(layer.index), plain(layer.name), plain(layer.op), shape, f"{layer.macs / 1e6:.1f}",
+                      f"{layer.bytes / 1e6:.2f}", ", ".join(api.value for api in layer.apis) or "-",
+                      layer.key[:16])
+    return table
+
+
 @main.command("layers")
 @click.argument("model_or_dir", type=click.Path(path_type=Path))
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Batch size: the leading dim of the model's data inputs (default: the file's own, or 1).")
 @seq_len_option
+@click.option("--per-layer/--summary", "per_layer", default=None,
+              help="A table of every layer of each model, or only the one-row-per-model summary "
+                   "(default: every layer for one model file, the summary for a directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print every layer as JSON on stdout instead of the table.")
 @friendly_errors
-def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, as_json: bool) -> None:
-    """List the layers of one ONNX model or of every *.onnx in a directory.
+def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, per_layer: bool | None,
+               as_json: bool) -> None:
+    """List the layers of one ONNX model (every layer, then its summary row) or of every *.onnx
+    in a directory (one summary row each; --per-layer for every layer).
 
     Bad files are reported one line each on stderr (exit code 1); the others are still listed.
     """
@@ -123,6 +144,9 @@ def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, as_js
     elif models:
         # a terminal gets its own width; a pipe or a file gets the whole table
         out = console if console.is_terminal else Console(width=max(console.width, 140))
+        if per_layer or (per_layer is None and model_or_dir.is_file()):
+            for m in models:
+                out.print(_layer_table(m))
         out.print(_table(models))
     for line in errors:
         err_console.print(labelled("error:", "bold red", line), highlight=False, soft_wrap=True)
