@@ -33,3 +33,20 @@ def test_quickstart_ends_with_a_summary_across_models(tmp_path: Path) -> None:
                                                                  "Benanza ratio (LBL_seq / GPU kernel time)")):
         assert f" {cell(report.summary[key], label)} " in rows["vgg19"]
     assert "squeezenet" in rows and " - " in rows["squeezenet"]  # no profile: no measured latency, no ratio
+
+
+@pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU quickstart measures first")
+def test_quickstart_prints_one_line_per_model_and_the_full_report_only_when_asked(tmp_path: Path) -> None:
+    """The full report is in each model's HTML; the terminal gets one line per model (--verbose: all of it)."""
+    models = tmp_path / "zoo"
+    models.mkdir()
+    shutil.copy(LIGHT / "light_squeezenet.onnx", models / "squeezenet.onnx")
+    short = CliRunner().invoke(main, ["quickstart", str(models), "--out", str(tmp_path / "out")])
+    assert short.exit_code == 0, short.output
+    before_summary = short.output[:short.output.index("quickstart summary")].splitlines()
+    assert [line for line in before_summary if line.startswith("squeezenet: LBL_seq ")] == before_summary[-1:]
+    assert str(tmp_path / "out" / "squeezenet.html") in before_summary[-1] and "Headline" not in short.output
+    assert (tmp_path / "out" / "squeezenet.html").is_file()
+    full = CliRunner().invoke(main, ["quickstart", str(models), "--out", str(tmp_path / "out"), "--verbose"])
+    assert full.exit_code == 0 and "Headline" in full.output and len(full.output.splitlines()) > 5 * len(
+        short.output.splitlines())

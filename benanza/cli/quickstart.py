@@ -56,15 +56,21 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
               help="Where the generated project, the database (on a GPU) and the HTML reports go.")
 @click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True,
               help="Precisions to benchmark (GPU machines only).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print each model's full report in the terminal too (else one line per model; the full "
+                   "report is in its HTML page).")
 @cluster_options
 @friendly_errors
-def quickstart(models_dir: Path, out: Path, dtypes: str, cluster: str | None, scheduler_file: Path | None,
-               shard_jobs: int | None) -> None:
+def quickstart(models_dir: Path, out: Path, dtypes: str, verbose: bool, cluster: str | None,
+               scheduler_file: Path | None, shard_jobs: int | None) -> None:
     """Analyze every model of MODELS_DIR: with a GPU, measure first (generate, build, run,
     and a profile of each model in ONNX Runtime or PyTorch; the database starts from the
     shipped one when that was measured on this same system); without one, analyze against
     the shipped H100 database and profile bundles. With --cluster or --scheduler-file the
-    cluster's GPUs measure into OUT/perf.db (profiles: this machine's GPU, else shipped)."""
+    cluster's GPUs measure into OUT/perf.db (profiles: this machine's GPU, else shipped).
+
+    Prints one line per model and a summary table across models; each model's full report
+    goes to OUT/<model>.html (and to the terminal with --verbose)."""
     precisions = tuple(p.value for p in parse_precisions(dtypes))
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
@@ -105,12 +111,24 @@ def quickstart(models_dir: Path, out: Path, dtypes: str, cluster: str | None, sc
         except BenanzaError as exc:  # one model without data must not hide the others' results
             err_console.print(plain(f"{model.name}: not analyzed: {exc}"), highlight=False)
             continue
-        print_report(report, console, top=5)
         page = write_html(report, out / f"{model.stem}.html")
-        console.print(plain(f"wrote {page}"), highlight=False)
+        if verbose:
+            print_report(report, console, top=5)
+            console.print(plain(f"wrote {page}"), highlight=False)
+        else:
+            console.print(plain(one_line(model.stem, report, page)), highlight=False, soft_wrap=True)
         reports.append((model.stem, bundle.name if bundle else "-", report))
     if reports:
         console.print(summary_across(reports))
+
+
+def one_line(name: str, report: Report, page: Path) -> str:
+    """A model's headline in one line: its bound, measured share and largest gap, and where the report is."""
+    s = report.summary
+    gaps = top_gaps(report, 1)
+    gap = f"; largest gap {gaps[0][0]} {cell(gaps[0][1], '(ms)')} ms" if gaps else ""
+    return (f"{name}: LBL_seq {cell(s.get('LBL_seq (ms)'), '(ms)')} ms, "
+            f"measured share {cell(s.get('LBL_seq measured share'), '')}{gap} -> {page}")
 
 
 def summary_across(reports: list[tuple[str, str, Report]]) -> Table:
