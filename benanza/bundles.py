@@ -9,7 +9,7 @@ from typing import Any
 
 from benanza.errors import BenanzaError
 from benanza.guards import model_stem
-from benanza.paths import perfdb_dir
+from benanza.paths import onnx_light_zoo, perfdb_dir
 from benanza.profile.bundle import META, Bundle, model_digest, read_bundle
 
 COLUMNS = ("bundle", "where", "model", "batch", "framework", "dtype", "median (ms)", "gpu", "path")
@@ -57,3 +57,25 @@ def find_model(bundle: Bundle, where: Path) -> Path:
             return by_name
     raise BenanzaError(f"{bundle.path}: no model file of it ('{bundle.meta.model}') in {where}; get the zoo with: "
                        f"benanza models zoo {where}, or pass the model with --model")
+
+
+def model_places(bundle: Bundle) -> list[Path]:
+    """Where a bundle's model is looked for when none is given, wherever the command runs: the bundle
+    itself (a --torch-module bundle holds its export), ./models/zoo, the checkout's models/zoo, and
+    the light zoo inside the onnx package (the shipped bundles' models, byte for byte)."""
+    return [bundle.path, Path("models/zoo"), perfdb_dir().parent / "models" / "zoo", onnx_light_zoo()]
+
+
+def locate_model(bundle: Bundle, given: Path | None) -> Path:
+    """``find_model`` in ``given``, or (None) in each of ``model_places`` in turn; one line naming
+    every place looked in when none holds it."""
+    if given is not None:
+        return find_model(bundle, given)
+    places = [p for p in dict.fromkeys(model_places(bundle)) if p.is_dir()]
+    for place in places:
+        try:
+            return find_model(bundle, place)
+        except BenanzaError:
+            continue
+    raise BenanzaError(f"{bundle.path}: no model file of it ('{bundle.meta.model}') in "
+                       f"{', '.join(str(p) for p in places) or 'any known place'}; pass the model with --model")

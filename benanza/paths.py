@@ -27,6 +27,14 @@ def perfdb_dir() -> Path:
     return _data_dir("perfdb")
 
 
+def onnx_light_zoo() -> Path:
+    """The directory of the light zoo models inside the installed onnx package (the files
+    ``benanza models zoo`` copies, byte for byte)."""
+    import onnx  # the zoo ships with onnx; only its users need it
+
+    return Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+
+
 PACKED_SUFFIX = ".columns.xz"  # benanza.packed_db's form, the one perfdb/ ships
 
 

@@ -138,3 +138,17 @@ def test_compare_one_model_on_two_systems(tmp_path: Path) -> None:
     lbl = json.loads((tmp_path / "fast.json").read_text())["summary"]["LBL_seq layer-wise (ms)"]
     assert number(total["best 46ce (ms)"]) == pytest.approx(lbl)
     assert number(total["best slower (ms)"]) > number(total["best 46ce (ms)"])  # every benchmark twice as slow
+
+
+def test_compare_finds_the_model_outside_the_checkout(outputs: dict, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from any directory with no --model: the bundle's model is found by its content hash (here
+    in the onnx package's light zoo, the shipped bundles' models byte for byte); the same comparison."""
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["compare", *(str(BUNDLES / s) for s in SIDES), "--csv", "cmp.csv"])
+    assert out.exit_code == 0, out.output
+    assert list(csv.DictReader((tmp_path / "cmp.csv").open())) == outputs["csv"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = CliRunner().invoke(main, ["compare", *(str(BUNDLES / s) for s in SIDES), "--model", str(empty)])
+    assert missing.exit_code == 1 and "pass the model with --model" in missing.output

@@ -25,8 +25,9 @@ from benanza.report.fmt import cell
 @main.command("compare")
 @click.argument("sides", metavar="BUNDLE_OR_MODEL...", nargs=-1, required=True,
                 type=click.Path(exists=True, path_type=Path))
-@click.option("--model", "model_path", type=click.Path(path_type=Path), default=Path("models/zoo"),
-              show_default=True, help="The model file, or a directory holding it (found by content hash).")
+@click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
+              help="The model file, or a directory holding it (found by content hash; default: the bundle itself, "
+                   "./models/zoo, the checkout's models/zoo, then the zoo inside the onnx package).")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database: .db, .columns.xz or .db.xz (default: the shipped H100 database).")
 @click.option("--system", "systems", multiple=True,
@@ -35,14 +36,15 @@ from benanza.report.fmt import cell
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write an HTML page.")
 @force_option
 @friendly_errors
-def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None, systems: tuple[str, ...],
+def compare_cmd(sides: tuple[Path, ...], model_path: Path | None, db_path: Path | None, systems: tuple[str, ...],
                 csv_path: Path | None, html_path: Path | None, force: bool) -> None:
     """Analyses of one model side by side: profile BUNDLEs (e.g. the same model in ONNX Runtime
     and PyTorch), or one MODEL on several --system. The same headline for each, per-layer figures
     and their deltas to the first, and totals equal to each analysis's own."""
     for path, kind in ((csv_path, "csv"), (html_path, "html")):  # before any work
         if path:
-            check_output(path, kind, (*sides, model_path if model_path.is_file() else None, db_path), force)
+            check_output(path, kind, (*sides, model_path if model_path and model_path.is_file() else None, db_path),
+                         force)
     db = database(db_path)
     label = database_label(db_path)
     if len(sides) == 1 and sides[0].is_file():
@@ -58,12 +60,11 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
             raise BenanzaError("--system: give at most one when comparing bundles")
         if len(sides) < 2:
             raise BenanzaError(f"compare: needs at least two analyses, got {len(sides)}")
-        if not model_path.exists():  # the default models/zoo is only there once fetched
-            raise BenanzaError(f"{model_path}: no such model file or directory (give --model, or fetch the zoo: "
-                               f"benanza models zoo {model_path})")
+        if model_path is not None and not model_path.exists():
+            raise BenanzaError(f"{model_path}: no such model file or directory (--model)")
         analyses = []
         for path in sides:
-            model = bundle_store.find_model(read_bundle(path), model_path)
+            model = bundle_store.locate_model(read_bundle(path), model_path)
             with working(f"analyzing {model.name} against {path.name}"):
                 analyses.append((path.name, analyze_model(model, db, path, systems[0] if systems else None,
                                                           db_label=label)[0]))

@@ -20,6 +20,7 @@ from benanza.errors import BenanzaError
 from benanza.library import Api
 from benanza.model.graph import has_parallel_branches
 from benanza.model.layer import Layer, Model, Tensor
+from benanza.paths import onnx_light_zoo as zoo_source
 from benanza.plain_text import labelled, plain
 
 # The light zoo models shipped inside the onnx package -> the names they get in a model directory.
@@ -157,13 +158,6 @@ def layers_cmd(model_or_dir: Path, batch: int | None, seq_len: int | None, per_l
 @main.group("models")
 def models_group() -> None:
     """Get real ONNX models to work on."""
-
-
-def zoo_source() -> Path:
-    """The directory of the light zoo models inside the installed onnx package."""
-    import onnx  # the zoo ships with onnx; only this command needs it
-
-    return Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 
 
 def copy_zoo(dest: Path) -> list[Path]:
