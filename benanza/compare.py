@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benanza.analyze.tables import Report, Table
+from benanza.analyze.tables import Report, Table, records
 from benanza.errors import BenanzaError
 from benanza.report.headline import FIGURES, top_gaps
 
@@ -21,6 +21,11 @@ class Comparison:
     headline: Table  # one row per headline figure, one column per side
     layers: Table  # one row per layer: figures per side, deltas of each side to the first
     totals: dict[str, dict[str, float | None]]  # side -> figure -> sum over layers (None: no layer has it)
+    model: str = ""  # the model's name
+
+    def records(self) -> list[dict]:
+        """The per-layer table as records a DataFrame takes (snake_case keys, units in the names)."""
+        return records(self.layers)
 
 
 def _total(rows: Sequence[dict], column: str) -> float | None:
@@ -73,4 +78,4 @@ def compare(sides: Sequence[tuple[str, Report]]) -> Comparison:
               for label, side in zip(labels, per_side, strict=True)}
     layers = Table("Per layer, sorted by the largest change", tuple(columns), tuple(rows),
                    note="deltas are each side minus the first; totals are sums over the layers with a value")
-    return Comparison(labels, headline, layers, totals)
+    return Comparison(labels, headline, layers, totals, str(first.model.get("name", "")))

@@ -54,8 +54,10 @@ def test_cli_writes_json_html_and_trace(tmp_path: Path) -> None:
                                     "--html", str(tmp_path / "r.html"), "--trace", str(tmp_path / "r.trace.json")])
     assert out.exit_code == 0, out.output
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["schema"] == 1 and data["system"]["gpu"].startswith("NVIDIA H100")
-    assert data["summary"]["LBL_seq (ms)"] > 0
+    assert data["schema"] == 2 and data["system"]["gpu"].startswith("NVIDIA H100")
+    assert data["summary"]["LBL_seq (ms)"] == data["figures"]["lbl_seq_ms"]["value"] > 0
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, json.loads((Path(__file__).resolve().parent.parent / data["schema_file"]).read_text()))
     assert (tmp_path / "r.html").read_text().lstrip().lower().startswith("<!doctype html")
     assert json.loads((tmp_path / "r.trace.json").read_text())["traceEvents"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -11,11 +12,14 @@ from test_analyze_fixtures import NASTY, branchy_inputs
 
 from benanza import SCHEMA_VERSION
 from benanza.analyze import Ceilings, analyze
-from benanza.analyze.tables import LEVELS
+from benanza.analyze.tables import LEVELS, machine_key
 from benanza.library import Precision
 from benanza.report import print_report, to_html, to_json, trace_events, write_html, write_json, write_trace
 from benanza.report.fmt import cell
+from benanza.report.json_report import REPORT_SCHEMA, SCHEMA_FILE
 from benanza.report.terminal import waterfall_lines
+
+ROOT = Path(__file__).resolve().parent.parent
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source"}
 
@@ -98,21 +102,35 @@ def test_every_writer_shows_each_ceiling_with_its_source():
     text = console.export_text()
     assert "Roofline ceilings" in text and "measured: ceilings benchmark gemm_fp32" in text and "6.69e+13" in text
     data = json.loads(to_json(rep))["ceilings"]
-    assert data["peak (FLOP/s)"] == {"fp32": 50e12}  # the old keys keep their values
-    assert data["source"]["peak (FLOP/s)"] == {"fp32": "measured: ceilings benchmark gemm_fp32"}
-    assert data["physical peak"]["peak (FLOP/s)"]["fp32"] == 66.9e12
+    assert data["peak_flop_s"] == {"value": {"fp32": 50e12}, "unit": "FLOP/s", "label": "peak (FLOP/s)"}
+    assert data["source"]["value"]["peak_flop_s"] == {"fp32": "measured: ceilings benchmark gemm_fp32"}
+    assert data["physical_peak"]["value"]["peak_flop_s"]["fp32"] == 66.9e12
 
 
 def test_json_has_schema_system_and_every_table(report, tmp_path):
     data = json.loads(to_json(report))
-    assert list(data)[:2] == ["schema", "system"]
-    assert data["schema"] == SCHEMA_VERSION
+    assert list(data)[:3] == ["schema", "schema_file", "system"]
+    assert data["schema"] == REPORT_SCHEMA and (ROOT / data["schema_file"]).is_file()
     assert data["system"]["gpu"] == report.system["gpu"]
-    assert set(data["tables"]) == set(report.tables)
+    assert set(data["tables"]) == {machine_key(name)[0] for name in report.tables}
     rows = data["tables"]["layers"]["rows"]
-    assert rows[3]["layer"] == NASTY and rows[0]["best (ms)"] == pytest.approx(0.08)
+    assert rows[3]["layer"] == NASTY and rows[0]["best_ms"] == pytest.approx(0.08)
+    assert {"key": "best_ms", "label": "best (ms)", "unit": "ms"} in data["tables"]["layers"]["columns"]
+    assert data["figures"]["lbl_seq_ms"] == {"value": report.summary["LBL_seq (ms)"], "unit": "ms",
+                                             "label": "LBL_seq (ms)"}
+    assert rows == report.records("layers") and {k: f["value"] for k, f in data["figures"].items()} == \
+        report.figures()
     path = write_json(report, tmp_path / "r.json")
     assert json.loads(path.read_text())["summary"] == data["summary"]
+
+
+def test_json_follows_its_published_schema(report):
+    """docs/analysis.schema.json: every key a program reads is snake_case, each figure and column carries
+    its unit as data; the display labels stay beside them."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / SCHEMA_FILE).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(json.loads(to_json(report)), schema)
 
 
 def test_json_never_writes_nan():

@@ -69,9 +69,9 @@ def test_the_layer_plot_is_sorted_by_gap_with_op_names_and_a_key(pages: dict) ->
     path, report, _ = pages["profiled"]
     html = path.read_text()
     layers = report["tables"]["layers"]["rows"]
-    worst = max((r for r in layers if r["gap (ms)"] is not None), key=lambda r: r["gap (ms)"])
+    worst = max((r for r in layers if r["gap_ms"] is not None), key=lambda r: r["gap_ms"])
     labels = bar_labels(html)
-    assert labels[0] == f"{worst['op']} #{worst['#']} {worst['layer']}"
+    assert labels[0] == f"{worst['op']} #{worst['index']} {worst['layer']}"
     assert all(label.split(" ")[0] in {r["op"] for r in layers} for label in labels)
     for key in ("measured", "best benchmark", "roofline bound", "layer (best benchmark)"):
         assert f">{key}</text>" in html
@@ -85,8 +85,8 @@ def test_the_no_profile_page_and_terminal_are_sane(pages: dict) -> None:
     assert 'aria-label="gaps waterfall"' not in html  # nothing to fall from: no bars below zero
     assert "Without a profile there is no measured latency" in card(html)
     labels = bar_labels(html)
-    best = max(report["tables"]["layers"]["rows"], key=lambda r: r["best (ms)"] or 0)
-    assert labels[0] == f"{best['op']} #{best['#']} {best['layer']}"  # sorted by best latency instead
+    best = max(report["tables"]["layers"]["rows"], key=lambda r: r["best_ms"] or 0)
+    assert labels[0] == f"{best['op']} #{best['index']} {best['layer']}"  # sorted by best latency instead
     assert "Top 10 layers by gap" not in terminal and "no layer with a gap above zero" in terminal
 
 

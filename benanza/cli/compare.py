@@ -8,16 +8,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from benanza import api
 from benanza import bundles as bundle_store
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import database, database_label, force_option
+from benanza.cli.options import force_option
 from benanza.cli.progress import working
-from benanza.compare import compare
 from benanza.errors import BenanzaError
-from benanza.pipeline import analyze_model
 from benanza.plain_text import plain
-from benanza.profile.bundle import read_bundle
 from benanza.report import compare_report
 from benanza.report.fmt import cell
 
@@ -45,36 +43,19 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path | None, db_path: Path 
         if path:
             check_output(path, kind, (*sides, model_path if model_path and model_path.is_file() else None, db_path),
                          force)
-    db = database(db_path)
-    label = database_label(db_path)
     if len(sides) == 1 and sides[0].is_file():
-        if len(systems) < 2:
-            raise BenanzaError(f"{sides[0]}: comparing one model needs two --system or more")
         with working(f"analyzing {sides[0].name} on {len(systems)} systems"):
-            analyses = [(name, analyze_model(sides[0], db, None, name, db_label=label)[0]) for name in systems]
+            comp = api.compare_systems(sides[0], systems, db_path)
     else:
-        bad = [str(p) for p in sides if not p.is_dir()]
-        if bad:
-            raise BenanzaError(f"{bad[0]}: not a profile bundle directory (give bundles, or one model and --system)")
         if len(systems) > 1:
             raise BenanzaError("--system: give at most one when comparing bundles")
-        if len(sides) < 2:
-            raise BenanzaError(f"compare: needs at least two analyses, got {len(sides)}")
-        if model_path is not None and not model_path.exists():
-            raise BenanzaError(f"{model_path}: no such model file or directory (--model)")
-        analyses = []
-        for path in sides:
-            model = bundle_store.locate_model(read_bundle(path), model_path)
-            with working(f"analyzing {model.name} against {path.name}"):
-                analyses.append((path.name, analyze_model(model, db, path, systems[0] if systems else None,
-                                                          db_label=label)[0]))
-    with working("comparing"):
-        comp = compare(analyses)
+        with working(f"analyzing {len(sides)} bundles"):
+            comp = api.compare(sides, model_path, db_path, systems[0] if systems else None)
     compare_report.print_comparison(comp, console)
     if csv_path:
         console.print(plain(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}"), highlight=False)
     if html_path:
-        title = f"{analyses[0][1].model['name']}: {' vs '.join(comp.labels)}"
+        title = f"{comp.model}: {' vs '.join(comp.labels)}"
         console.print(plain(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}"),
                       highlight=False)
 
