@@ -31,6 +31,7 @@ from sqlite_utils import Database
 
 from benanza import SCHEMA_VERSION
 from benanza.atomic import atomic_file
+from benanza.csv_cells import cell
 from benanza.errors import BenanzaError
 from benanza.library import Status
 from benanza.records import TEXT_CAP, Result, result_problem
@@ -830,7 +831,8 @@ def export_csv(db: Database, out: str | Path) -> int:
     """Write every benchmark, with its GPU and layer op, as one CSV table; returns rows written.
 
     Every row is checked (``row_problem``) before it is written: a database that fails is refused
-    with no CSV left."""
+    with no CSV left; text cells that a spreadsheet would run as a formula get a leading ``'``
+    (``csv_cells``)."""
     sql = f"""SELECT s.gpu, l.op, {READABLE_SHAPE} AS shape,
                     (SELECT group_concat(DISTINCT ml.model || '@' || ml.batch) FROM model_layers ml
                      WHERE ml.layer_key = b.layer_key) AS models, b.*
@@ -850,7 +852,7 @@ def export_csv(db: Database, out: str | Path) -> int:
                 (p for c, v in zip(header[:4], row[:4], strict=True) if (p := _value_problem("", c, "TEXT", v))), "")
             if problem:
                 raise _refused(name, "benchmarks", record, problem, "nothing was exported")
-            writer.writerow(row)
+            writer.writerow([cell(v) for v in row])
             count += 1
     return count
 

@@ -3,6 +3,7 @@ nothing lost (docs/DATABASE.md, "Guarantees")."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
 import shutil
@@ -14,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
@@ -338,6 +340,57 @@ def test_merge_reads_inputs_as_data(script: str, in_out: bool, says: str, tmp_pa
     _one_line_error(result, says)
     assert str(hostile) in result.output
     assert _digest(out) == before and out.stat().st_size < 1_000_000
+
+
+def _cells(path: Path) -> list[str]:
+    with open(path, newline="") as handle:
+        return [cell for row in list(csv.reader(handle))[1:] for cell in row]
+
+
+FORMULAS = ("=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-2+3", "@SUM(1)", "\t=1", "\r=1")
+
+
+def _risky(cells: list[str]) -> list[str]:
+    return [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r"))]
+
+
+def test_db_export_neutralizes_formula_cells(tmp_path: Path) -> None:
+    """Item 4: names starting with = + - @ landed as formula cells (296/296 in db export)."""
+    path = _benanza_db(tmp_path / "perf.db", rows=len(FORMULAS))
+    db = perfdb.open_db(path)
+    perfdb.store_manifest_layers(db, [{"key": f"layer-x-{i}", "op": f} for i, f in enumerate(FORMULAS)])
+    perfdb.store_manifest_models(db, [{"name": f, "batch": 1, "layers": [{"index": 0, "key": f"layer-x-{i}"}]}
+                                      for i, f in enumerate(FORMULAS)])
+    db.close()
+    conn = sqlite3.connect(path)
+    conn.executemany("UPDATE benchmarks SET message = ?, algorithm = ? WHERE layer_key = ?",
+                     [(f, f, f"layer-x-{i}") for i, f in enumerate(FORMULAS)])
+    conn.execute("UPDATE systems SET gpu = '@NVIDIA H100'")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "perf.csv"
+    assert CliRunner().invoke(main, ["db", "export", str(path), "--csv", str(out)]).exit_code == 0
+    cells = _cells(out)
+    assert not _risky(cells)
+    assert {f"'{f}" for f in FORMULAS} <= set(cells) and "'@NVIDIA H100" in cells  # kept, shown as text
+
+
+def test_analyze_csv_neutralizes_formula_node_names(squeezenet_db: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 4: node names starting with = + - @ landed as formula cells in analyze --csv (24/24 rows)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = onnx.load(SQUEEZENET)
+    for i, node in enumerate(model.graph.node):
+        node.name = f"{FORMULAS[i % len(FORMULAS)]}{i}"
+    path = tmp_path / "=cmd.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "layers.csv"
+    result = CliRunner().invoke(main, ["analyze", str(path), "--db", str(squeezenet_db), "--batch", "1",
+                                       "--csv", str(out)])
+    assert result.exit_code == 0, result.output
+    cells = _cells(out)
+    assert not _risky(cells)
+    assert "'\r=141" in cells and sum(c.startswith("'") for c in cells) >= 40  # names kept, as text
 
 
 def test_db_export_of_a_damaged_page_or_text_median_is_one_line(tmp_path: Path) -> None:

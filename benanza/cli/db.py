@@ -82,7 +82,7 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @force_option
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path, force: bool) -> None:
-    """Export every benchmark as CSV."""
+    """Export every benchmark as CSV (text a spreadsheet would run as a formula gets a leading ')."""
     check_output(csv_out, "csv", (path,), force)
     with working(f"exporting {path}"):
         rows = perfdb.export_csv(perfdb.open_db(database(path), readonly=True), csv_out)
