@@ -175,7 +175,8 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
         _create(file)
     missing = _check_benanza(_connect(name, readonly=True), name, close=True)
     db = _wrap(_connect(name, readonly=False), name)
-    have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
+    with reading(db):
+        have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
     if missing or not {*VIEWS, *BROWSING_INDEXES} <= have:  # written before a table, view or index was added,
         # or shipped without the browsing indexes (perfdb/ packs a database without them: smaller)
         with transaction(db):
@@ -252,7 +253,14 @@ def _wrap(conn: sqlite3.Connection, name: str) -> Database:
     return db
 
 
+# What reading a damaged file can raise: SQLite's errors, and a text value that is not UTF-8 (Python's
+# sqlite3 decodes every TEXT value; a damaged page can hold any bytes).
+READ_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
 def _sqlite_problem(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a text value is not UTF-8: byte {exc.object[exc.start:exc.start + 1]!r} at {exc.start}"
     text = str(exc).strip() or type(exc).__name__
     if "locked" in text or "busy" in text:
         return f"{text}: another process held it for more than {BUSY_TIMEOUT_S:g} s"
@@ -269,7 +277,7 @@ def _check_benanza(conn: sqlite3.Connection, name: str, close: bool = False) -> 
         _check_objects(conn, name)
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         missing = [t for t in TABLES if t not in tables]
-    except sqlite3.Error as exc:
+    except READ_ERRORS as exc:
         raise BenanzaError(f"{name}: not a usable SQLite database ({_sqlite_problem(exc)})") from None
     finally:
         if close:
@@ -475,7 +483,7 @@ def reading(db: Database | sqlite3.Connection, name: str | None = None) -> Itera
     naming the database, whenever in a read it shows."""
     try:
         yield
-    except sqlite3.Error as exc:
+    except READ_ERRORS as exc:
         where = name or getattr(db, "benanza_path", "database")
         raise BenanzaError(f"{where}: cannot read the database ({_sqlite_problem(exc)})") from None
 
@@ -734,7 +742,7 @@ def _source_columns(conn: sqlite3.Connection, path: Path) -> dict[str, list[str]
     name = str(path)
     try:
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.DatabaseError as exc:
+    except READ_ERRORS as exc:
         raise BenanzaError(f"{name}: not a benanza performance database ({_sqlite_problem(exc)})") from None
     missing = _check_benanza(conn, name)
     if missing:

@@ -394,13 +394,17 @@ def test_analyze_csv_neutralizes_formula_node_names(squeezenet_db: Path, tmp_pat
 
 
 def test_db_export_of_a_damaged_page_or_text_median_is_one_line(tmp_path: Path) -> None:
-    """Items 8/9: db export on a corrupt page and on text medians ended in a traceback."""
+    """Items 8/9: db export on a corrupt page and on text medians ended in a traceback; so did every
+    command on a text value that is not UTF-8 (UnicodeDecodeError)."""
     damaged = _benanza_db(tmp_path / "damaged.db", rows=2000)
     data = bytearray(damaged.read_bytes())
     data[4096 * 3:4096 * 6] = b"\xa5" * (4096 * 3)
     damaged.write_bytes(bytes(data))
     text = _poisoned(_benanza_db(tmp_path / "text.db"), tmp_path, "UPDATE benchmarks SET median_ms = 'fast'")
-    for path, says in ((damaged, str(damaged)), (text, "'median_ms' = fast is not a finite")):
+    bytes_ = _poisoned(_benanza_db(tmp_path / "bytes.db"), tmp_path,
+                       "UPDATE benchmarks SET message = CAST(X'FFFE41E8' AS TEXT)")  # found by the fuzzer
+    for path, says in ((damaged, str(damaged)), (text, "'median_ms' = fast is not a finite"),
+                       (bytes_, "Could not decode to UTF-8")):
         out = tmp_path / f"{path.stem}.csv"
         _one_line_error(CliRunner().invoke(main, ["db", "export", str(path), "--csv", str(out)]), says)
         assert not out.exists()
