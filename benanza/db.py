@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import tempfile
@@ -29,9 +31,10 @@ from sqlite_utils import Database
 
 from benanza import SCHEMA_VERSION
 from benanza.atomic import atomic_file
+from benanza.csv_cells import cell
 from benanza.errors import BenanzaError
 from benanza.library import Status
-from benanza.records import Result
+from benanza.records import TEXT_CAP, Result, result_problem
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -172,7 +175,8 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
         _create(file)
     missing = _check_benanza(_connect(name, readonly=True), name, close=True)
     db = _wrap(_connect(name, readonly=False), name)
-    have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
+    with reading(db):
+        have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'index')")}
     if missing or not {*VIEWS, *BROWSING_INDEXES} <= have:  # written before a table, view or index was added,
         # or shipped without the browsing indexes (perfdb/ packs a database without them: smaller)
         with transaction(db):
@@ -196,9 +200,8 @@ _JOB_LAYOUT_OF_ROWS = ("COALESCE((SELECT MIN(b.layout) FROM benchmarks b WHERE b
 
 
 # A merge source written before the layout was a key column: its completed jobs' layout comes
-# from its own rows (``_JOB_LAYOUT_OF_ROWS`` over the source's benchmarks).
-_LAYOUT_OF_OLD = {("completed_jobs", "layout"):
-                  _JOB_LAYOUT_OF_ROWS.replace("FROM benchmarks b", "FROM src.benchmarks b")}
+# from its own rows (``_JOB_LAYOUT_OF_ROWS`` over the source's benchmarks, read on its own connection).
+_LAYOUT_OF_OLD = {("completed_jobs", "layout"): _JOB_LAYOUT_OF_ROWS}
 
 
 def _key_by_layout(db: Database) -> None:
@@ -235,6 +238,7 @@ def _connect(name: str, readonly: bool) -> sqlite3.Connection:
             conn = sqlite3.connect(f"{Path(name).resolve().as_uri()}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S,
                                    isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA trusted_schema = OFF")  # a file's views and triggers call no function with effects
         if not readonly:
             conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
@@ -249,7 +253,14 @@ def _wrap(conn: sqlite3.Connection, name: str) -> Database:
     return db
 
 
+# What reading a damaged file can raise: SQLite's errors, and a text value that is not UTF-8 (Python's
+# sqlite3 decodes every TEXT value; a damaged page can hold any bytes).
+READ_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
 def _sqlite_problem(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a text value is not UTF-8: byte {exc.object[exc.start:exc.start + 1]!r} at {exc.start}"
     text = str(exc).strip() or type(exc).__name__
     if "locked" in text or "busy" in text:
         return f"{text}: another process held it for more than {BUSY_TIMEOUT_S:g} s"
@@ -263,9 +274,10 @@ def _check_benanza(conn: sqlite3.Connection, name: str, close: bool = False) -> 
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "meta" not in tables:
             raise BenanzaError(f"{name}: not a benanza performance database (no meta table); left unchanged")
+        _check_objects(conn, name)
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         missing = [t for t in TABLES if t not in tables]
-    except sqlite3.Error as exc:
+    except READ_ERRORS as exc:
         raise BenanzaError(f"{name}: not a usable SQLite database ({_sqlite_problem(exc)})") from None
     finally:
         if close:
@@ -274,6 +286,29 @@ def _check_benanza(conn: sqlite3.Connection, name: str, close: bool = False) -> 
     if version != SCHEMA_VERSION:
         raise BenanzaError(f"{name}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
     return missing
+
+
+def _check_objects(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse a file whose schema would run code of its own when benanza reads or writes it: a
+    trigger (fires on benanza's inserts), a view or virtual table standing in for one of benanza's
+    tables (a query of it runs the file's SQL: a recursive view hangs), a generated column, or a
+    view benanza does not create. Its tables then hold data only, which the row schema checks."""
+    ours = {"meta", *TABLES}
+    for kind, obj, sql in conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type != 'index'"):
+        shown = str(obj)[:40]
+        if kind == "trigger":
+            raise BenanzaError(f"{name}: has a trigger ({shown}); a benanza database holds tables only")
+        if kind == "view" and obj in ours:
+            raise BenanzaError(f"{name}: {shown} is a view, not a table; a benanza database holds tables only")
+        if kind == "view" and obj not in VIEWS:
+            raise BenanzaError(f"{name}: has a view {shown!r} that benanza does not create; "
+                               "a benanza database holds tables only")
+        if kind == "table" and obj in ours:
+            if not str(sql or "").lstrip().upper().startswith("CREATE TABLE"):
+                raise BenanzaError(f"{name}: {shown} is not a plain table; a benanza database holds tables only")
+            if any(col[-1] for col in conn.execute(f"PRAGMA table_xinfo({obj})")):
+                raise BenanzaError(f"{name}: {shown} has a generated or hidden column; "
+                                   "a benanza database holds stored values only")
 
 
 def _version(value: Any, name: str) -> int:
@@ -353,6 +388,106 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+# ---------------------------------------------------------------- the row schema (what every read and merge checks)
+
+# Columns that hold JSON text (the export's shape column and the browsing views parse them).
+_JSON_COLUMNS = frozenset({("layers", "shapes"), ("layers", "attrs"), ("systems", "details"),
+                           ("completed_jobs", "algorithms"), ("benchmarks", "notes")})
+
+
+@functools.cache
+def _column_types() -> dict[str, dict[str, str]]:
+    """Each table's columns with their declared type (TEXT, INTEGER, REAL), read from ``SCHEMA``
+    itself so that the checks and the tables cannot disagree."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        return {t: {row[1]: row[2].upper() for row in conn.execute(f"PRAGMA table_info({t})")}
+                for t in ("meta", *TABLES)}
+    finally:
+        conn.close()
+
+
+def _value_problem(table: str, column: str, kind: str, value: Any) -> str:
+    """What is wrong with one stored value for its declared type ("" when nothing): text at most
+    ``TEXT_CAP`` characters (JSON where the column holds JSON), numbers finite and >= 0."""
+    if value is None:
+        return f"no {column}" if column in TABLES.get(table, ()) else ""
+    if kind == "TEXT":
+        if type(value) is not str:
+            return f"{column} is {type(value).__name__}, not text"
+        if len(value) > TEXT_CAP:
+            return f"{column} is {len(value)} characters long (at most {TEXT_CAP})"
+        if (table, column) in _JSON_COLUMNS:
+            try:
+                json.loads(value)
+            except (ValueError, RecursionError):
+                return f"{column} is not JSON"
+        return ""
+    if kind == "INTEGER":  # counts, sizes, clocks, indices, batches: none is negative
+        return "" if type(value) is int and value >= 0 else f"{column} = {repr(value)[:40]} is not an integer >= 0"
+    if kind == "REAL":
+        return "" if type(value) in (int, float) and 0 <= value < math.inf else \
+            f"{column} = {repr(value)[:40]} is not a finite number >= 0"
+    return ""
+
+
+def _notes(value: Any) -> Any:
+    """A benchmarks row's ``notes`` column as the record holds it: {} for none, the parsed JSON
+    object, or the value as it is where it is no JSON text (``result_problem`` then names it)."""
+    if value is None or value == "":
+        return {}
+    if type(value) is not str or len(value) > TEXT_CAP:
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+
+
+def row_problem(table: str, row: Mapping[str, Any]) -> str:
+    """What makes a stored row no row benanza wrote ("" when nothing): a benchmarks row must be a
+    measurement (``records.result_problem``, the runner's check of harness lines), every other
+    value its column's declared type, text at most ``TEXT_CAP`` characters, keys present."""
+    types = _column_types()[table]
+    if table == "benchmarks":
+        record = {k: v for k, v in row.items() if k in _RESULT_FIELDS}
+        record["notes"] = _notes(row.get("notes"))
+        problem = result_problem(record)
+        if problem:
+            return problem
+        columns: Iterable[str] = ("system_id", "measured_at")
+    else:
+        columns = row.keys()
+    for column in columns:
+        if column in types:
+            problem = _value_problem(table, column, types[column], row[column])
+            if problem:
+                return problem
+    return ""
+
+
+def _row_name(table: str, row: Mapping[str, Any]) -> str:
+    key = "/".join(str(row.get(c))[:40] for c in TABLES.get(table, ())[:4] if c in row)
+    return f"{table} row {key}" if key else f"{table} row"
+
+
+def _refused(name: str, table: str, row: Mapping[str, Any], problem: str,
+             outcome: str = "the database is refused") -> BenanzaError:
+    return BenanzaError(f"{name}: {_row_name(table, row)}: {problem}; {outcome} (docs/DATABASE.md, Guarantees)")
+
+
+@contextlib.contextmanager
+def reading(db: Database | sqlite3.Connection, name: str | None = None) -> Iterator[None]:
+    """Turn a damaged file's SQLite error (a corrupt page, a malformed JSON value) into one line
+    naming the database, whenever in a read it shows."""
+    try:
+        yield
+    except READ_ERRORS as exc:
+        where = name or getattr(db, "benanza_path", "database")
+        raise BenanzaError(f"{where}: cannot read the database ({_sqlite_problem(exc)})") from None
+
+
 # ---------------------------------------------------------------- systems
 
 
@@ -397,7 +532,10 @@ def upsert_system(db: Database, system: Mapping[str, Any]) -> str:
 
 
 def systems(db: Database) -> list[dict[str, Any]]:
-    return list(db.query("SELECT * FROM systems ORDER BY first_seen, id"))
+    """Every system, checked against the row schema (analyze picks one by its fields)."""
+    with reading(db):
+        _check_systems(db, getattr(db, "benanza_path", "database"))
+        return list(db.query("SELECT * FROM systems ORDER BY first_seen, id"))
 
 
 # ---------------------------------------------------------------- benchmarks
@@ -406,6 +544,7 @@ def systems(db: Database) -> list[dict[str, Any]]:
 # Result fields copied as they are: everything between system_id and (notes, schema, measured_at).
 _RESULT_COLUMNS = BENCHMARK_COLUMNS[1:-3]
 assert BENCHMARK_COLUMNS[-3:] == ("notes", "schema", "measured_at")
+_RESULT_FIELDS = frozenset((*_RESULT_COLUMNS, "schema"))
 
 
 def _benchmark_row(system: str, result: Result, measured_at: str) -> tuple[Any, ...]:
@@ -539,9 +678,13 @@ def results_for(db: Database, system: str, keys: Iterable[str]) -> dict[str, lis
         chunk = wanted[start:start + 500]
         sql = (f"SELECT {', '.join(_RESULT_COLUMNS)}, notes, schema FROM benchmarks "
                f"WHERE system_id = ? AND layer_key IN ({', '.join('?' * len(chunk))})")
-        for row in db.query(sql, [system, *chunk]):
-            row["notes"] = json.loads(row["notes"]) if row["notes"] else {}
-            found.setdefault(row["layer_key"], []).append(Result(**row))
+        with reading(db):
+            for row in db.query(sql, [system, *chunk]):
+                row["notes"] = _notes(row["notes"])
+                problem = result_problem(row)
+                if problem:
+                    raise _refused(getattr(db, "benanza_path", "database"), "benchmarks", row, problem)
+                found.setdefault(row["layer_key"], []).append(Result(**row))
     return found
 
 
@@ -593,19 +736,30 @@ def _columns(db: Database, schema: str, table: str) -> list[str]:
     return [row[1] for row in db.execute(f"PRAGMA {schema}.table_info({table})")]
 
 
-def _check_source(path: Path) -> None:
-    """A merge input must be a benanza database of this schema; it is only read, never changed."""
+def _source_columns(conn: sqlite3.Connection, path: Path) -> dict[str, list[str]]:
+    """A merge input's tables and their columns, after checking that it is a benanza database of this
+    schema whose tables are data only (``_check_objects``); columns benanza does not know are refused."""
+    name = str(path)
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise BenanzaError(f"{path}: not a benanza performance database ({exc})") from exc
-    version = _version(row[0] if row else None, str(path))
-    if version != SCHEMA_VERSION:
-        raise BenanzaError(f"{path}: database schema version {version}, this benanza reads {SCHEMA_VERSION}")
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except READ_ERRORS as exc:
+        raise BenanzaError(f"{name}: not a benanza performance database ({_sqlite_problem(exc)})") from None
+    missing = _check_benanza(conn, name)
+    if missing:
+        raise BenanzaError(f"{name}: not a complete benanza database (no table {', '.join(missing)})")
+    types = _column_types()
+    columns = {}
+    for table in TABLES:
+        have = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+        unknown = [c for c in have if c not in types[table]]
+        if unknown:
+            raise BenanzaError(f"{name}: table {table} has a column {str(unknown[0])[:40]!r} that benanza "
+                               "does not write")
+        lacking = [c for c in TABLES[table] if c not in have and c != "layout"]
+        if lacking:
+            raise BenanzaError(f"{name}: table {table} has no column {lacking[0]}")
+        columns[table] = have
+    return columns
 
 
 def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
@@ -614,62 +768,135 @@ def merge(out: str | Path, inputs: Iterable[str | Path]) -> dict[str, int]:
 
     Rows whose key ``out`` already holds are kept as they are (measurements are
     immutable; a system's null fields are filled), so merging a database into itself, or
-    twice, adds nothing.
+    twice, adds nothing. Inputs are read as data on connections of their own: only their tables,
+    each row checked against the row schema (``row_problem``) before it is written. All inputs
+    go in one transaction: a refused input leaves ``out`` as it was (and no ``out`` where there
+    was none).
     """
-    db = open_db(out)
-    added = dict.fromkeys(TABLES, 0)
-    for source in inputs:
-        path = Path(source)
+    paths = [Path(source) for source in inputs]
+    for path in paths:
         if not path.is_file():
             raise BenanzaError(f"{path}: no such database file")
-        _check_source(path)
-        db.execute("ATTACH DATABASE ? AS src", (f"{path.resolve().as_uri()}?mode=ro",))
-        try:
-            with transaction(db):
-                for table in TABLES:
-                    have = set(_columns(db, "src", table))
-                    cols = [c for c in _columns(db, "main", table) if c in have or (table, c) in _LAYOUT_OF_OLD]
-                    values = ", ".join(c if c in have and c != "layout" else
-                                       "COALESCE(layout, '')" if c in have else _LAYOUT_OF_OLD[(table, c)]
-                                       for c in cols)
-                    before = db.conn.total_changes
-                    verb, tail = ("INSERT", _FILL_SYSTEM) if table == "systems" else ("INSERT OR IGNORE", "")
-                    db.execute(f"{verb} INTO main.{table} ({', '.join(cols)}) "
-                               f"SELECT {values} FROM src.{table} j WHERE true{tail}")
-                    added[table] += db.conn.total_changes - before
-        finally:
-            db.execute("DETACH DATABASE src")
+    created = not Path(out).exists()
+    db = open_db(out)
+    added = dict.fromkeys(TABLES, 0)
+    try:
+        with transaction(db):
+            for path in paths:
+                if not (Path(out).exists() and os.path.samefile(path, out)):  # into itself: nothing to add
+                    _merge_one(db, path, added)
+    except BaseException:
+        db.close()
+        if created:
+            for leftover in (Path(out), Path(f"{out}-wal"), Path(f"{out}-shm")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+        raise
     db.close()
     return added
 
 
+MERGE_BATCH = 5000  # rows read, checked and written at a time
+
+
+def _merge_one(db: Database, path: Path, added: dict[str, int]) -> None:
+    name = str(path)
+    src = _connect(name, readonly=True)
+    try:
+        with reading(src, name):
+            columns = _source_columns(src, path)
+        for table in TABLES:
+            have = columns[table]
+            cols = [c for c in _columns(db, "main", table) if c in have or (table, c) in _LAYOUT_OF_OLD]
+            values = ", ".join(c if c in have and c != "layout" else
+                               "COALESCE(layout, '')" if c in have else _LAYOUT_OF_OLD[(table, c)]
+                               for c in cols)
+            verb, tail = ("INSERT", _FILL_SYSTEM) if table == "systems" else ("INSERT OR IGNORE", "")
+            sql = f"{verb} INTO main.{table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}){tail}"
+            for rows in _source_rows(src, name, f"SELECT {values} FROM {table} j"):
+                for row in rows:
+                    record = dict(zip(cols, row, strict=True))
+                    problem = row_problem(table, record)
+                    if problem:
+                        raise _refused(name, table, record, problem, "nothing was merged, "
+                                       f"{getattr(db, 'benanza_path', 'the output')} is unchanged")
+                before = db.conn.total_changes
+                db.conn.executemany(sql, rows)
+                added[table] += db.conn.total_changes - before
+    finally:
+        src.close()
+
+
+def _source_rows(src: sqlite3.Connection, name: str, sql: str) -> Iterator[list[tuple[Any, ...]]]:
+    """A merge input's rows, ``MERGE_BATCH`` at a time; its SQLite errors name it (not the output)."""
+    with reading(src, name):
+        cursor = src.execute(sql)
+        while rows := cursor.fetchmany(MERGE_BATCH):
+            yield rows
+
+
 def export_csv(db: Database, out: str | Path) -> int:
-    """Write every benchmark, with its GPU and layer op, as one CSV table; returns rows written."""
+    """Write every benchmark, with its GPU and layer op, as one CSV table; returns rows written.
+
+    Every row is checked (``row_problem``) before it is written: a database that fails is refused
+    with no CSV left; text cells that a spreadsheet would run as a formula get a leading ``'``
+    (``csv_cells``)."""
     sql = f"""SELECT s.gpu, l.op, {READABLE_SHAPE} AS shape,
                     (SELECT group_concat(DISTINCT ml.model || '@' || ml.batch) FROM model_layers ml
                      WHERE ml.layer_key = b.layer_key) AS models, b.*
              FROM benchmarks b LEFT JOIN systems s ON s.id = b.system_id LEFT JOIN layers l ON l.key = b.layer_key
              ORDER BY b.system_id, b.layer_key, b.api, b.algorithm, b.dtype, b.fusion, b.l2"""
-    cursor = db.execute(sql)
-    header = [d[0] for d in cursor.description]
+    name = getattr(db, "benanza_path", "database")
     count = 0
-    with atomic_file(out, newline="") as handle:  # a failed export leaves no partial CSV
+    with reading(db), atomic_file(out, newline="") as handle:  # a failed export leaves no partial CSV
+        _check_systems(db, name)
+        cursor = db.execute(sql)
+        header = [d[0] for d in cursor.description]
         writer = csv.writer(handle)
         writer.writerow(header)
         for row in cursor:
-            writer.writerow(row)
+            record = dict(zip(header[4:], row[4:], strict=True))
+            problem = row_problem("benchmarks", record) or next(
+                (p for c, v in zip(header[:4], row[:4], strict=True) if (p := _value_problem("", c, "TEXT", v))), "")
+            if problem:
+                raise _refused(name, "benchmarks", record, problem, "nothing was exported")
+            writer.writerow([cell(v) for v in row])
             count += 1
     return count
 
 
+def _check_systems(db: Database, name: str) -> None:
+    """The systems table against the row schema (a few rows: checked whole before a read uses one)."""
+    for row in db.query("SELECT * FROM systems"):
+        problem = row_problem("systems", row)
+        if problem:
+            raise _refused(name, "systems", row, problem)
+
+
 def info(db: Database) -> dict[str, Any]:
-    """Counts per table, benchmarks per status, and benchmarks per system (with its GPU)."""
+    """Counts per table, benchmarks per status, and benchmarks per system (with its GPU): an
+    inspection, so it reads a database that fails the row schema too (it counts, it uses no value)."""
+    with reading(db):
+        return _info(db)
+
+
+def _shown(column: str, width: int = 120) -> str:
+    """SQL for a stored text as an inspection shows it: at most ``width`` characters, and its length
+    where it is longer (a 10 MB GPU name is not held, nor printed)."""
+    return (f"CASE WHEN length({column}) > {width} THEN substr({column}, 1, {width}) || '... ('"
+            f" || length({column}) || ' characters)' ELSE {column} END")
+
+
+def _info(db: Database) -> dict[str, Any]:
     tables = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
-    status = dict(db.execute("SELECT status, COUNT(*) FROM benchmarks GROUP BY status ORDER BY status").fetchall())
-    jobs = dict(db.execute("SELECT status, COUNT(*) FROM completed_jobs GROUP BY status ORDER BY status").fetchall())
+    status = dict(db.execute(f"SELECT {_shown('status')}, COUNT(*) FROM benchmarks GROUP BY status "
+                             "ORDER BY status").fetchall())
+    jobs = dict(db.execute(f"SELECT {_shown('status')}, COUNT(*) FROM completed_jobs GROUP BY status "
+                           "ORDER BY status").fetchall())
     per_system = list(db.query(
-        """SELECT s.id AS system_id, s.gpu, s.cudnn_version, s.cublas_version, COUNT(b.layer_key) AS benchmarks,
-                  SUM(b.status = 'ok') AS ok
+        f"""SELECT {_shown('s.id')} AS system_id, {_shown('s.gpu')} AS gpu,
+                  {_shown('s.cudnn_version')} AS cudnn_version, {_shown('s.cublas_version')} AS cublas_version,
+                  COUNT(b.layer_key) AS benchmarks, SUM(b.status = 'ok') AS ok
            FROM systems s LEFT JOIN benchmarks b ON b.system_id = s.id GROUP BY s.id ORDER BY s.id"""))
     return {"schema_version": schema_version(db), "tables": tables, "benchmarks_by_status": status,
             "jobs_by_status": jobs, "systems": per_system}

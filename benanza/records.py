@@ -159,45 +159,69 @@ class Profile:
     e2e_stats: Mapping[str, float] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- checking a harness line
+# ---------------------------------------------------------------- the schema of a measurement
+# One definition, applied to every harness line the runner reads (``checked_result``) and to every
+# benchmarks row the database reads, merges or exports (``benanza.db``): a row that no harness line
+# could have produced is refused, never used (a negative, zero, NaN or text median once gave
+# LBL_seq -999.999 ms with exit code 0).
 
 MAX_INT = 2**63 - 1  # what SQLite's INTEGER holds
+TEXT_CAP = 65_536  # characters of one text value: a longer one is no measurement's (a 10 MB GPU name)
 _TEXT_FIELDS = ("layer_key", "api", "algorithm", "dtype", "math", "fusion", "status", "l2", "layout", "message",
                 "timing")
 _REQUIRED = ("layer_key", "api", "algorithm", "dtype", "math", "fusion", "status")
 _TIME_FIELDS = ("median_ms", "min_ms", "max_ms", "stddev_ms", "host_ms", "max_rel_error", "tolerance")
 _COUNT_FIELDS = ("repetitions", "workspace_bytes", "heuristic_rank", "find_rank", "job", "schema")
+_STATUSES = frozenset(s.value for s in Status)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _shown(value: Any) -> str:
+    return str(value)[:40]
+
+
+def result_problem(data: Mapping[str, Any]) -> str:
+    """What makes ``data`` no measurement, in a few words; "" when it is one.
+
+    Every field has its type (text at most ``TEXT_CAP`` characters, ``notes`` an object); times
+    and errors are finite and >= 0; counts are integers in [0, 2^63); the status is a ``Status``;
+    an ok result has a positive median. Runs for every row the analyzer reads, so it is written
+    for speed (no exceptions, no per-call allocation).
+    """
+    for name in _REQUIRED:
+        if data.get(name) is None:
+            return f"no '{name}'"
+    for name in _TEXT_FIELDS:
+        value = data.get(name)
+        if value is not None and (type(value) is not str or len(value) > TEXT_CAP):
+            return (f"'{name}' is {type(value).__name__}, not text" if type(value) is not str
+                    else f"'{name}' is {len(value)} characters long (at most {TEXT_CAP})")
+    for name in _TIME_FIELDS:
+        value = data.get(name)
+        if value is not None and not ((type(value) is float or type(value) is int)
+                                      and 0 <= value < math.inf):
+            return f"'{name}' = {_shown(value)} is not a finite non-negative number"
+    for name in _COUNT_FIELDS:
+        value = data.get(name)
+        if value is not None and not (type(value) is int and 0 <= value <= MAX_INT):
+            return f"'{name}' = {_shown(value)} is not an integer in [0, 2^63)"
+    notes = data.get("notes")
+    if notes is not None and type(notes) is not dict:
+        return f"'notes' is {type(notes).__name__}, not an object"
+    status = data["status"]
+    if status not in _STATUSES:
+        return f"unknown status {str(status)[:40]!r}"
+    if status == _OK and not (data.get("median_ms") or 0) > 0:
+        median = data.get("median_ms")
+        return "status ok without a median_ms" if median is None else f"status ok with median_ms {median!r}, not > 0"
+    return ""
 
 
 def checked_result(data: dict[str, Any]) -> Result:
-    """A ``Result`` from a harness line, or ValueError saying what is wrong with the line.
-
-    Every field has its type; times and errors are finite and >= 0; counts are integers in
-    [0, 2^63); an ok result has a median. A line that fails is garbage: none of its values is kept.
-    """
-    for name in _REQUIRED:
-        if name not in data:
-            raise ValueError(f"no '{name}'")
-    for name in _TEXT_FIELDS:
-        if name in data and not isinstance(data[name], str):
-            raise ValueError(f"'{name}' is {type(data[name]).__name__}, not text")
-    for name in _TIME_FIELDS:
-        value = data.get(name)
-        if value is not None and not (_number(value) and math.isfinite(value) and value >= 0):
-            raise ValueError(f"'{name}' = {str(value)[:40]} is not a finite non-negative number")
-    for name in _COUNT_FIELDS:
-        value = data.get(name)
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
-                                      and 0 <= value <= MAX_INT):
-            raise ValueError(f"'{name}' = {str(value)[:40]} is not an integer in [0, 2^63)")
-    if "notes" in data and not isinstance(data["notes"], dict):
-        raise ValueError(f"'notes' is {type(data['notes']).__name__}, not an object")
-    if data["status"] == Status.OK.value and data.get("median_ms") is None:
-        raise ValueError("status ok without a median_ms")
+    """A ``Result`` from a harness line, or ValueError saying what is wrong with the line
+    (``result_problem``). A line that fails is garbage: none of its values is kept."""
+    problem = result_problem(data)
+    if problem:
+        raise ValueError(problem)
     return Result.from_dict(data)
 
 

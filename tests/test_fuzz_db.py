@@ -3,6 +3,7 @@ nothing lost (docs/DATABASE.md, "Guarantees")."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
 import shutil
@@ -14,12 +15,19 @@ import textwrap
 import time
 from pathlib import Path
 
+import fuzz_databases
+import onnx
 import pytest
 from click.testing import CliRunner
+from conftest import LIGHT
 
 from benanza import db as perfdb
+from benanza.analyze.sources import CEILING_KEY
 from benanza.cli import main
 from benanza.errors import BenanzaError
+from benanza.model.layer import bias_add, separate_bias
+from benanza.model.onnx_import import load_model
+from benanza.paths import shipped_db
 from benanza.records import Result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,3 +215,223 @@ def test_full_disk_is_a_one_line_error_and_keeps_what_was_there(small_tmpfs: Pat
     assert "\n" not in str(info.value) and "write failed, nothing of it was stored" in str(info.value)
     assert "full" in str(info.value)
     assert perfdb.open_db(path, readonly=True)["benchmarks"].count == 10
+
+
+# ---------------------------------------------------------------- issue 38: hostile databases (items 2, 3, 4, 8, 9)
+
+SQUEEZENET = LIGHT / "light_squeezenet.onnx"
+
+
+@pytest.fixture(scope="module")
+def squeezenet_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped H100 rows that ``analyze`` reads for SqueezeNet at batch 1 (its layers, fusion
+    candidates, conv bias adds and the ceilings), as a database of their own: real data, small."""
+    model = load_model(SQUEEZENET, 1)
+    keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions} | {CEILING_KEY}
+    keys |= {bias_add(layer).key for layer in model.layers if separate_bias(layer)}
+    path = tmp_path_factory.mktemp("squeezenet") / "squeezenet.db"
+    perfdb.open_db(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("ATTACH DATABASE ? AS h", (f"{shipped_db().resolve().as_uri()}?mode=ro",))
+    conn.execute("INSERT INTO systems SELECT * FROM h.systems")
+    conn.execute(f"INSERT INTO benchmarks SELECT * FROM h.benchmarks WHERE layer_key IN "
+                 f"({', '.join('?' * len(keys))})", sorted(keys))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _poisoned(source: Path, where: Path, sql: str, *params: object) -> Path:
+    """A copy of ``source`` changed by one raw SQL statement (as a broken tool or a hostile user would)."""
+    path = where / f"poisoned{_poisoned.count}.db"  # type: ignore[attr-defined]
+    _poisoned.count += 1  # type: ignore[attr-defined]
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    conn.execute(sql, params)
+    conn.commit()
+    conn.close()
+    return path
+
+
+_poisoned.count = 0  # type: ignore[attr-defined]
+
+NEGATIVE = "not a finite non-negative"
+POISON_MEDIANS = [(-999.999, NEGATIVE), (-1.0, NEGATIVE), (0.0, "not > 0"), (float("nan"), "without a median_ms"),
+                  (float("inf"), "not a finite"), ("fast", "not a finite")]
+
+
+@pytest.mark.parametrize("median, says", POISON_MEDIANS)
+def test_analyze_refuses_a_database_with_poison_medians(median: object, says: str, squeezenet_db: Path,
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 2: negative medians gave LBL_seq -65 ms, all-zero 0.0017 ms, NaN a quietly wrong 0.088 ms,
+    each with exit code 0; now one line naming the file and the row."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no analysis cache from another test
+    good = CliRunner().invoke(main, ["analyze", str(SQUEEZENET), "--db", str(squeezenet_db), "--batch", "1"])
+    assert good.exit_code == 0, good.output
+    path = _poisoned(squeezenet_db, tmp_path, "UPDATE benchmarks SET median_ms = ? WHERE status = 'ok'", median)
+    out = CliRunner().invoke(main, ["analyze", str(SQUEEZENET), "--db", str(path), "--batch", "1"])
+    _one_line_error(out, says)
+    assert str(path) in out.output
+
+
+@pytest.mark.parametrize("sql, params, says", [
+    ("UPDATE benchmarks SET median_ms = ? WHERE status = 'ok'", (-1.0,), "not a finite non-negative"),
+    ("UPDATE benchmarks SET median_ms = ? WHERE status = 'ok'", (float("nan"),), "without a median_ms"),
+    ("UPDATE benchmarks SET median_ms = ? WHERE status = 'ok'", ("fast",), "not a finite"),
+    ("UPDATE benchmarks SET repetitions = ?", (-5,), "not an integer"),
+    ("UPDATE benchmarks SET status = ?", ("[/bold]",), "unknown status"),
+    ("UPDATE systems SET gpu = ?", ("G" * 10_000_000,), "characters long"),
+    ("UPDATE layers SET flops = ?", (-1,), "not an integer >= 0"),
+])
+def test_merge_refuses_poison_rows_and_keeps_out(sql: str, params: tuple, says: str, tmp_path: Path) -> None:
+    """Item 2: an input with negative medians went in (5 553 -> 10 440 rows) and poisoned every later
+    analysis. Every row of every input is checked first; a refusal leaves OUT as it was."""
+    out = _benanza_db(tmp_path / "out.db", rows=5)
+    source = _benanza_db(tmp_path / "in.db", rows=5)
+    db = perfdb.open_db(source)
+    perfdb.store_manifest_layers(db, [{"key": "layer-x-0", "op": "Conv", "flops": 10}])
+    db.close()
+    path = _poisoned(source, tmp_path, sql, *params)
+    conn = sqlite3.connect(path)  # new keys, so that a merge would add them
+    conn.execute("UPDATE benchmarks SET algorithm = 'new'")
+    conn.commit()
+    conn.close()
+    before = _digest(out)
+    result = CliRunner().invoke(main, ["db", "merge", str(out), str(path)])
+    _one_line_error(result, says)
+    assert str(path) in result.output and "nothing was merged" in result.output
+    assert _digest(out) == before
+    fresh = tmp_path / "fresh.db"
+    _one_line_error(CliRunner().invoke(main, ["db", "merge", str(fresh), str(source), str(path)]), says)
+    assert not fresh.exists()  # no OUT where there was none, not even the first input's rows
+
+
+VIEW = ("ALTER TABLE benchmarks RENAME TO b0; DROP VIEW benchmark_details; DROP VIEW model_benchmarks; "
+        "CREATE VIEW benchmarks AS SELECT b0.* FROM b0, b0 x, b0 y, b0 z;")
+RECURSIVE = ("ALTER TABLE benchmarks RENAME TO b0; DROP VIEW benchmark_details; DROP VIEW model_benchmarks; "
+             "CREATE VIEW benchmarks AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+             "SELECT b0.* FROM b0, r;")
+
+
+@pytest.mark.parametrize("script, in_out, says", [
+    (VIEW, False, "benchmarks is a view, not a table"),  # grew OUT from 4.7 MB to 1.29 GB in 15 s
+    (RECURSIVE, False, "benchmarks is a view, not a table"),  # hung the merge
+    ("CREATE TRIGGER t AFTER INSERT ON layers BEGIN DELETE FROM benchmarks; END;", False, "has a trigger"),
+    ("CREATE TRIGGER t AFTER INSERT ON benchmarks BEGIN DELETE FROM layers; END;", True, "has a trigger"),
+    ("CREATE VIEW evil AS SELECT 1;", False, "has a view 'evil'"),
+    ("ALTER TABLE benchmarks ADD COLUMN evil TEXT;", False, "column 'evil' that benanza does not write"),
+])
+def test_merge_reads_inputs_as_data(script: str, in_out: bool, says: str, tmp_path: Path) -> None:
+    """Item 3: SQL of the input (a view standing in for a table, a recursive view) ran during the
+    merge and triggers in OUT fired; now only tables are read, and the rest is refused in one line."""
+    out = _benanza_db(tmp_path / "out.db", rows=48)
+    path = _benanza_db(tmp_path / "in.db", rows=48)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE benchmarks SET algorithm = 'new'")
+    conn.commit()
+    conn.close()
+    hostile = out if in_out else path
+    conn = sqlite3.connect(hostile)
+    conn.executescript(script)
+    conn.close()
+    before = _digest(out)
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["db", "merge", str(out), str(path)])
+    assert time.monotonic() - started < 10
+    _one_line_error(result, says)
+    assert str(hostile) in result.output
+    assert _digest(out) == before and out.stat().st_size < 1_000_000
+
+
+def _cells(path: Path) -> list[str]:
+    with open(path, newline="") as handle:
+        return [cell for row in list(csv.reader(handle))[1:] for cell in row]
+
+
+FORMULAS = ("=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-2+3", "@SUM(1)", "\t=1", "\r=1")
+
+
+def _risky(cells: list[str]) -> list[str]:
+    return [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r"))]
+
+
+def test_db_export_neutralizes_formula_cells(tmp_path: Path) -> None:
+    """Item 4: names starting with = + - @ landed as formula cells (296/296 in db export)."""
+    path = _benanza_db(tmp_path / "perf.db", rows=len(FORMULAS))
+    db = perfdb.open_db(path)
+    perfdb.store_manifest_layers(db, [{"key": f"layer-x-{i}", "op": f} for i, f in enumerate(FORMULAS)])
+    perfdb.store_manifest_models(db, [{"name": f, "batch": 1, "layers": [{"index": 0, "key": f"layer-x-{i}"}]}
+                                      for i, f in enumerate(FORMULAS)])
+    db.close()
+    conn = sqlite3.connect(path)
+    conn.executemany("UPDATE benchmarks SET message = ?, algorithm = ? WHERE layer_key = ?",
+                     [(f, f, f"layer-x-{i}") for i, f in enumerate(FORMULAS)])
+    conn.execute("UPDATE systems SET gpu = '@NVIDIA H100'")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "perf.csv"
+    assert CliRunner().invoke(main, ["db", "export", str(path), "--csv", str(out)]).exit_code == 0
+    cells = _cells(out)
+    assert not _risky(cells)
+    assert {f"'{f}" for f in FORMULAS} <= set(cells) and "'@NVIDIA H100" in cells  # kept, shown as text
+
+
+def test_analyze_csv_neutralizes_formula_node_names(squeezenet_db: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 4: node names starting with = + - @ landed as formula cells in analyze --csv (24/24 rows)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = onnx.load(SQUEEZENET)
+    for i, node in enumerate(model.graph.node):
+        node.name = f"{FORMULAS[i % len(FORMULAS)]}{i}"
+    path = tmp_path / "=cmd.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "layers.csv"
+    result = CliRunner().invoke(main, ["analyze", str(path), "--db", str(squeezenet_db), "--batch", "1",
+                                       "--csv", str(out)])
+    assert result.exit_code == 0, result.output
+    cells = _cells(out)
+    assert not _risky(cells)
+    assert "'\r=141" in cells and sum(c.startswith("'") for c in cells) >= 40  # names kept, as text
+
+
+def test_db_export_of_a_damaged_page_or_text_median_is_one_line(tmp_path: Path) -> None:
+    """Items 8/9: db export on a corrupt page and on text medians ended in a traceback; so did every
+    command on a text value that is not UTF-8 (UnicodeDecodeError)."""
+    damaged = _benanza_db(tmp_path / "damaged.db", rows=2000)
+    data = bytearray(damaged.read_bytes())
+    data[4096 * 3:4096 * 6] = b"\xa5" * (4096 * 3)
+    damaged.write_bytes(bytes(data))
+    text = _poisoned(_benanza_db(tmp_path / "text.db"), tmp_path, "UPDATE benchmarks SET median_ms = 'fast'")
+    bytes_ = _poisoned(_benanza_db(tmp_path / "bytes.db"), tmp_path,
+                       "UPDATE benchmarks SET message = CAST(X'FFFE41E8' AS TEXT)")  # found by the fuzzer
+    for path, says in ((damaged, str(damaged)), (text, "'median_ms' = fast is not a finite"),
+                       (bytes_, "Could not decode to UTF-8")):
+        out = tmp_path / f"{path.stem}.csv"
+        _one_line_error(CliRunner().invoke(main, ["db", "export", str(path), "--csv", str(out)]), says)
+        assert not out.exists()
+
+
+def test_db_info_shows_stored_strings_as_text_and_caps_them(tmp_path: Path) -> None:
+    """Items 8/9: a status with rich markup made db info fail (MarkupError); a 10 MB GPU name was
+    held and printed whole by db info and written into every row by db export."""
+    path = _poisoned(_benanza_db(tmp_path / "perf.db"), tmp_path, "UPDATE benchmarks SET status = '[/bold]'")
+    result = CliRunner().invoke(main, ["db", "info", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "[/bold]" in result.output
+    huge = _poisoned(_benanza_db(tmp_path / "huge.db"), tmp_path, "UPDATE systems SET gpu = ?", "G" * 10_000_000)
+    result = CliRunner().invoke(main, ["db", "info", str(huge)])
+    assert result.exit_code == 0 and len(result.output) < 20_000 and "10000000 characters" in result.output
+    out = tmp_path / "huge.csv"
+    _one_line_error(CliRunner().invoke(main, ["db", "export", str(huge), "--csv", str(out)]),
+                    "gpu is 10000000 characters long")
+    assert not out.exists()
+
+
+def test_fuzzed_databases(tmp_path: Path) -> None:
+    """A seeded subset of bench/fuzz_databases.py (every mutation class, 70 mutants): no traceback, no
+    hang, no silent wrong answer, no false refusal; a refused merge leaves its output as it was."""
+    base = fuzz_databases.base_db(tmp_path / "base.db")
+    bad = [(m.label, m.detail, op, outcome, detail)
+           for i in range(70) for m, op, outcome, detail in fuzz_databases.check(base, tmp_path, 1, i)
+           if outcome in fuzz_databases.BAD]
+    assert bad == []

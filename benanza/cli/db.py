@@ -44,12 +44,12 @@ def info_cmd(path: Path, as_json: bool) -> None:
     for title, key in (("benchmarks by status", "benchmarks_by_status"), ("jobs by status", "jobs_by_status")):
         table = Table("status", "count", title=title)
         for status, count in data[key].items():
-            table.add_row(status, str(count))
+            table.add_row(plain(status), str(count))  # a stored string, never markup
         console.print(table)
     per_system = Table("system", "gpu", "cuDNN", "cuBLAS", "benchmarks", "ok", title="systems")
     for row in data["systems"]:
-        per_system.add_row(row["system_id"], plain(row["gpu"] or "?"), row["cudnn_version"] or "?",
-                           row["cublas_version"] or "?", str(row["benchmarks"]), str(row["ok"] or 0))
+        per_system.add_row(plain(row["system_id"]), plain(row["gpu"] or "?"), plain(row["cudnn_version"] or "?"),
+                           plain(row["cublas_version"] or "?"), str(row["benchmarks"]), str(row["ok"] or 0))
     console.print(per_system)
 
 
@@ -82,7 +82,7 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 @force_option
 @friendly_errors
 def export_cmd(path: Path, csv_out: Path, force: bool) -> None:
-    """Export every benchmark as CSV."""
+    """Export every benchmark as CSV (text a spreadsheet would run as a formula gets a leading ')."""
     check_output(csv_out, "csv", (path,), force)
     with working(f"exporting {path}"):
         rows = perfdb.export_csv(perfdb.open_db(database(path), readonly=True), csv_out)
@@ -94,7 +94,10 @@ def export_cmd(path: Path, csv_out: Path, force: bool) -> None:
 @click.argument("inputs", nargs=-1, required=True, type=EXISTING_DB)
 @friendly_errors
 def merge_cmd(out: Path, inputs: tuple[Path, ...]) -> None:
-    """Keyed union of INPUTS into OUT (created if needed); rows OUT already has are kept."""
+    """Keyed union of INPUTS into OUT (created if needed); rows OUT already has are kept.
+
+    Inputs are read as data (tables only) and every row is checked first: an input with a view,
+    trigger or a row no benchmark could have produced is refused, and OUT is left as it was."""
     added = perfdb.merge(out, inputs)
     console.print(plain(f"merged {len(inputs)} database(s) into {out}: "
                         + ", ".join(f"{n} {table}" for table, n in added.items() if n) if any(added.values())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +11,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from benanza import atomic
+from benanza import atomic, csv_cells
 from benanza.compare import LAYER_FIGURES, Comparison
 from benanza.report.fmt import cell
 from benanza.report.html import environment
@@ -67,10 +66,10 @@ def print_comparison(comp: Comparison, console: Console, top: int = 15) -> None:
 
 def to_csv(comp: Comparison) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_cells.writer(out)  # node names are untrusted: no formula cells, no bare CR
     writer.writerow(comp.layers.columns)
     for row in [*comp.layers.rows, totals_row(comp)]:
-        writer.writerow(["" if row.get(c) is None else row.get(c) for c in comp.layers.columns])
+        writer.writerow(["" if row.get(c) is None else csv_cells.cell(row.get(c)) for c in comp.layers.columns])
     return out.getvalue()
 
 

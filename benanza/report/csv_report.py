@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 
-from benanza import atomic
+from benanza import atomic, csv_cells
 from benanza.analyze.tables import Report
 
 # (CSV column, layer-table column); "shapes" comes from the report's model record.
@@ -19,16 +18,17 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def to_csv(report: Report) -> str:
-    """One row per layer; numbers unrounded, empty cells where a figure does not exist."""
+    """One row per layer; numbers unrounded, empty cells where a figure does not exist; a node name
+    that a spreadsheet would run as a formula gets a leading ``'`` (``csv_cells``)."""
     shapes = report.model.get("layer shapes") or []
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_cells.writer(out)
     writer.writerow([name for name, _ in COLUMNS])
     for row in report.tables["layers"].rows:
         index = row["#"]
         values = [(shapes[index] if index < len(shapes) else "") if name == "shapes" else row.get(source)
                   for name, source in COLUMNS]
-        writer.writerow(["" if v is None else v for v in values])
+        writer.writerow(["" if v is None else csv_cells.cell(v) for v in values])
     return out.getvalue()
 
 
