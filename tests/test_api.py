@@ -28,6 +28,7 @@ def test_the_readme_example_runs_and_matches_the_cli_json(tmp_path: Path, monkey
     if not (ROOT / "models" / "zoo" / "resnet50.onnx").is_file():
         assert CliRunner().invoke(main, ["models", "zoo", "models/zoo"]).exit_code == 0
     scope: dict = {}
+    exec(compile(readme_example(), "README.md", "exec"), scope)  # the README's own code, as a reader runs it
 
     report, both = scope["report"], scope["both"]
     out = CliRunner().invoke(main, ["analyze", "models/zoo/resnet50.onnx", "--profile",
