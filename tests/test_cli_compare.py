@@ -61,10 +61,14 @@ def test_per_layer_totals_equal_the_two_analyses(outputs: dict) -> None:
 
 def test_analyze_csv_has_one_row_per_layer_with_shapes_and_implementations(outputs: dict) -> None:
     layers, summary = outputs[SIDES[0]]
-    assert list(layers[0]) == ["#", "layer", "op", "shapes", "measured (ms)", "as-executed (ms)", "best (ms)",
-                               "bound (ms)", "bound type", "gap (ms)", "as-executed call", "best benchmark",
-                               "efficiency (%)"]
+    assert list(layers[0]) == ["model", "batch", "precisions", "framework", "system", "gpu", "#", "layer", "op",
+                               "shapes", "measured (ms)", "as-executed (ms)", "best (ms)", "bound (ms)", "bound type",
+                               "gap (ms)", "as-executed call", "best benchmark", "efficiency (%)"]
     assert len(layers) == summary["layers"]
+    # every row names its run, so that the CSVs of many runs concatenate
+    assert {(r["model"], r["batch"], r["precisions"], r["framework"], r["gpu"]) for r in layers} == {
+        ("vgg19", "1", "fp32", "onnxruntime", "NVIDIA H100 80GB HBM3")}
+    assert {r["framework"] for r in outputs[SIDES[1]][0]} == {"pytorch"}
     first = layers[0]
     assert first["op"] == "Conv" and first["shapes"] == "1x3x224x224 -> 1x64x224x224"
     assert first["bound type"] == "benchmark" and first["best benchmark"] and first["as-executed call"]

@@ -226,7 +226,8 @@ def analyze(inputs: Inputs) -> Report:
     return Report(
         schema=SCHEMA_VERSION,
         model={"name": model.name, "path": model.path, "batch": model.batch, "layers": len(model.layers),
-               "fusion candidates": len(model.fusions), "edges": graph.number_of_edges()},
+               "fusion candidates": len(model.fusions), "edges": graph.number_of_edges(),
+               "framework": prof.framework if prof else ""},
         system=dict(inputs.system),
         constraints=inputs.constraints.describe(),
         ceilings=_ceilings(inputs.ceilings, inputs.system),

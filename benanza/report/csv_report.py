@@ -17,18 +17,31 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The run every row belongs to, first in each row, so that the CSVs of many runs concatenate.
+RUN_COLUMNS = ("model", "batch", "precisions", "framework", "system", "gpu")
+
+
+def run_context(report: Report) -> tuple[object, ...]:
+    """RUN_COLUMNS' values: the model at its batch, the bound's precisions, the profiled framework
+    (empty without a profile) and the system the database measured."""
+    return (report.model.get("name"), report.model.get("batch"), report.summary.get("precisions of the bound"),
+            report.model.get("framework", ""), report.system.get("id"), report.system.get("gpu"))
+
+
 def to_csv(report: Report) -> str:
-    """One row per layer; numbers unrounded, empty cells where a figure does not exist; a node name
-    that a spreadsheet would run as a formula gets a leading ``'`` (``csv_cells``)."""
+    """One row per layer, each starting with the run it belongs to (``RUN_COLUMNS``); numbers
+    unrounded, empty cells where a figure does not exist; a node name that a spreadsheet would run as
+    a formula gets a leading ``'`` (``csv_cells``)."""
     shapes = report.model.get("layer shapes") or []
+    run = run_context(report)
     out = io.StringIO()
     writer = csv_cells.writer(out)
-    writer.writerow([name for name, _ in COLUMNS])
+    writer.writerow([*RUN_COLUMNS, *(name for name, _ in COLUMNS)])
     for row in report.tables["layers"].rows:
         index = row["#"]
         values = [(shapes[index] if index < len(shapes) else "") if name == "shapes" else row.get(source)
                   for name, source in COLUMNS]
-        writer.writerow(["" if v is None else csv_cells.cell(v) for v in values])
+        writer.writerow(["" if v is None else csv_cells.cell(v) for v in (*run, *values)])
     return out.getvalue()
 
 
