@@ -104,3 +104,28 @@ def test_ctrl_c_exits_130_in_one_line(monkeypatch) -> None:
     monkeypatch.setattr(benanza.cli.analyze, "analyze_model", interrupted)
     out = CliRunner().invoke(main, ["analyze", str(MODEL)])
     assert out.exit_code == 130 and "interrupted:" in out.output and "Traceback" not in out.output, out.output
+
+
+def _one_node_model(path: Path, node: onnx.NodeProto, shape: list[int], weight: np.ndarray) -> Path:
+    x = helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, shape)
+    y = helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "g", [x], [y], [numpy_helper.from_array(weight, node.input[1])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize(("node", "shape", "weight", "words"), [
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c0", kernel_shape=[1, 1]), [1, 480, 14, 14],
+     np.zeros((192, 480, 1, 0), np.float32), ("node 'c0' (Conv)", "[192, 480, 1, 0] is empty")),
+    (helper.make_node("Gemm", ["x", "w"], ["y"], name="g0", beta=float("nan")), [4, 8], np.ones((8, 3), np.float32),
+     ("node 'g0' (Gemm)", "'beta' = nan is not a finite number")),
+])
+@pytest.mark.parametrize("command", ["layers", "generate"])
+def test_an_impossible_layer_never_reaches_generated_code(tmp_path: Path, node, shape, weight, words,
+                                                          command: str) -> None:
+    """A zero-size weight (0 MACs) or a NaN attribute is refused at import, naming the node: it once
+    reached generated C++ (the Conv) or gave a traceback in generate (the Gemm's NaN beta)."""
+    model = _one_node_model(tmp_path / "m.onnx", node, shape, weight)
+    args = [command, str(model)] + (["--out", str(tmp_path / "gen")] if command == "generate" else [])
+    one_line_error(CliRunner().invoke(main, args), "m.onnx", *words)
+    assert not (tmp_path / "gen").exists()

@@ -177,6 +177,8 @@ def check_layer(op: str, name: str, inputs: Sequence[Tensor], outputs: Sequence[
     where = f"node '{name}' ({op})"
     for t in [*inputs, *outputs]:
         _check_tensor(t, label, where)
+    if op in NO_EMPTY_INPUTS and (empty := next((t for t in inputs if 0 in t.shape), None)) is not None:
+        raise _fail(label, where, f"input '{empty.name}' {list(empty.shape)} is empty: the layer has no work")
     _check_attr_values(op, attrs, label, where)
     if op in WINDOWED and inputs:
         spatial = len(inputs[0].shape) - 2
@@ -190,7 +192,20 @@ def check_layer(op: str, name: str, inputs: Sequence[Tensor], outputs: Sequence[
         _check_groups(op, inputs, attrs, label, where)
 
 
+# Ops whose every input must hold data: a zero-size weight or operand is a layer with no work, whose
+# benchmark would time nothing (a Conv weight [192, 480, 1, 0] once reached generated C++ with 0 MACs).
+NO_EMPTY_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def _floats(value: Any) -> list[float]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [v for v in items if isinstance(v, float)]
+
+
 def _check_attr_values(op: str, attrs: dict[str, Any], label: str, where: str) -> None:
+    for attr, value in attrs.items():  # a NaN alpha/beta/epsilon has no arithmetic to benchmark or price
+        if any(not math.isfinite(v) for v in _floats(value)):
+            raise _fail(label, where, f"attribute '{attr}' = {value} is not a finite number")
     for attr in POSITIVE_ATTRS.get(op, ()):
         bad = next((v for v in _ints(attrs.get(attr)) if not 1 <= v <= MAX_DIM), None)
         if bad is not None:
