@@ -129,3 +129,32 @@ def test_an_impossible_layer_never_reaches_generated_code(tmp_path: Path, node, 
     args = [command, str(model)] + (["--out", str(tmp_path / "gen")] if command == "generate" else [])
     one_line_error(CliRunner().invoke(main, args), "m.onnx", *words)
     assert not (tmp_path / "gen").exists()
+
+
+@pytest.mark.parametrize("args", [["layers", str(MODEL)], ["db", "info", "DB"], ["bundles"]])
+def test_a_full_output_is_one_line(args: list[str], tmp_path: Path) -> None:
+    """stdout on /dev/full (a full disk): one error line, exit 1, no traceback and no second error at exit."""
+    import subprocess
+    import sys
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    from benanza.paths import shipped_db
+
+    args = [str(shipped_db()) if a == "DB" else a for a in args]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "benanza", *args], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == ["error: cannot write the output: No space left on device"]
+
+
+def test_a_merge_into_a_place_that_refuses_writes_is_one_line(tmp_path: Path) -> None:
+    """A read-only place (here /sys, refused even to root): one line naming the path, the input untouched."""
+    from benanza.paths import shipped_db
+
+    if not Path("/sys").is_dir():
+        pytest.skip("no /sys here")
+    db = shipped_db()
+    before = db.stat().st_mtime_ns
+    one_line_error(CliRunner().invoke(main, ["db", "merge", "/sys/benanza-merge.db", str(db)]), "/sys/")
+    assert db.stat().st_mtime_ns == before

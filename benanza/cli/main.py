@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -75,5 +76,21 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(labelled("interrupted:", "bold red", "stopped by Ctrl-C; outputs are whole or absent"),
                               highlight=False, soft_wrap=True)
             sys.exit(INTERRUPTED)
+        except OSError as exc:  # the system refused a write or a read: a full disk, a read-only place, /dev/full
+            if exc.filename is None:  # a terminal writer's: stdout takes no more, so nothing more goes there
+                _silence_stdout()
+            where = exc.filename if exc.filename is not None else "cannot write the output"
+            err_console.print(labelled("error:", "bold red", f"{where}: {exc.strerror or exc}"),
+                              highlight=False, soft_wrap=True)
+            sys.exit(1)
 
     return wrapper
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit adds no second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout (a test runner's capture)
+        pass
