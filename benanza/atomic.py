@@ -18,7 +18,7 @@ from benanza.errors import BenanzaError
 SIGNATURES: dict[str, tuple[bytes, ...]] = {
     "json": (b'{\n "schema":',),
     "html": (b"<!DOCTYPE html>",),
-    "csv": (b"#,layer,op,", b"gpu,op,shape,models,"),
+    "csv": (b"model,batch,precisions,framework,system,gpu,#,layer,op,", b"#,layer,op,", b"gpu,op,shape,models,"),
     "trace": (b'{"traceEvents":',),
 }
 STDOUT = "-"

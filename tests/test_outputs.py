@@ -60,7 +60,7 @@ def test_a_users_file_is_replaced_only_with_force_and_an_earlier_output_always(m
     assert out.exit_code == 1 and "not a benanza csv output; pass --force" in out.output, out.output
     assert notes.read_text() == "my notes\n"
     assert analyze(str(model), "--csv", str(notes), "--force").exit_code == 0
-    assert notes.read_text().startswith("#,layer,op,")
+    assert notes.read_text().startswith("model,batch,precisions,framework,system,gpu,#,layer,op,")
     assert analyze(str(model), "--csv", str(notes)).exit_code == 0  # its own earlier output: replaced
 
 

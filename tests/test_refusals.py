@@ -158,3 +158,20 @@ def test_a_merge_into_a_place_that_refuses_writes_is_one_line(tmp_path: Path) ->
     before = db.stat().st_mtime_ns
     one_line_error(CliRunner().invoke(main, ["db", "merge", "/sys/benanza-merge.db", str(db)]), "/sys/")
     assert db.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("args", [
+    ["layers", "NOPE"], ["analyze", "NOPE"], ["generate", "NOPE", "--out", "OUT"], ["run", "NOPE", "--db", "x.db"],
+    ["pipeline", "NOPE", "--db", "x.db"], ["profile", "NOPE", "--out", "OUT"], ["compare", "NOPE", "NOPE"],
+    ["analyze", str(MODEL), "--profile", "NOPE"], ["db", "info", "NOPE"], ["quickstart", "NOPE"],
+])
+def test_a_missing_input_is_the_same_mistake_everywhere(args: list[str], tmp_path: Path) -> None:
+    """The same mistake, the same answer in every command: one error line naming the path, exit 1
+    (click's own check gave three usage lines and exit 2 in all but `layers`)."""
+    nope = str(tmp_path / "nope.onnx")
+    out = CliRunner().invoke(main, [nope if a == "NOPE" else str(tmp_path / "o") if a == "OUT" else a for a in args])
+    one_line_error(out, f"{nope}: no such file or directory")
+
+
+def test_a_directory_where_a_file_belongs_is_one_line(tmp_path: Path) -> None:
+    one_line_error(CliRunner().invoke(main, ["analyze", str(tmp_path)]), f"{tmp_path}: is a directory, not a file")

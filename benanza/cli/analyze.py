@@ -12,7 +12,15 @@ import click
 from benanza.analyze.inputs import DEFAULT_WHAT_IFS
 from benanza.atomic import STDOUT, check_output
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import database, database_label, force_option, parse_precisions, parse_what_ifs, seq_len_option
+from benanza.cli.options import (
+    ExistingPath,
+    database,
+    database_label,
+    force_option,
+    parse_precisions,
+    parse_what_ifs,
+    seq_len_option,
+)
 from benanza.cli.progress import working
 from benanza.pipeline import FAMILIES, analyze_model
 from benanza.plain_text import plain
@@ -33,11 +41,11 @@ def no_cycle_collection() -> Iterator[None]:
 
 
 @main.command("analyze")
-@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("model", type=ExistingPath(dir_okay=False, path_type=Path))
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database: .db, .columns.xz or .db.xz "
                    "(default: the shipped H100 database, perfdb/h100.columns.xz).")
-@click.option("--profile", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
+@click.option("--profile", "bundle", type=ExistingPath(file_okay=False, path_type=Path),
               help="Profile bundle of MODEL (benanza profile); without one only the bounds are reported.")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the bundle's, else the model's).")

@@ -12,7 +12,7 @@ from benanza import api
 from benanza import bundles as bundle_store
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import force_option
+from benanza.cli.options import ExistingPath, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import plain
@@ -22,7 +22,7 @@ from benanza.report.fmt import cell
 
 @main.command("compare")
 @click.argument("sides", metavar="BUNDLE_OR_MODEL...", nargs=-1, required=True,
-                type=click.Path(exists=True, path_type=Path))
+                type=ExistingPath(path_type=Path))
 @click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
               help="The model file, or a directory holding it (found by content hash; default: the bundle itself, "
                    "./models/zoo, the checkout's models/zoo, then the zoo inside the onnx package).")

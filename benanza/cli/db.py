@@ -13,12 +13,12 @@ from benanza import db as perfdb
 from benanza import packed_db
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import database, force_option
+from benanza.cli.options import ExistingPath, database, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import plain
 
-EXISTING_DB = click.Path(exists=True, dir_okay=False, path_type=Path)  # .db, or .columns.xz / .db.xz for reading
+EXISTING_DB = ExistingPath(dir_okay=False, path_type=Path)  # .db, or .columns.xz / .db.xz for reading
 
 
 @main.group("db")

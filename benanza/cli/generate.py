@@ -11,7 +11,7 @@ from rich.table import Table
 
 from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import parse_precisions, seq_len_option
+from benanza.cli.options import ExistingPath, parse_precisions, seq_len_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
@@ -64,7 +64,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
 
 
 @main.command("generate")
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=ExistingPath(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
 @click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
@@ -77,7 +77,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
               help="Performance database: skip benchmarks it already holds for the system.")
 @click.option("--system", default=None, help="System id (prefix) or GPU name in --db (default: its only system).")
 @click.option("--from-profile", "bundles", multiple=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              type=ExistingPath(file_okay=False, path_type=Path),
               help="Benchmark exactly the library calls logged in this profile bundle (the engine configs the "
                    "framework chose, at the bundle's batch and precision; --batch, --dtype and --api are not "
                    "used). Repeatable.")

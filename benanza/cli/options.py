@@ -14,6 +14,38 @@ from benanza.library import Precision
 from benanza.paths import PACKED_SUFFIX, perfdb_dir, readable_db, shipped_db
 
 
+class InputError(click.ClickException):
+    """A path argument that does not exist or is of the wrong kind: bad input, so exit code 1 and one
+    ``error:`` line as every other refusal (click's usage errors exit 2 with three lines)."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        from benanza.cli.main import err_console
+        from benanza.plain_text import labelled
+
+        err_console.print(labelled("error:", "bold red", self.message), highlight=False, soft_wrap=True)
+
+
+class ExistingPath(click.Path):
+    """``ExistingPath(...)`` whose refusal is an ``InputError`` naming the path."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exists=True, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            import os
+
+            why = ("no such file or directory" if not os.path.lexists(value)
+                   else "is a directory, not a file" if os.path.isdir(value) and not self.dir_okay
+                   else "is not a directory" if not os.path.isdir(value) and not self.file_okay
+                   else exc.message.rstrip("."))
+            raise InputError(f"{value}: {why}") from None
+
+
 def parse_precisions(text: str | tuple[str, ...] | list[str]) -> list[Precision]:
     """``--dtype fp32,TF32`` -> [FP32, TF32]: case-insensitive, in the order given, duplicates dropped.
 

@@ -9,7 +9,7 @@ import click
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import build_cache_option, parse_precisions, seq_len_option
+from benanza.cli.options import ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
@@ -19,7 +19,7 @@ from benanza.report import print_report
 
 
 @main.command("pipeline")
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=ExistingPath(path_type=Path))
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database to fill (created if needed).")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's own).")

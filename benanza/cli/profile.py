@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import parse_precisions
+from benanza.cli.options import ExistingPath, parse_precisions
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
@@ -30,7 +30,7 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
 
 
 @main.command("profile")
-@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("model", required=False, type=ExistingPath(dir_okay=False, path_type=Path))
 @click.option("--framework", type=click.Choice(sorted(FRAMEWORKS)), default="onnxruntime", show_default=True,
               help="Framework to run the model in (ONNX Runtime CUDA EP, or PyTorch through onnx2torch).")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size.")

@@ -15,7 +15,7 @@ from benanza import cluster, runner, system
 from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import build_cache_option, parse_precisions, seq_len_option
+from benanza.cli.options import ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
@@ -124,7 +124,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
 
 @main.command("run")
 @click.argument("inputs", metavar="DIR_OR_MODEL...", nargs=-1, required=True,
-                type=click.Path(exists=True, path_type=Path))
+                type=ExistingPath(path_type=Path))
 @click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Performance database to write (created if needed).")
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True, type=float,
