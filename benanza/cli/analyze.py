@@ -87,9 +87,11 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
             report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch, precisions, apis,
                                             db_label=label, seq_len=seq_len, what_if=what_if)
         print_report(report, out)
-        if mapping is not None:
+        if mapping is not None:  # what the bundle lacks or could not link, as `profile --map-only` says it
             for index, why in mapping.unmapped_layers:
                 err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
+            for note in mapping.notes:
+                err_console.print(plain(f"note: {note}"), highlight=False)
         for path, write, _ in outputs:
             if path:
                 write(report, path)

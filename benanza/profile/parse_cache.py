@@ -78,10 +78,15 @@ def _load(file: Path) -> Any:
 
 
 def _with_path(value: Any, path: Path) -> Any:
-    """A record that names its source file names the file it was read from now, not the cached one."""
+    """A record that names its source file names the file it was read from now, not the cached one
+    (its notes too: a copy of a cut log said the first copy's path was cut short)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
             any(f.name == "path" for f in dataclasses.fields(value)):
-        return dataclasses.replace(value, path=path)
+        changes: dict[str, Any] = {"path": path}
+        old = str(value.path)
+        if old != str(path) and isinstance(getattr(value, "notes", None), tuple):
+            changes["notes"] = tuple(n.replace(old, str(path)) if isinstance(n, str) else n for n in value.notes)
+        return dataclasses.replace(value, **changes)
     return value
 
 
