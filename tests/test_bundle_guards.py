@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import lzma
 import math
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -247,3 +248,52 @@ def test_a_json_bomb_is_refused(tmp_path: Path) -> None:
     trace.write_bytes(comp.compress(b'{"traceEvents": [' + b" " * (80 << 20)) + comp.compress(b"]}") + comp.flush())
     with pytest.raises(BenanzaError, match="decompression bomb"):
         read_kineto_trace(trace)
+
+
+# ---------------------------------------------------------------- names on the terminal (item 10)
+
+HOSTILE_NAMES = ("\x1b]0;pwned\x07osc", "\x1b[31mred\x1b[0m", "[bold red]", "[blink]x", "x\nerror: all is fine")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def hostile_bundles(tmp_path: Path) -> list[Path]:
+    root = tmp_path / "local"
+    root.mkdir()
+    return [Path(shutil.copytree(ORT, root / name, ignore=shutil.ignore_patterns(CACHE_DIR))) for name in HOSTILE_NAMES]
+
+
+def no_escapes(output: str) -> None:
+    assert not CONTROL.search(output), repr(output[-500:])
+    assert not [line for line in output.splitlines() if line.startswith("error: all is fine")], output[-500:]
+
+
+def test_bundles_prints_hostile_names_literally(tmp_path: Path) -> None:
+    """Issue 38 item 10: bundle names printed raw OSC/CSI sequences in ``bundles``; ``[bold red]``
+    was read as markup; a newline split a row."""
+    hostile_bundles(tmp_path)
+    for argv in (["bundles", str(tmp_path / "local")], ["bundles", "--tsv", str(tmp_path / "local")]):
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 0, result.output
+        no_escapes(result.output)
+        for name in ("[bold red]", "[blink]x", "x\\nerror: all is fine"):
+            assert name in result.output, (name, result.output[-1000:])
+
+
+def test_compare_prints_hostile_names_literally(tmp_path: Path) -> None:
+    osc, _, markup, _, _ = hostile_bundles(tmp_path)
+    result = CliRunner().invoke(main, ["compare", str(osc), str(markup), "--model", str(MODEL)])
+    assert result.exit_code == 0, result.output[-2000:]
+    no_escapes(result.output)
+    assert "B = [bold red]" in result.output and "A = osc," in result.output
+
+
+def test_an_error_naming_a_hostile_directory_is_one_line(tmp_path: Path) -> None:
+    """Issue 38 item 10: a directory named ``x\\nerror: all is fine`` printed a second line that
+    looked like benanza's own."""
+    *_, newline = hostile_bundles(tmp_path)
+    edit_meta(newline, _set(("latency_ms", "median"), -1.0))
+    result = CliRunner().invoke(main, ["analyze", str(MODEL), "--profile", str(newline)])
+    no_escapes(result.output)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "x\\nerror: all is fine" in lines[0]

@@ -16,7 +16,7 @@ from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
 from benanza.pipeline import analyze_model
-from benanza.plain_text import plain
+from benanza.plain_text import one_line, plain
 from benanza.profile.bundle import read_bundle
 from benanza.report import compare_report
 from benanza.report.fmt import cell
@@ -90,12 +90,12 @@ def bundles_cmd(local: tuple[Path, ...], tsv: bool) -> None:
     columns = bundle_store.COLUMNS
     if tsv:
         click.echo("\t".join(columns))
-        for r in records:
-            click.echo("\t".join(cell(r[c], c) for c in columns))
+        for r in records:  # a tab or newline in a name would shift or split the row
+            click.echo("\t".join(one_line(cell(r[c], c)) for c in columns))
         return
     table = Table(title=f"{len(records)} profile bundles (use one: benanza analyze MODEL --profile PATH)")
     for column in columns:
         table.add_column(column, justify="right" if "(" in column or column == "batch" else "left", overflow="fold")
     for r in records:
-        table.add_row(*(Text(cell(r[c], c)) for c in columns))
+        table.add_row(*(Text(one_line(cell(r[c], c))) for c in columns))
     console.print(table)

@@ -8,8 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from benanza.cli.main import err_console
 from benanza.errors import BenanzaError
+from benanza.plain_text import one_line
 
 # CMakeLists.txt stops with "benanza: BZ_CUDNN_INCLUDE not found; set CUDNN_INCLUDE_DIR ..." when the
 # cuDNN/cuBLAS wheels (requirements-cuda.txt) are missing: one line says what to install.
@@ -20,7 +23,7 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None)
     """``runner.build`` under a progress line; a missing cuDNN/cuBLAS becomes one line naming the fix."""
     from benanza import runner  # imported by the commands that build, not by every command
 
-    with err_console.status(f"building {project} (CMake + Ninja; a first build takes minutes)"):
+    with err_console.status(Text(one_line(f"building {project} (CMake + Ninja; a first build takes minutes)"))):
         try:
             return runner.build(project, build_dir, jobs)
         except BenanzaError as exc:
@@ -43,6 +46,7 @@ def generate(models: list[Path], out: Path, precisions: tuple[str, ...], batch: 
 
 @contextmanager
 def working(message: str) -> Iterator[None]:
-    """A spinner with ``message`` on a terminal's stderr while a step runs (nothing in a pipe or log)."""
-    with err_console.status(message):
+    """A spinner with ``message`` on a terminal's stderr while a step runs (nothing in a pipe or log).
+    The message names files: it is shown literally (a directory named ``[bold red]`` is no markup)."""
+    with err_console.status(Text(one_line(message))):
         yield
