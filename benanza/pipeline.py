@@ -168,7 +168,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     numerics reported beside the headline (default ``inputs.DEFAULT_WHAT_IFS``), never in it.
 
     Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
-    than half of the layers, and a database without rows for this batch and precision.
+    than half of the layers, a bundle whose batch, latency and kernel times contradict each other
+    (before and after the analysis), and a database without rows for this batch and precision.
     With ``cache`` the inputs prepared for the analysis (model, mapping, database rows) are
     stored once the guards pass and read back by a later call on the same files and options
     (benanza/analysis_cache.py); the analysis itself always runs.

@@ -38,6 +38,11 @@ def plain(text: object, style: str = "") -> Text:
     return Text(strip_controls(text), style=style)
 
 
+def line(text: object, style: str = "") -> Text:
+    """Untrusted text as one literal line (``one_line``): notes and ``wrote PATH`` lines name files."""
+    return Text(one_line(text), style=style)
+
+
 def labelled(label: str, style: str, text: object) -> Text:
     """``label`` in ``style`` (our own words), then untrusted ``text`` literally on the same one line:
     e.g. ``error: <message>``."""

@@ -16,7 +16,7 @@ from benanza.cli.progress import working
 from benanza.compare import compare
 from benanza.errors import BenanzaError
 from benanza.pipeline import analyze_model
-from benanza.plain_text import one_line, plain
+from benanza.plain_text import line, one_line
 from benanza.profile.bundle import read_bundle
 from benanza.report import compare_report
 from benanza.report.fmt import cell
@@ -71,10 +71,10 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path, db_path: Path | None,
         comp = compare(analyses)
     compare_report.print_comparison(comp, console)
     if csv_path:
-        console.print(plain(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}"), highlight=False)
+        console.print(line(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}"), highlight=False)
     if html_path:
         title = f"{analyses[0][1].model['name']}: {' vs '.join(comp.labels)}"
-        console.print(plain(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}"),
+        console.print(line(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}"),
                       highlight=False)
 
 
