@@ -143,6 +143,9 @@ def check_report(report: Any, bundle_path: Path) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise BenanzaError(f"{bundle_path}: the analysis gives {name} = {value}: the bundle's figures are damaged")
     busy, e2e = s.get("GPU busy (ms)"), s.get("measured end-to-end (ms)")
+    if busy is not None and busy <= 0:
+        raise BenanzaError(f"{bundle_path}: the trace's GPU kernels add up to {busy:g} ms per run: kernels of no "
+                           "duration are no measurement")
     if busy is not None and e2e is not None and busy > (1 + BUSY_SLACK) * e2e:
         raise BenanzaError(f"{bundle_path}: the trace's GPU kernel time per run ({busy:.4g} ms) exceeds the measured "
                            f"end-to-end latency ({e2e:.4g} ms): the bundle contradicts itself")

@@ -177,19 +177,21 @@ def test_ort_profile_events_are_checked_against_the_schema(tmp_path: Path) -> No
     assert "dur" in line
 
 
-def test_a_kernel_longer_than_the_run_is_refused(tmp_path: Path) -> None:
-    """Issue 38 item 5: one kernel with ``dur`` 1e18 made GPU busy 1e15 ms on the parent, and the
-    analysis printed it with exit code 0."""
+@pytest.mark.parametrize(("dur", "words"), [(1e18, "exceeds the measured end-to-end latency"),
+                                           (0, "kernels of no duration")])
+def test_kernel_times_the_run_cannot_have_are_refused(tmp_path: Path, dur: float, words: str) -> None:
+    """Issue 38 item 5: kernels with ``dur`` 1e18 made GPU busy 1e15 ms on the parent, and the
+    analysis printed it with exit code 0; kernels of ``dur`` 0 gave GPU busy 0 and no ratio."""
     bundle = copy_bundle(TORCH, tmp_path)
 
     def change(data: dict[str, Any]) -> None:
         for event in data["traceEvents"]:  # one alone is an outlier the per-run median leaves out
             if event.get("cat") == "kernel":
-                event["dur"] = 1e18
+                event["dur"] = dur
 
     edit_json_xz(bundle / "torch_trace.json.xz", change)
     line = one_line_error(analyze(bundle), bundle)
-    assert "exceeds the measured end-to-end latency" in line
+    assert words in line
 
 
 def test_a_lower_bound_above_the_measured_time_is_refused(tmp_path: Path) -> None:
