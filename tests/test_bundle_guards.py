@@ -136,7 +136,7 @@ def test_a_batch_the_trace_contradicts_is_refused(tmp_path: Path) -> None:
     bundle = copy_bundle(ORT, tmp_path)
     edit_meta(bundle, _set(("batch",), 64))
     line = one_line_error(analyze(bundle), bundle)
-    assert "batch 64" in line and "leading dims: 1" in line
+    assert "batch 64" in line and "leading dim (tensors): 1 (" in line
 
 
 @pytest.mark.parametrize("edit", ["no dur", "no ts", "dur a word", "negative dur", "dur NaN"])
