@@ -139,7 +139,7 @@ def test_a_batch_the_trace_contradicts_is_refused(tmp_path: Path) -> None:
     assert "batch 64" in line and "leading dim (tensors): 1 (" in line
 
 
-@pytest.mark.parametrize("edit", ["no dur", "no ts", "dur a word", "negative dur", "dur NaN"])
+@pytest.mark.parametrize("edit", ["no dur", "no ts", "dur a word", "negative dur", "dur NaN", "negative ts"])
 def test_kineto_events_are_checked_against_the_schema(tmp_path: Path, edit: str) -> None:
     """Issue 38 items 5 and 8: a kernel without ``dur`` counted 0 ms (GPU busy 0), without ``ts``
     it raised KeyError, a negative or non-numeric ``dur`` went into the sums or raised."""
@@ -154,7 +154,8 @@ def test_kineto_events_are_checked_against_the_schema(tmp_path: Path, edit: str)
                 elif edit == "no ts":
                     del event["ts"]
                 else:
-                    event["dur"] = {"dur a word": "abc", "negative dur": -5, "dur NaN": math.nan}[edit]
+                    value = {"dur a word": "abc", "negative dur": -5, "dur NaN": math.nan, "negative ts": -1e30}[edit]
+                    event["ts" if edit == "negative ts" else "dur"] = value
 
     edit_json_xz(trace, change)
     with pytest.raises(BenanzaError) as info:

@@ -130,7 +130,7 @@ def _dims(value: Any) -> tuple[int, ...]:
 
 
 def event_times(path: Path, index: int, event: dict[str, Any]) -> tuple[float, float]:
-    """(ts, dur) of a trace event, in us: both present, finite numbers, dur >= 0.
+    """(ts, dur) of a trace event, in us: both present, finite numbers >= 0.
 
     Why: a kernel without ``dur`` once counted 0 ms of GPU time and one with ``dur`` 1e18 made
     GPU busy 1e15 ms; every figure of the analysis adds these up, so a bad one is refused here.
@@ -147,9 +147,10 @@ def event_times(path: Path, index: int, event: dict[str, Any]) -> tuple[float, f
             raise BenanzaError(f"{path}: event {index} ({str(event.get('name', ''))[:60]!r}, cat "
                                f"{str(event.get('cat'))[:30]!r}) has no valid {key}: {value!r:.40}")
         times.append(float(value))
-    if times[1] < 0:
-        raise BenanzaError(f"{path}: event {index} ({str(event.get('name', ''))[:60]!r}) has a negative dur "
-                           f"{times[1]:g}")
+    for key, value in zip(("ts", "dur"), times, strict=True):  # both count from the trace's start
+        if value < 0:
+            raise BenanzaError(f"{path}: event {index} ({str(event.get('name', ''))[:60]!r}) has a negative {key} "
+                               f"{value:g}")
     return times[0], times[1]
 
 
