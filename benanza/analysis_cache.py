@@ -7,15 +7,15 @@ call's time, and the same answer each time the same files are given. The entry h
 every guard passed, so a hit skips that work and nothing else changes.
 
 Key (nothing can go stale, there is no version to bump): the SHA-256 of the model file and of every
-file of the bundle (its ``.parsed`` cache aside); the size and modification time of the other files
+file of the bundle (dot files aside); the size and modification time of the other files
 beside the model (ONNX external data); the database file's identity (resolved path,
 device, inode, size, modification time in ns; the same for its ``-wal`` file); the paths and
 options as given; the SHA-256 of every ``.py`` file of the benanza package and the onnx version.
 Touching the database, editing a bundle file or the model, or changing any benanza source misses.
 
-Where: ``<bundle>/.parsed/`` beside the parse cache (``profile/parse_cache.py``), else (no bundle, or
-a directory that cannot be written) ``$XDG_CACHE_HOME/benanza/analysis``; each directory keeps the
-``KEEP`` newest entries. Files are read with an unpickler that builds only benanza's own record
+Where: ``$XDG_CACHE_HOME/benanza/analysis`` only, never the bundle directory (an entry planted in a
+bundle would override what its files say; see ``profile/parse_cache.py``); it keeps the ``KEEP``
+newest entries. Files are read with an unpickler that builds only benanza's own record
 classes and networkx's graph, so a foreign file can at worst fail to load (then all is recomputed).
 """
 
@@ -33,7 +33,6 @@ from typing import Any
 
 from benanza import pickled_cache
 from benanza.pickled_cache import hash_file
-from benanza.profile.parse_cache import CACHE_DIR
 
 FORMAT = b"benanza-analysis-1\n"
 PREFIX = "analysis-"
@@ -116,7 +115,8 @@ def user_cache_dir() -> Path:
 
 
 def _places(bundle: Path | None) -> tuple[Path, ...]:
-    return ((Path(bundle) / CACHE_DIR,) if bundle is not None else ()) + (user_cache_dir(),)
+    """Where entries live: the user cache alone, whatever the bundle (kept as a function: one place to say it)."""
+    return (user_cache_dir(),)
 
 
 # Resolves only benanza's record dataclasses and enums, networkx's graph and paths.

@@ -6,7 +6,9 @@ command that would supply it.
 
 from __future__ import annotations
 
+import math
 import shlex
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,3 +102,64 @@ def check_database(db: Database, db_path: Path, system: dict[str, Any], model: M
             f"measure them: benanza run {shlex.quote(str(model_path))} --batch {model.batch} "
             f"{f'--seq-len {seq_len} ' if seq_len else ''}--dtype {precision_list} "
             f"--db {shlex.quote('perf.db' if db_path.suffix == '.xz' else str(db_path))}")
+
+
+BATCH_SHARE = 0.1  # the batch leads at least this share as many traced tensors as the most common leading dim
+
+
+def trace_batches(bundle: Bundle) -> Counter[int]:
+    """How many of the activations the bundle's trace recorded lead with each dim: ORT node outputs
+    and PyTorch ops' first inputs of rank >= 2. Weights lead with their channels (a linear layer's
+    4096), but far fewer of them than activations lead with the batch."""
+    leading: Counter[int] = Counter()
+    if bundle.ort_profile is not None:
+        leading.update(n.outputs[0][1][0] for run in bundle.ort_profile.runs for n in run.nodes
+                       if n.outputs and len(n.outputs[0][1]) >= 2)
+    if bundle.torch_trace is not None:
+        leading.update(op.input_dims[0][0] for op in bundle.torch_trace.cpu_ops
+                       if op.input_dims and len(op.input_dims[0]) >= 2)
+    return leading
+
+
+def check_trace_batch(bundle: Bundle) -> None:
+    """meta.json's batch must lead the tensors the trace recorded (``BATCH_SHARE``).
+
+    Why: a batch edited from 1 to 64 loaded the model at 64, mapped 0 layers and reported a
+    "lower bound" 9x the measured latency with exit code 0.
+    """
+    leading = trace_batches(bundle)
+    if leading and leading[bundle.meta.batch] < BATCH_SHARE * max(leading.values()):
+        seen = ", ".join(f"{d} ({n})" for d, n in leading.most_common(4))
+        raise BenanzaError(f"{bundle.path}: meta.json says batch {bundle.meta.batch}, but the trace's tensors lead "
+                           f"with other dims (leading dim (tensors): {seen}): the bundle contradicts itself")
+
+
+BUSY_SLACK = 0.1  # GPU busy may exceed the end-to-end median by this share (separate runs) before it is a contradiction
+RATIOS = ("Benanza ratio", "BR_seq vs end-to-end", "BR_par vs end-to-end", "BR_seq vs GPU busy", "BR_par vs GPU busy")
+
+
+def check_report(report: Any, bundle_path: Path) -> None:
+    """Refuse an analysis of a bundle whose figures contradict each other: a lower bound above what
+    was measured (Benanza ratio > 1), GPU kernel time beyond the run's wall time, no layer mapped,
+    or a figure that is not a finite number. Any of these is a damaged or edited bundle, and a
+    wrong answer with exit code 0 is worse than a one-line refusal."""
+    s = report.summary
+    for name, value in s.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BenanzaError(f"{bundle_path}: the analysis gives {name} = {value}: the bundle's figures are damaged")
+    busy, e2e = s.get("GPU busy (ms)"), s.get("measured end-to-end (ms)")
+    if busy is not None and busy <= 0:
+        raise BenanzaError(f"{bundle_path}: the trace's GPU kernels add up to {busy:g} ms per run: kernels of no "
+                           "duration are no measurement")
+    if busy is not None and e2e is not None and busy > (1 + BUSY_SLACK) * e2e:
+        raise BenanzaError(f"{bundle_path}: the trace's GPU kernel time per run ({busy:.4g} ms) exceeds the measured "
+                           f"end-to-end latency ({e2e:.4g} ms): the bundle contradicts itself")
+    for name in RATIOS:
+        value = s.get(name)
+        if value is not None and not 0 < value <= 1:
+            raise BenanzaError(f"{bundle_path}: {name} {value:.4g} lies outside (0, 1]: a lower bound above the "
+                               "measured time means the bundle's figures contradict each other (batch, latency or "
+                               "trace edited?)")
+    if not s.get("mapped layers (measured and as-executed)"):
+        raise BenanzaError(f"{bundle_path}: no layer of the model maps onto this profile's measured kernels: nothing "
+                           "to compare the bound with")

@@ -168,7 +168,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     numerics reported beside the headline (default ``inputs.DEFAULT_WHAT_IFS``), never in it.
 
     Refuses (one line, guards.py) a bundle of another model, a profile that maps onto fewer
-    than half of the layers, and a database without rows for this batch and precision.
+    than half of the layers, a bundle whose batch, latency and kernel times contradict each other
+    (before and after the analysis), and a database without rows for this batch and precision.
     With ``cache`` the inputs prepared for the analysis (model, mapping, database rows) are
     stored once the guards pass and read back by a later call on the same files and options
     (benanza/analysis_cache.py); the analysis itself always runs.
@@ -197,6 +198,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     if what_if is not None:  # what-ifs change no prepared input: applied after the cache
         inputs = replace(inputs, what_if=tuple(what_if))
     report = analyze(inputs)
+    if bundle_path is not None:
+        guards.check_report(report, bundle_path)
     shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
               + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in inputs.model.layers]
     return replace(report, model={**report.model, "layer shapes": shapes}), mapping
@@ -215,6 +218,7 @@ def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_n
     bundle = read_bundle(bundle_path) if bundle_path else None
     if bundle is not None:
         guards.check_bundle_model(bundle, model_path)
+        guards.check_trace_batch(bundle)
         if batch is not None and batch != bundle.meta.batch:
             raise BenanzaError(f"{bundle_path}: bundle was recorded at batch {bundle.meta.batch}, not {batch}")
         batch = bundle.meta.batch

@@ -27,11 +27,23 @@ def strip_controls(text: object) -> str:
     return _CONTROLS.sub("?", s)
 
 
+def one_line(text: object) -> str:
+    """``strip_controls`` and newlines shown as ``\\n``: a name or an error message stays one line
+    (a directory named ``x\\nerror: ...`` printed a second line that looked like our own)."""
+    return strip_controls(text).replace("\n", "\\n")
+
+
 def plain(text: object, style: str = "") -> Text:
     """Untrusted text as a rich ``Text``: printed literally, whatever brackets it holds."""
     return Text(strip_controls(text), style=style)
 
 
+def line(text: object, style: str = "") -> Text:
+    """Untrusted text as one literal line (``one_line``): notes and ``wrote PATH`` lines name files."""
+    return Text(one_line(text), style=style)
+
+
 def labelled(label: str, style: str, text: object) -> Text:
-    """``label`` in ``style`` (our own words), then untrusted ``text`` literally: e.g. ``error: <message>``."""
-    return Text.assemble((label, style), " ", plain(text))
+    """``label`` in ``style`` (our own words), then untrusted ``text`` literally on the same one line:
+    e.g. ``error: <message>``."""
+    return Text.assemble((label, style), " ", Text(one_line(text)))

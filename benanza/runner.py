@@ -116,8 +116,8 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
     for step, argv in steps:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise BenanzaError(f"{lists}: {step} failed (exit {done.returncode}):\n"
-                               f"{_tail(done.stdout + done.stderr)}")
+            raise BenanzaError(f"{lists}: {step} failed (exit {done.returncode})",
+                               detail=_tail(done.stdout + done.stderr))
         if step == "configure" and chain is not None:
             build_cache.stamp(out, chain)
     if chain is not None:

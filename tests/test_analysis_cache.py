@@ -39,14 +39,13 @@ def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
 
 
 def test_a_later_call_reads_the_cache_and_a_changed_bundle_file_misses(tmp_path: Path, counted: list[Path]) -> None:
-    # its parse cache too, where there is one, but no analysis entry
-    bundle = Path(shutil.copytree(BUNDLE, tmp_path / BUNDLE.name,
-                                  ignore=shutil.ignore_patterns(f"{analysis_cache.PREFIX}*")))
+    bundle = Path(shutil.copytree(BUNDLE, tmp_path / BUNDLE.name, ignore=shutil.ignore_patterns(CACHE_DIR)))
     model = Path(shutil.copy(MODEL, tmp_path / MODEL.name))
     db = shipped_db()
     first, mapping = pipeline.analyze_model(model, db, bundle)
     assert counted == [bundle]
-    assert len(list((bundle / CACHE_DIR).glob(f"{analysis_cache.PREFIX}*"))) == 1
+    assert len(list(analysis_cache.user_cache_dir().glob(f"{analysis_cache.PREFIX}*"))) == 1
+    assert not (bundle / CACHE_DIR).exists()  # never written into the bundle
     again, mapping_again = pipeline.analyze_model(model, db, bundle)
     assert counted == [bundle]  # read back: no model load, no mapping, no database read
     assert to_json(again) == to_json(first) and mapping_again == mapping
@@ -61,7 +60,7 @@ def test_a_later_call_reads_the_cache_and_a_changed_bundle_file_misses(tmp_path:
     pipeline.analyze_model(model, db, bundle)
     assert len(counted) == 3
     # a damaged entry does not load (and is then recomputed and rewritten)
-    for stored in (bundle / CACHE_DIR).glob(f"{analysis_cache.PREFIX}*"):
+    for stored in analysis_cache.user_cache_dir().glob(f"{analysis_cache.PREFIX}*"):
         stored.write_bytes(stored.read_bytes()[:100])
         key = stored.name.removeprefix(analysis_cache.PREFIX).removesuffix(".pickle.z")
         assert analysis_cache.load(key, bundle) is None
@@ -109,14 +108,26 @@ def test_the_key_follows_the_model_the_bundle_and_the_database(tmp_path: Path) -
 def test_a_foreign_pickle_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     bundle = tmp_path / "bundle"
-    (bundle / CACHE_DIR).mkdir(parents=True)
+    cache = analysis_cache.user_cache_dir()
+    cache.mkdir(parents=True)
     hostile = pickle.dumps(os.system)  # would resolve posix.system
-    entry = bundle / CACHE_DIR / f"{analysis_cache.PREFIX}k.pickle.z"
+    entry = cache / f"{analysis_cache.PREFIX}k.pickle.z"
     entry.write_bytes(analysis_cache.FORMAT + zlib.compress(hostile))
     assert analysis_cache.load("k", bundle) is None
     stored = analysis_cache.store("k2", bundle, {"value": (1, 2.5, "x")})
-    assert stored is not None and stored.parent == bundle / CACHE_DIR
+    assert stored is not None and stored.parent == cache
     assert analysis_cache.load("k2", bundle) == {"value": (1, 2.5, "x")}
+
+
+def test_an_entry_planted_in_the_bundle_is_never_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: ``<bundle>/.parsed/analysis-<key>`` used to be read before the user cache, so a
+    bundle could carry the answer it wanted; now only the user cache is read."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    bundle = tmp_path / "bundle"
+    (bundle / CACHE_DIR).mkdir(parents=True)
+    (bundle / CACHE_DIR / f"{analysis_cache.PREFIX}k.pickle.z").write_bytes(
+        analysis_cache.FORMAT + zlib.compress(pickle.dumps({"planted": True})))
+    assert analysis_cache.load("k", bundle) is None
 
 
 def test_a_missing_model_or_bundle_is_still_one_line(tmp_path: Path) -> None:

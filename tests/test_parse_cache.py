@@ -1,5 +1,6 @@
 """Parsed bundle parts are cached (benanza/profile/parse_cache.py): the same records back, a
-changed file parsed again, a read-only bundle served from the user cache, a foreign pickle refused."""
+changed file parsed again, the cache in the user cache dir only (never the bundle), a foreign
+pickle refused."""
 
 from __future__ import annotations
 
@@ -31,11 +32,11 @@ def copy_sample(name: str, to: Path) -> Path:
 def test_the_cache_gives_back_what_the_reader_gave(tmp_path: Path, user_cache: Path) -> None:
     log = copy_sample("ort1.31_zfnet512_cudnn_api.log.gz", tmp_path / "bundle")
     parsed = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=lambda _: None)
-    (stored,) = (tmp_path / "bundle" / parse_cache.CACHE_DIR).iterdir()
+    (stored,) = user_cache.iterdir()
     assert stored.name.startswith("cudnn_log-")
     again = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
     assert again == parsed == read_cudnn_log(log) and again is not parsed
-    assert len(again.calls) > 10 and not user_cache.exists()
+    assert len(again.calls) > 10 and not (tmp_path / "bundle" / parse_cache.CACHE_DIR).exists()
     # the bundle moved: the records name the file they are read from now
     moved = tmp_path / "elsewhere" / "bundle"
     shutil.copytree(tmp_path / "bundle", moved)
@@ -51,12 +52,26 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path, user_cache: Path) -> Non
     shutil.copy(SAMPLES / "ort1.31_zfnet512_cudnn_api.log.gz", log)  # same name, other content
     second = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
     assert second == read_cudnn_log(log) != first
-    assert len(list((tmp_path / "bundle" / parse_cache.CACHE_DIR).iterdir())) == 2
+    assert len(list(user_cache.iterdir())) == 2
 
 
-def test_an_unwritable_bundle_uses_the_user_cache(tmp_path: Path, user_cache: Path) -> None:
+def test_an_entry_planted_in_the_bundle_is_never_read(tmp_path: Path, user_cache: Path) -> None:
+    """Issue 38: a ``.parsed/`` entry planted in a bundle (the name is the hash of the part, easy to
+    compute) made GPU busy read another trace's time; the bundle directory is no cache now."""
+    trace = copy_sample("torch2.11_smallcnn_b1_trace.json.gz", tmp_path / "bundle")
+    real = read_kineto_trace(trace)
+    planted = tmp_path / "bundle" / parse_cache.CACHE_DIR
+    planted.mkdir()
+    name = f"torch_trace-{parse_cache.file_key(trace, read_kineto_trace)}.pickle.z"
+    lie = type(real)(**{**{f: getattr(real, f) for f in real.__dataclass_fields__}, "kernels": real.kernels[:1]})
+    (planted / name).write_bytes(parse_cache.pickled_cache.encode(parse_cache.FORMAT, lie))
+    assert parse_cache.cached_read(trace, read_kineto_trace, "torch_trace") == real
+    assert [p.name for p in planted.iterdir()] == [name]  # nothing else written into the bundle
+
+
+def test_a_read_only_bundle_is_fine(tmp_path: Path, user_cache: Path) -> None:
     log = copy_sample("torch2.11_conv3x3_cudnn_api.log.gz", tmp_path / "bundle")
-    (tmp_path / "bundle" / parse_cache.CACHE_DIR).write_text("not a directory")  # mkdir there fails
+    (tmp_path / "bundle" / parse_cache.CACHE_DIR).write_text("not a directory")  # mkdir there would fail
     said: list[str] = []
     parsed = parse_cache.cached_read(log, read_cudnn_log, "cudnn_log", progress=said.append)
     assert [p.name.split("-")[0] for p in user_cache.iterdir()] == ["cudnn_log"]
@@ -72,7 +87,7 @@ class Boom:
 def test_a_foreign_pickle_is_refused_and_the_log_parsed(tmp_path: Path, user_cache: Path) -> None:
     log = copy_sample("torch2.11_conv3x3_cudnn_api.log.gz", tmp_path / "bundle")
     parse_cache.cached_read(log, read_cudnn_log, "cudnn_log")
-    (stored,) = (tmp_path / "bundle" / parse_cache.CACHE_DIR).iterdir()
+    (stored,) = user_cache.iterdir()
     stored.write_bytes(parse_cache.FORMAT + zlib.compress(pickle.dumps(Boom())))
     with pytest.raises(pickle.UnpicklingError, match="not a profile record class"):
         parse_cache._load(stored)

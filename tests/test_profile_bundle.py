@@ -116,7 +116,7 @@ def test_bad_bundles(tmp_path):
     bundle = _torch_bundle(tmp_path)
     meta = json.loads((bundle / "meta.json").read_text())
     for change, message in (({"dtype": "int3"}, "unknown dtype"), ({"framework": "tf"}, "unknown framework"),
-                            ({"batch": 0}, "batch must be"), ({"latency_ms": {"runs": 3}}, "bad latency_ms")):
+                            ({"batch": 0}, "batch must be"), ({"latency_ms": {"runs": 3}}, "latency_ms lacks median")):
         (bundle / "meta.json").write_text(json.dumps({**meta, **change}))
         with pytest.raises(BenanzaError, match=message) as err:
             read_bundle(bundle)

@@ -23,7 +23,7 @@ from benanza.cli.options import (
 )
 from benanza.cli.progress import working
 from benanza.pipeline import FAMILIES, analyze_model
-from benanza.plain_text import plain
+from benanza.plain_text import line
 from benanza.report import print_report, write_csv, write_html, write_json, write_trace
 
 
@@ -78,7 +78,8 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
     the Benanza ratio (LBL_seq over the run's kernel-only GPU time), the framework-overhead,
     algorithm-selection, layout, fusion and parallelism gaps under the run's own numerics, and
     precision what-ifs beside them (docs/METRICS.md). Refuses a bundle of another model, a profile
-    that maps onto fewer than half of the layers and a database without rows for the batch/precision.
+    that maps onto fewer than half of the layers, a bundle whose figures contradict each other
+    (docs/PROFILES.md "Guarantees") and a database without rows for the batch/precision.
     """
     outputs = ((json_path, write_json, "json"), (html_path, write_html, "html"), (csv_path, write_csv, "csv"),
                (trace_path, write_trace, "trace"))
@@ -95,10 +96,12 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
             report, mapping = analyze_model(model, database(db_path), bundle, system_name, batch, precisions, apis,
                                             db_label=label, seq_len=seq_len, what_if=what_if)
         print_report(report, out)
-        if mapping is not None:
+        if mapping is not None:  # what the bundle lacks or could not link, as `profile --map-only` says it
             for index, why in mapping.unmapped_layers:
-                err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
+                err_console.print(line(f"unmapped layer {index}: {why}"), highlight=False)
+            for note in mapping.notes:
+                err_console.print(line(f"note: {note}"), highlight=False)
         for path, write, _ in outputs:
             if path:
                 write(report, path)
-                out.print(plain(f"wrote {path}"), highlight=False)
+                out.print(line(f"wrote {path}"), highlight=False)

@@ -15,7 +15,7 @@ from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import ExistingPath, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
-from benanza.plain_text import plain
+from benanza.plain_text import line, one_line
 from benanza.report import compare_report
 from benanza.report.fmt import cell
 
@@ -53,10 +53,10 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path | None, db_path: Path 
             comp = api.compare(sides, model_path, db_path, systems[0] if systems else None)
     compare_report.print_comparison(comp, console)
     if csv_path:
-        console.print(plain(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}"), highlight=False)
+        console.print(line(f"wrote {compare_report.write(compare_report.to_csv(comp), csv_path)}"), highlight=False)
     if html_path:
         title = f"{comp.model}: {' vs '.join(comp.labels)}"
-        console.print(plain(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}"),
+        console.print(line(f"wrote {compare_report.write(compare_report.to_html(comp, title), html_path)}"),
                       highlight=False)
 
 
@@ -72,12 +72,12 @@ def bundles_cmd(local: tuple[Path, ...], tsv: bool) -> None:
     columns = bundle_store.COLUMNS
     if tsv:
         click.echo("\t".join(columns))
-        for r in records:
-            click.echo("\t".join(cell(r[c], c) for c in columns))
+        for r in records:  # a tab or newline in a name would shift or split the row
+            click.echo("\t".join(one_line(cell(r[c], c)) for c in columns))
         return
     table = Table(title=f"{len(records)} profile bundles (use one: benanza analyze MODEL --profile PATH)")
     for column in columns:
         table.add_column(column, justify="right" if "(" in column or column == "batch" else "left", overflow="fold")
     for r in records:
-        table.add_row(*(Text(cell(r[c], c)) for c in columns))
+        table.add_row(*(Text(one_line(cell(r[c], c))) for c in columns))
     console.print(table)

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from benanza import __version__
 from benanza.errors import BenanzaError
-from benanza.plain_text import labelled
+from benanza.plain_text import labelled, plain
 
 PIPE_WIDTH = 400  # a pipe or a file gets long lines (tables at their natural width), never 80 columns
 
@@ -70,7 +70,9 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except BenanzaError as exc:
-            err_console.print(labelled("error:", "bold red", exc), highlight=False, soft_wrap=True)
+            err_console.print(labelled("error:", "bold red", exc.message), highlight=False, soft_wrap=True)
+            for line in exc.detail.splitlines():
+                err_console.print(plain(f"  {line}"), highlight=False, soft_wrap=True)
             sys.exit(1)
         except KeyboardInterrupt:
             err_console.print(labelled("interrupted:", "bold red", "stopped by Ctrl-C; outputs are whole or absent"),

@@ -12,7 +12,7 @@ from benanza.cli.options import ExistingPath, parse_precisions
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
-from benanza.plain_text import plain
+from benanza.plain_text import line
 from benanza.profile.bundle import Framework, bundle_seq_len, read_bundle
 from benanza.profile.capture import (
     CAPTURE_PRECISIONS,
@@ -74,7 +74,7 @@ def profile_command(model: Path | None, framework: str, batch: int, seq_len: int
         if not map_only:
             capture_torch_module(torch_module, dtype, out, batch=batch, runs=runs, warmup=warmup,
                                  algo_search=algo_search, profiled_runs=profiled_runs)
-            console.print(plain(f"wrote profile bundle {out}"), highlight=False)
+            console.print(line(f"wrote profile bundle {out}"), highlight=False)
         model = out / EXPORTED
         if not model.is_file():
             raise BenanzaError(f"{out}: no {EXPORTED} (not a --torch-module bundle)")
@@ -83,16 +83,16 @@ def profile_command(model: Path | None, framework: str, batch: int, seq_len: int
     elif not map_only:
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
                 algo_search=algo_search, profiled_runs=profiled_runs, seq_len=seq_len)
-        console.print(plain(f"wrote profile bundle {out}"), highlight=False)
+        console.print(line(f"wrote profile bundle {out}"), highlight=False)
     bundle = read_bundle(out)
     mapping = map_bundle_report(load_model(model, bundle.meta.batch, bundle_seq_len(bundle)), bundle)
-    table = Table("", "value", title=plain(f"{model.name} in {bundle.meta.framework} "
+    table = Table("", "value", title=line(f"{model.name} in {bundle.meta.framework} "
                                            f"{bundle.meta.framework_version}, batch {bundle.meta.batch}, "
                                            f"{bundle.meta.dtype}"))
     for name, value in summary(mapping).items():
         table.add_row(name, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
     console.print(table)
     for index, why in mapping.unmapped_layers:
-        err_console.print(plain(f"unmapped layer {index}: {why}"), highlight=False)
+        err_console.print(line(f"unmapped layer {index}: {why}"), highlight=False)
     for note in mapping.notes:
-        err_console.print(plain(f"note: {note}"), highlight=False)
+        err_console.print(line(f"note: {note}"), highlight=False)

@@ -8,9 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from benanza.cli.main import err_console
 from benanza.errors import BenanzaError
-from benanza.plain_text import plain
+from benanza.plain_text import line, one_line
 
 # CMakeLists.txt stops with "benanza: BZ_CUDNN_INCLUDE not found; set CUDNN_INCLUDE_DIR ..." when the
 # cuDNN/cuBLAS wheels (requirements-cuda.txt) are missing: one line says what to install.
@@ -22,7 +24,7 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None,
     missing cuDNN/cuBLAS becomes one line naming the fix."""
     from benanza import runner  # imported by the commands that build, not by every command
 
-    with err_console.status(f"building {project} (CMake + Ninja; a first build takes minutes)"):
+    with err_console.status(Text(one_line(f"building {project} (CMake + Ninja; a first build takes minutes)"))):
         try:
             done = runner.build_project(project, build_dir, jobs, cache)
         except BenanzaError as exc:
@@ -34,10 +36,10 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None,
             raise
     if done.cache_used:
         note = f" (not stored: {done.note})" if done.note else ""
-        err_console.print(plain(f"built {project} in {done.seconds:.1f} s: {len(done.cached)} executable(s) from the "
+        err_console.print(line(f"built {project} in {done.seconds:.1f} s: {len(done.cached)} executable(s) from the "
                                 f"build cache, {len(done.compiled)} compiled{note}"), highlight=False, soft_wrap=True)
     elif done.note:
-        err_console.print(plain(f"built {project} without the build cache: {done.note}"), highlight=False,
+        err_console.print(line(f"built {project} without the build cache: {done.note}"), highlight=False,
                           soft_wrap=True)
     return done.out
 
@@ -53,6 +55,7 @@ def generate(models: list[Path], out: Path, precisions: tuple[str, ...], batch: 
 
 @contextmanager
 def working(message: str) -> Iterator[None]:
-    """A spinner with ``message`` on a terminal's stderr while a step runs (nothing in a pipe or log)."""
-    with err_console.status(message):
+    """A spinner with ``message`` on a terminal's stderr while a step runs (nothing in a pipe or log).
+    The message names files: it is shown literally (a directory named ``[bold red]`` is no markup)."""
+    with err_console.status(Text(one_line(message))):
         yield

@@ -19,7 +19,7 @@ from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.paths import shipped_db
 from benanza.pipeline import analyze_model, seed_database, shipped_bundle
-from benanza.plain_text import plain
+from benanza.plain_text import line, plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
@@ -45,7 +45,7 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
             return capture(model, framework.value, 1, "fp32", bundle, runs=30, warmup=10, profiled_runs=5)
         except BenanzaError as exc:
             shutil.rmtree(bundle, ignore_errors=True)  # a failed capture leaves no half bundle behind
-            err_console.print(plain(f"{model.name}: no {framework.value} profile: {exc}"), highlight=False)
+            err_console.print(line(f"{model.name}: no {framework.value} profile: {exc}"), highlight=False)
     return None
 
 
@@ -109,20 +109,20 @@ def quickstart(models_dir: Path, out: Path, dtypes: str, verbose: bool, cluster:
             with working(f"analyzing {model.name}" + (f" against {bundle.name}" if bundle else "")):
                 report, _ = analyze_model(model, db_path, bundle, db_label=str(out / "perf.db"))
         except BenanzaError as exc:  # one model without data must not hide the others' results
-            err_console.print(plain(f"{model.name}: not analyzed: {exc}"), highlight=False)
+            err_console.print(line(f"{model.name}: not analyzed: {exc}"), highlight=False)
             continue
         page = write_html(report, out / f"{model.stem}.html")
         if verbose:
             print_report(report, console, top=5)
-            console.print(plain(f"wrote {page}"), highlight=False)
+            console.print(line(f"wrote {page}"), highlight=False)
         else:
-            console.print(plain(one_line(model.stem, report, page)), highlight=False, soft_wrap=True)
+            console.print(line(headline_line(model.stem, report, page)), highlight=False, soft_wrap=True)
         reports.append((model.stem, bundle.name if bundle else "-", report))
     if reports:
         console.print(summary_across(reports))
 
 
-def one_line(name: str, report: Report, page: Path) -> str:
+def headline_line(name: str, report: Report, page: Path) -> str:
     """A model's headline in one line: its bound, measured share and largest gap, and where the report is."""
     s = report.summary
     gaps = top_gaps(report, 1)

@@ -1,4 +1,10 @@
-"""Opening profile files: ``.gz`` and ``.xz`` transparently, and every I/O problem as a one-line BenanzaError."""
+"""Opening profile files: ``.gz`` and ``.xz`` transparently, and every I/O problem as a one-line BenanzaError.
+
+A compressed part is read under caps (``expansion_caps``): a 305 KB ``.xz`` log that expands to
+2 GB of newlines once kept ``analyze`` busy for minutes. Real bundle parts expand at most ~400x
+and hold under 3 lines per compressed byte; a part past the caps is refused in one line that
+says how to read it anyway (decompress it: plain files have no cap, their cost is their size).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,30 @@ from benanza.errors import BenanzaError
 
 # Compressed suffix -> binary opener (bundles ship their large logs compressed).
 OPENERS: dict[str, Any] = {".gz": gzip.open, ".xz": lzma.open}
+MAX_RATIO = 1000  # decompressed characters per compressed byte (shipped parts: <= 383)
+FLOOR_CHARS = 64 << 20  # ... beyond this floor, so that small files never trip it
+MAX_LINES_PER_BYTE = 10  # lines per compressed byte (shipped logs: <= 2.5)
+FLOOR_LINES = 1 << 20
+MAX_LINE_CHARS = 1 << 20  # one log line longer than this is no log line
+MAX_JSON_CHARS = 1 << 30  # a JSON part is held whole in memory: never more than this, compressed or not
+
+
+def expansion_caps(path: Path) -> tuple[int | None, int | None]:
+    """(characters, lines) a part may expand to: None (no cap) for a plain file, whose reading cost
+    is its size on disk; for ``.gz``/``.xz`` a multiple of the compressed size."""
+    if path.suffix not in OPENERS:
+        return None, None
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise BenanzaError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+    return FLOOR_CHARS + MAX_RATIO * size, FLOOR_LINES + MAX_LINES_PER_BYTE * size
+
+
+def _too_big(path: Path, what: str) -> BenanzaError:
+    tool = "xz" if path.suffix == ".xz" else "gzip"
+    return BenanzaError(f"{path}: expands past {what} (from {path.stat().st_size:,} compressed bytes): refused as a "
+                        f"decompression bomb; to read it anyway, decompress it ({tool} -d) and give the plain file")
 
 
 def open_text(path: Path) -> IO[str]:
@@ -28,14 +58,23 @@ def open_text(path: Path) -> IO[str]:
 
 
 def iter_lines(path: Path) -> Iterator[str]:
-    """Yield the lines of a (possibly gzipped) text file without their line ends.
+    """Yield the lines of a (possibly compressed) text file without their line ends, within the caps.
 
     A gzip stream cut short (a log copied while it was written) ends the iteration
     quietly: the caller sees a truncated last record and reports it.
     """
+    max_chars, max_lines = expansion_caps(path)
+    chars = lines = 0
     with open_text(path) as fh:
         try:
-            for line in fh:
+            for line in iter(lambda: fh.readline(MAX_LINE_CHARS), ""):
+                lines += 1
+                chars += len(line)
+                if len(line) >= MAX_LINE_CHARS and not line.endswith("\n"):
+                    raise BenanzaError(f"{path}: line {lines} is longer than {MAX_LINE_CHARS:,} characters: "
+                                       "not a text log")
+                if max_chars is not None and (chars > max_chars or lines > max_lines):  # type: ignore[operator]
+                    raise _too_big(path, f"{max_chars:,} characters" if chars > max_chars else f"{max_lines:,} lines")
                 yield line.rstrip("\r\n")
         except EOFError:
             return
@@ -44,11 +83,19 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def load_json(path: Path) -> Any:
-    """Parse a whole JSON file (possibly gzipped); bad JSON names the file and the position."""
+    """Parse a whole JSON file (possibly compressed), within the caps; bad JSON names the file and the position."""
+    max_chars = min(expansion_caps(path)[0] or MAX_JSON_CHARS, MAX_JSON_CHARS)
     with open_text(path) as fh:
         try:
-            return json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise BenanzaError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+            text = fh.read(max_chars + 1)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
             raise BenanzaError(f"{path}: cannot read: {exc}") from exc
+    if len(text) > max_chars:
+        raise _too_big(path, f"{max_chars:,} characters") if path.suffix in OPENERS else \
+            BenanzaError(f"{path}: larger than {max_chars:,} characters: refused (a JSON part is read whole)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenanzaError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    except RecursionError:
+        raise BenanzaError(f"{path}: JSON nested too deeply to read") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -111,39 +112,110 @@ class KernelRecord:
         return self.end_ns - self.start_ns
 
 
+MAX_BATCH = 1 << 16  # a larger batch is a typo or an edit: no framework run of one fits a GPU
+MAX_NESTING = 8  # levels of objects/lists in meta.json's system and extra (real ones: 2)
+TEXT_FIELDS = ("framework", "framework_version", "model", "dtype")
+LATENCY_FIELDS = ("median", "mean", "p90", "min", "max")
+# meta.json extra fields the analysis reads, with the JSON types they must have.
+EXTRA_TYPES: dict[str, tuple[type, ...]] = {"seq_len": (int,), "use_tf32": (int, bool), "allow_tf32": (int, bool)}
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number that is a real, finite figure (booleans are JSON's true/false, not numbers)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a JSON value, counted no further than ``limit + 1`` (no recursion limit to hit)."""
+    level, todo = 0, [value]
+    while todo and level <= limit:
+        nxt: list[Any] = []
+        for item in todo:
+            if isinstance(item, dict):
+                nxt.extend(item.values())
+            elif isinstance(item, list):
+                nxt.extend(item)
+        todo = nxt
+        level += 1 if nxt else 0
+    return level
+
+
 def _meta_from_json(path: Path, data: Any) -> BundleMeta:
+    """Check meta.json against its schema (types, ranges, figures that agree) and build the meta.
+
+    Why: every figure of an analysis is relative to these fields; a negative median once gave a
+    Benanza ratio of -0.42 and a batch of 1e30 an OverflowError deep inside the analysis.
+    """
     if not isinstance(data, dict):
         raise BenanzaError(f"{path}: expected a JSON object")
     missing = [k for k in ("framework", "framework_version", "model", "batch", "dtype", "latency_ms") if k not in data]
     if missing:
         raise BenanzaError(f"{path}: missing field(s): {', '.join(missing)}")
+    for key in TEXT_FIELDS:
+        if not isinstance(data[key], str):
+            raise BenanzaError(f"{path}: {key} must be a string, got {type(data[key]).__name__}")
     try:
         framework = Framework(data["framework"]).value
     except ValueError:
-        raise BenanzaError(f"{path}: unknown framework {data['framework']!r} "
+        raise BenanzaError(f"{path}: unknown framework {data['framework']!r:.60} "
                            f"(one of {', '.join(f.value for f in Framework)})") from None
     try:
         precision = Precision(data["dtype"]).value
     except ValueError:
-        raise BenanzaError(f"{path}: unknown dtype {data['dtype']!r} "
+        raise BenanzaError(f"{path}: unknown dtype {data['dtype']!r:.60} "
                            f"(one of {', '.join(p.value for p in Precision)})") from None
-    lat = data["latency_ms"]
-    try:
-        latency = LatencyStats(runs=int(lat["runs"]), **{k: float(lat[k]) for k in ("median", "mean", "p90", "min",
-                                                                                      "max")})
-        batch = int(data["batch"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BenanzaError(f"{path}: bad latency_ms or batch ({exc!r}); latency_ms needs runs, median, mean, "
-                           "p90, min, max") from None
-    if batch < 1:
-        raise BenanzaError(f"{path}: batch must be >= 1, got {batch}")
-    schema = int(data.get("schema", SCHEMA_VERSION))
+    batch = data["batch"]
+    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_BATCH:
+        raise BenanzaError(f"{path}: batch must be a whole number from 1 to {MAX_BATCH}, got {batch!r:.40}")
+    latency = _latency(path, data["latency_ms"])
+    schema = data.get("schema", SCHEMA_VERSION)
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise BenanzaError(f"{path}: schema must be a positive whole number, got {schema!r:.40}")
     if schema > SCHEMA_VERSION:
         raise BenanzaError(f"{path}: schema {schema} is newer than this benanza reads ({SCHEMA_VERSION})")
-    return BundleMeta(framework=framework, framework_version=str(data["framework_version"]), model=str(data["model"]),
-                      batch=batch, dtype=precision, latency_ms=latency, system=dict(data.get("system") or {}),
-                      timestamp=str(data.get("timestamp", "")), extra=dict(data.get("extra") or {}), schema=schema,
-                      model_sha256=str(data.get("model_sha256") or ""))
+    parts: dict[str, dict[str, Any]] = {}
+    for key in ("system", "extra"):
+        value = data.get(key) or {}
+        if not isinstance(value, dict):
+            raise BenanzaError(f"{path}: {key} must be a JSON object, got {type(value).__name__}")
+        if _depth(value, MAX_NESTING) > MAX_NESTING:
+            raise BenanzaError(f"{path}: {key} is nested more than {MAX_NESTING} levels deep")
+        parts[key] = value
+    for key, types in EXTRA_TYPES.items():
+        value = parts["extra"].get(key)
+        if value is not None and (not isinstance(value, types) or (key == "seq_len" and not 1 <= value <= 1 << 24)):
+            raise BenanzaError(f"{path}: extra.{key} must be {' or '.join(t.__name__ for t in types)}"
+                               f"{' from 1 to 2^24' if key == 'seq_len' else ''}, got {value!r:.40}")
+    for key in ("timestamp", "model_sha256"):
+        if not isinstance(data.get(key) or "", str):
+            raise BenanzaError(f"{path}: {key} must be a string, got {type(data[key]).__name__}")
+    return BundleMeta(framework=framework, framework_version=data["framework_version"], model=data["model"],
+                      batch=batch, dtype=precision, latency_ms=latency, system=dict(parts["system"]),
+                      timestamp=data.get("timestamp") or "", extra=dict(parts["extra"]), schema=schema,
+                      model_sha256=data.get("model_sha256") or "")
+
+
+def _latency(path: Path, lat: Any) -> LatencyStats:
+    """latency_ms: runs >= 1, five finite positive figures with min <= median, mean, p90 <= max."""
+    need = "latency_ms needs runs, median, mean, p90, min, max"
+    if not isinstance(lat, dict):
+        raise BenanzaError(f"{path}: latency_ms must be a JSON object; {need}")
+    missing = [k for k in ("runs", *LATENCY_FIELDS) if k not in lat]
+    if missing:
+        raise BenanzaError(f"{path}: latency_ms lacks {', '.join(missing)}; {need}")
+    runs = lat["runs"]
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise BenanzaError(f"{path}: latency_ms.runs must be a whole number >= 1, got {runs!r:.40}")
+    for key in LATENCY_FIELDS:
+        if not _is_number(lat[key]) or lat[key] <= 0:
+            raise BenanzaError(f"{path}: latency_ms.{key} must be a finite number of ms > 0, got {lat[key]!r:.40}")
+    stats = LatencyStats(runs=runs, **{k: float(lat[k]) for k in LATENCY_FIELDS})
+    slack = 1e-9 * stats.max  # the figures were rounded when written
+    for key in ("median", "mean", "p90"):
+        if not stats.min - slack <= getattr(stats, key) <= stats.max + slack:
+            raise BenanzaError(f"{path}: latency_ms.{key} {getattr(stats, key):g} lies outside min {stats.min:g} .. "
+                               f"max {stats.max:g}: the figures contradict each other")
+    return stats
 
 
 def read_kernels(path: str | Path) -> list[KernelRecord]:
@@ -159,7 +231,7 @@ def read_kernels(path: str | Path) -> list[KernelRecord]:
                                stream=int(item["stream"]),
                                correlation=None if item.get("correlation") is None else int(item["correlation"]),
                                api=None if item.get("api") is None else str(item["api"]))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise BenanzaError(f"{path}: kernel record {i} is malformed ({exc!r}); needs name, start_ns, end_ns, "
                                "stream") from None
         if rec.end_ns < rec.start_ns:

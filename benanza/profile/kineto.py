@@ -18,6 +18,7 @@ microseconds (floats). ``ac2g`` flow events and ``M`` metadata are skipped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -116,7 +117,7 @@ class KinetoTrace:
 def _int(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -125,7 +126,32 @@ def _dims(value: Any) -> tuple[int, ...]:
     if isinstance(value, list) and value and isinstance(value[0], list):
         return _dims(value[0])
     return tuple(int(v) for v in value) if isinstance(value, list) and all(
-        isinstance(v, int | float) for v in value) else ()
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value) else ()
+
+
+def event_times(path: Path, index: int, event: dict[str, Any]) -> tuple[float, float]:
+    """(ts, dur) of a trace event, in us: both present, finite numbers >= 0.
+
+    Why: a kernel without ``dur`` once counted 0 ms of GPU time and one with ``dur`` 1e18 made
+    GPU busy 1e15 ms; every figure of the analysis adds these up, so a bad one is refused here.
+    """
+    times = []
+    for key in ("ts", "dur"):
+        value = event.get(key)
+        if isinstance(value, str):  # Chrome traces may write times as strings
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise BenanzaError(f"{path}: event {index} ({str(event.get('name', ''))[:60]!r}, cat "
+                               f"{str(event.get('cat'))[:30]!r}) has no valid {key}: {value!r:.40}")
+        times.append(float(value))
+    for key, value in zip(("ts", "dur"), times, strict=True):  # both count from the trace's start
+        if value < 0:
+            raise BenanzaError(f"{path}: event {index} ({str(event.get('name', ''))[:60]!r}) has a negative {key} "
+                               f"{value:g}")
+    return times[0], times[1]
 
 
 def read_kineto_trace(path: str | Path) -> KinetoTrace:
@@ -135,21 +161,27 @@ def read_kineto_trace(path: str | Path) -> KinetoTrace:
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
         raise BenanzaError(f"{path}: not a PyTorch/Kineto trace (no 'traceEvents' list)")
-    xs = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    read = ("cpu_op", "user_annotation", "gpu_user_annotation", "kernel", *RUNTIME_CATS, *MEM_CATS)
+    xs = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in read]
+    times = [event_times(path, i, e) for i, e in enumerate(xs)]
+    for e in xs:
+        if not isinstance(e.get("args") or {}, dict):
+            raise BenanzaError(f"{path}: event {str(e.get('name', ''))[:60]!r} has args that are not an object")
     cpu_ops: list[CpuEvent] = []
     runtime: list[CpuEvent] = []
     annotations: list[Annotation] = []
-    for e in xs:
+    for e, (ts, dur) in zip(xs, times, strict=True):
         cat, args = e.get("cat"), e.get("args") or {}
         if cat == "cpu_op" or cat in RUNTIME_CATS:
-            ev = CpuEvent(cat=cat, name=str(e.get("name", "")), start_us=float(e["ts"]),
-                          dur_us=float(e.get("dur", 0)), tid=_int(e.get("tid")) or 0,
+            dims = args.get("Input Dims")
+            ev = CpuEvent(cat=cat, name=str(e.get("name", "")), start_us=ts, dur_us=dur, tid=_int(e.get("tid")) or 0,
                           external_id=_int(args.get("External id")), correlation=_int(args.get("correlation")),
-                          input_dims=tuple(_dims(d) for d in args.get("Input Dims", []) if isinstance(d, list)))
+                          input_dims=tuple(_dims(d) for d in (dims if isinstance(dims, list) else [])
+                                           if isinstance(d, list)))
             (cpu_ops if cat == "cpu_op" else runtime).append(ev)
         elif cat in ("user_annotation", "gpu_user_annotation"):
-            annotations.append(Annotation(name=str(e.get("name", "")), start_us=float(e["ts"]),
-                                          dur_us=float(e.get("dur", 0)), gpu=cat == "gpu_user_annotation",
+            annotations.append(Annotation(name=str(e.get("name", "")), start_us=ts,
+                                          dur_us=dur, gpu=cat == "gpu_user_annotation",
                                           external_id=_int(args.get("External id"))))
     by_correlation = {c.correlation: c for c in runtime if c.correlation is not None}
     by_external: dict[int, CpuEvent] = {}
@@ -158,7 +190,7 @@ def read_kineto_trace(path: str | Path) -> KinetoTrace:
             by_external.setdefault(op.external_id, op)
     kernels: list[GpuEvent] = []
     memory: list[GpuEvent] = []
-    for e in xs:
+    for e, (ts, dur) in zip(xs, times, strict=True):
         cat, args = e.get("cat"), e.get("args") or {}
         if cat != "kernel" and cat not in MEM_CATS:
             continue
@@ -166,7 +198,7 @@ def read_kineto_trace(path: str | Path) -> KinetoTrace:
         launch = by_correlation.get(corr)
         op = by_external.get(ext) if ext is not None else None
         ev = GpuEvent(kind="kernel" if cat == "kernel" else MEM_CATS[cat], name=str(e.get("name", "")),
-                      start_us=float(e["ts"]), dur_us=float(e.get("dur", 0)),
+                      start_us=ts, dur_us=dur,
                       device=_int(args.get("device", e.get("pid"))) or 0,
                       stream=_int(args.get("stream", e.get("tid"))) or 0, correlation=corr, external_id=ext,
                       runtime=launch.name if launch else None, cpu_op=op.name if op else None,
@@ -187,7 +219,8 @@ def read_kineto_trace(path: str | Path) -> KinetoTrace:
         cpu_ops=tuple(sorted(cpu_ops, key=lambda o: o.start_us)),
         runtime_calls=tuple(sorted(runtime, key=lambda o: o.start_us)),
         annotations=tuple(sorted(annotations, key=lambda a: a.start_us)),
-        devices=tuple(d for d in meta.get("deviceProperties", []) if isinstance(d, dict)),
+        devices=tuple(d for d in (meta.get("deviceProperties") if isinstance(meta.get("deviceProperties"), list)
+                                  else []) if isinstance(d, dict)),
         cuda_runtime_version=_int(meta.get("cuda_runtime_version")),
         cuda_driver_version=_int(meta.get("cuda_driver_version")), notes=tuple(notes))
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from benanza.errors import BenanzaError
 from benanza.profile._io import load_json
+from benanza.profile.kineto import event_times
 
 NODE_PHASES = ("kernel_time", "fence_before", "fence_after")
 
@@ -74,26 +75,35 @@ class OrtProfile:
 
 
 def _shapes(value: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(dtype, dims) per tensor; dims that are not whole numbers (a damaged profile) read as no shape."""
     out: list[tuple[str, tuple[int, ...]]] = []
     for item in value if isinstance(value, list) else []:
         if isinstance(item, dict):
             for dtype, dims in item.items():
-                out.append((str(dtype), tuple(int(d) for d in dims) if isinstance(dims, list) else ()))
+                whole = isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
+                out.append((str(dtype), tuple(dims) if whole else ()))
     return tuple(out)
 
 
-def _node(ev: dict[str, Any]) -> NodeEvent | None:
+def _whole(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _node(path: Path, index: int, ev: dict[str, Any]) -> NodeEvent | None:
     name = str(ev.get("name", ""))
     for phase in NODE_PHASES:
         if name.endswith("_" + phase):
             args = ev.get("args") or {}
+            if not isinstance(args, dict):
+                raise BenanzaError(f"{path}: event {index} ({name[:60]!r}) has args that are not an object")
             idx = args.get("node_index")
+            ts, dur = event_times(path, index, ev)
             return NodeEvent(
                 name=name[: -len(phase) - 1], phase=phase, op=str(args.get("op_name", "")),
                 provider=str(args.get("provider", "")),
-                node_index=int(idx) if str(idx).lstrip("-").isdigit() else None,
+                node_index=int(idx) if str(idx).lstrip("-").isdigit() and len(str(idx)) < 19 else None,
                 inputs=_shapes(args.get("input_type_shape")), outputs=_shapes(args.get("output_type_shape")),
-                ts_us=float(ev.get("ts", 0)), dur_us=float(ev.get("dur", 0)), tid=int(ev.get("tid", 0)))
+                ts_us=ts, dur_us=dur, tid=_whole(ev.get("tid"), 0))
     return None
 
 
@@ -104,23 +114,23 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise BenanzaError(f"{path}: not an ONNX Runtime profile (expected a JSON array of trace events)")
-    runs_raw = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                      key=lambda e: float(e.get("ts", 0)))
-    executors = [e for e in events if e.get("cat") == "Session" and e.get("name") == "SequentialExecutor::Execute"]
-    nodes = sorted((n for e in events if e.get("cat") == "Node" and (n := _node(e)) is not None),
+    sessions = {i: event_times(path, i, e) for i, e in enumerate(events) if e.get("cat") == "Session"}
+    runs_raw = sorted(((sessions[i], e) for i, e in enumerate(events)
+                       if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda te: te[0][0])
+    executors = [sessions[i] for i, e in enumerate(events)
+                 if e.get("cat") == "Session" and e.get("name") == "SequentialExecutor::Execute"]
+    nodes = sorted((n for i, e in enumerate(events) if e.get("cat") == "Node" and (n := _node(path, i, e)) is not None),
                    key=lambda n: n.ts_us)
     if not runs_raw and not nodes:
         raise BenanzaError(f"{path}: not an ONNX Runtime profile (no 'model_run' Session event and no Node event)")
-    session = {str(e["name"]): float(e.get("dur", 0)) for e in events
+    session = {str(e.get("name")): sessions[i][1] for i, e in enumerate(events)
                if e.get("cat") == "Session" and e.get("name") not in ("model_run", "SequentialExecutor::Execute")}
     runs: list[OrtRun] = []
     taken: set[int] = set()
-    for i, ev in enumerate(runs_raw):
-        start, dur = float(ev.get("ts", 0)), float(ev.get("dur", 0))
+    for i, ((start, dur), _) in enumerate(runs_raw):
         inside = [(j, n) for j, n in enumerate(nodes) if start <= n.ts_us <= start + dur and j not in taken]
         taken.update(j for j, _ in inside)
-        exe = next((float(x.get("dur", 0)) for x in executors
-                    if start <= float(x.get("ts", 0)) <= start + dur), None)
+        exe = next((x_dur for x_ts, x_dur in executors if start <= x_ts <= start + dur), None)
         runs.append(OrtRun(index=i, ts_us=start, dur_us=dur, executor_dur_us=exe,
                            nodes=tuple(n for _, n in inside if n.phase == "kernel_time"),
                            fences=tuple(n for _, n in inside if n.phase != "kernel_time")))

@@ -5,10 +5,12 @@ laptop core, and ``analyze``, the bench scripts and the tests read the same bund
 again. The cache holds exactly what the reader returned, so a changed log or a changed parser
 misses and parses again: nothing can go stale and there is no version number to bump.
 
-Where: ``<bundle>/.parsed/`` beside the bundle; where that directory cannot be written (an
-installed copy) the user cache ``$XDG_CACHE_HOME/benanza/parsed``. The files are pickles read
-with an unpickler that only builds benanza's own profile record classes, so a cache file
-dropped into a bundle by someone else can at worst fail to load (then the log is parsed).
+Where: the user cache ``$XDG_CACHE_HOME/benanza/parsed`` only, never the bundle directory: a
+bundle is someone else's data (shipped in perfdb/bundles, or received), and an entry planted in
+its old ``.parsed/`` made GPU busy read 23.8 ms where the visible trace says 2.43 ms. The name
+of an entry is the hash of the bytes it was parsed from, so an edited part misses. The files are
+pickles read with an unpickler that only builds benanza's own profile record classes, so a
+damaged or foreign file can at worst fail to load (then the part is parsed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, TypeVar
 from benanza import pickled_cache
 from benanza.pickled_cache import hash_file
 
-CACHE_DIR = ".parsed"  # inside a bundle directory (ignored by git)
+CACHE_DIR = ".parsed"  # where bundles held caches before: never read (nor written) now
 FORMAT = b"benanza-parsed-1\n"
 SLOW_S = 1.0  # parses that may take longer than this print a progress line
 SLOW_BYTES = 1 << 18  # ... judged by the source file's size (a 256 KiB .xz log parses in about a second)
@@ -76,10 +78,15 @@ def _load(file: Path) -> Any:
 
 
 def _with_path(value: Any, path: Path) -> Any:
-    """A record that names its source file names the file it was read from now, not the cached one."""
+    """A record that names its source file names the file it was read from now, not the cached one
+    (its notes too: a copy of a cut log said the first copy's path was cut short)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
             any(f.name == "path" for f in dataclasses.fields(value)):
-        return dataclasses.replace(value, path=path)
+        changes: dict[str, Any] = {"path": path}
+        old = str(value.path)
+        if old != str(path) and isinstance(getattr(value, "notes", None), tuple):
+            changes["notes"] = tuple(n.replace(old, str(path)) if isinstance(n, str) else n for n in value.notes)
+        return dataclasses.replace(value, **changes)
     return value
 
 
@@ -88,7 +95,7 @@ def cached_read(path: Path, reader: Callable[[Path], T], part: str = "",
     """``reader(path)``, parsed once: later calls load the stored result (a few ms to a few hundred)."""
     path = Path(path)
     name = f"{part or path.name}-{file_key(path, reader)}.pickle.z"
-    places = (path.parent / CACHE_DIR, user_cache_dir())
+    places = (user_cache_dir(),)
     for directory in places:
         file = directory / name
         if file.is_file():

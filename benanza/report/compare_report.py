@@ -13,6 +13,7 @@ from rich.text import Text
 
 from benanza import atomic, csv_cells
 from benanza.compare import LAYER_FIGURES, Comparison
+from benanza.plain_text import one_line
 from benanza.report.fmt import cell
 from benanza.report.html import environment
 
@@ -41,11 +42,11 @@ def totals_row(comp: Comparison) -> dict[str, Any]:
 
 
 def print_comparison(comp: Comparison, console: Console, top: int = 15) -> None:
-    head = RichTable(title=comp.headline.title, title_justify="left")
-    for column in comp.headline.columns:
-        head.add_column(column, justify="left" if column == "figure" else "right", overflow="fold")
+    head = RichTable(title=Text(one_line(comp.headline.title)), title_justify="left")
+    for column in comp.headline.columns:  # the analyses' labels are bundle names: never markup
+        head.add_column(Text(one_line(column)), justify="left" if column == "figure" else "right", overflow="fold")
     for row in comp.headline.rows:
-        head.add_row(*(Text(cell(row.get(c), row["figure"])) for c in comp.headline.columns))
+        head.add_row(*(Text(one_line(cell(row.get(c), row["figure"]))) for c in comp.headline.columns))
     console.print(head)
     letters = {label: chr(ord("A") + n) for n, label in enumerate(comp.labels)}  # short headers, a key below
     first = comp.labels[0]
@@ -55,12 +56,13 @@ def print_comparison(comp: Comparison, console: Console, top: int = 15) -> None:
         shown += [(f"{unit} {label} (ms)", f"{unit} {letters[label]} (ms)") for label in comp.labels]
         shown += [(f"{unit} {label} - {first} (ms)", f"{unit} {letters[label]}-{letters[first]} (ms)")
                   for label in comp.labels[1:]]
+    key = ", ".join(f"{v} = {k}" for k, v in letters.items())
     layers = RichTable(title=f"Top {top} layers by change (all {len(comp.layers.rows)} in --csv/--html)",
-                       title_justify="left", caption=", ".join(f"{v} = {k}" for k, v in letters.items()))
+                       title_justify="left", caption=Text(one_line(key)))
     for _, header in shown:
         layers.add_column(header, justify="right" if "(" in header or header == "#" else "left", overflow="fold")
     for row in [*ranked_rows(comp)[:top], totals_row(comp)]:
-        layers.add_row(*(Text(cell(row.get(c), c)) for c, _ in shown))
+        layers.add_row(*(Text(one_line(cell(row.get(c), c))) for c, _ in shown))
     console.print(layers)
 
 

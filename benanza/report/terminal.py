@@ -7,7 +7,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from benanza.analyze.tables import Report, Table
-from benanza.plain_text import plain
+from benanza.plain_text import line, plain
 from benanza.report.fmt import cell
 from benanza.report.headline import ceilings, figures, top_gaps
 
@@ -61,7 +61,7 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     """Print the headline figures and the tables a user reads first; the rest is in JSON/HTML."""
     console = console or Console()
     system = report.system.get("gpu") or report.system.get("name") or "unknown system"
-    console.print(plain(f"{report.model['name']} (batch {report.model['batch']}, {report.model['layers']} layers) "
+    console.print(line(f"{report.model['name']} (batch {report.model['batch']}, {report.model['layers']} layers) "
                        f"on {system}; {report.constraints}", style="bold"))
     headline = RichTable(title="Headline", title_justify="left", show_header=False)
     headline.add_column("figure")
@@ -83,8 +83,8 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     console.print(_rich(Table(f"Best execution (the headline LBL): the {top} costliest of {len(execution.rows)} "
                               "groups", execution.columns, tuple(heaviest), execution.note)))
     console.print(Text(report.tables["gaps"].title, style="bold"))
-    for line in waterfall_lines(report.tables["gaps"]):
-        console.print(plain(line))
+    for text in waterfall_lines(report.tables["gaps"]):
+        console.print(plain(text))
     layers = report.tables["layers"]
     ranked = sorted((r for r in layers.rows if (r.get("gap (ms)") or 0.0) > 0.0), key=lambda r: -r["gap (ms)"])
     if ranked:
@@ -101,4 +101,4 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
         console.print(_rich(missing, limit=top))
     console.print(_ceilings(report))
     for note in report.notes:
-        console.print(plain(f"note: {note}", style="yellow"))
+        console.print(line(f"note: {note}", style="yellow"))
