@@ -1,5 +1,5 @@
 """Fuzz the profile-bundle readers and guards: seeded mutants of the shipped bundles through
-analyze, bundles, compare and profile --map-only (tests/fuzz_bundles.py), counts printed.
+analyze, bundles, compare and profile --map-only (tests/hostile_bundles.py), counts printed.
 
 Usage: python bench/fuzz_bundles.py [--n 1000] [--seed 38] [--every 5]
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fuzz_bundles import BAD, TIMEOUT_S, mutants, run_commands
+from hostile_bundles import BAD, TIMEOUT_S, mutants, run_commands
 
 from benanza.paths import shipped_db
 

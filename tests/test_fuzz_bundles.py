@@ -1,6 +1,6 @@
 """Seeded fuzzing of the bundle readers and guards through ``analyze`` and ``bundles`` (CI subset).
 
-A few mutants of the shipped bundles (tests/fuzz_bundles.py), one of each class (meta.json,
+A few mutants of the shipped bundles (tests/hostile_bundles.py), one of each class (meta.json,
 trace, API log, hostile name): each must end as one clean ``error:`` line naming the bundle or
 as an analysis whose figures are sound; no traceback, no hang, no wrong answer, no escape
 sequence in the output. The full run (1000 mutants, compare and map-only too) is
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzz_bundles import BAD, mutants, run_commands
+from hostile_bundles import BAD, mutants, run_commands
 
 from benanza.paths import shipped_db
 

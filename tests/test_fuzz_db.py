@@ -15,7 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
-import fuzz_databases
+import hostile_databases
 import onnx
 import pytest
 from click.testing import CliRunner
@@ -430,8 +430,8 @@ def test_db_info_shows_stored_strings_as_text_and_caps_them(tmp_path: Path) -> N
 def test_fuzzed_databases(tmp_path: Path) -> None:
     """A seeded subset of bench/fuzz_databases.py (every mutation class, 70 mutants): no traceback, no
     hang, no silent wrong answer, no false refusal; a refused merge leaves its output as it was."""
-    base = fuzz_databases.base_db(tmp_path / "base.db")
+    base = hostile_databases.base_db(tmp_path / "base.db")
     bad = [(m.label, m.detail, op, outcome, detail)
-           for i in range(70) for m, op, outcome, detail in fuzz_databases.check(base, tmp_path, 1, i)
-           if outcome in fuzz_databases.BAD]
+           for i in range(70) for m, op, outcome, detail in hostile_databases.check(base, tmp_path, 1, i)
+           if outcome in hostile_databases.BAD]
     assert bad == []

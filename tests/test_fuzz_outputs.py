@@ -36,3 +36,19 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Pat
         mp.setattr(os, "fsync", full_disk)
         write_text(path, "new and longer")
     assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_every_output_target_kind_keeps_its_promises(tmp_path: Path) -> None:
+    """The seeded output-path fuzzer's CI subset (tests/hostile_outputs.py; the full run is
+    bench/fuzz_outputs.py): each target kind once, the commands in turn, a third with --force."""
+    import hostile_databases
+    import hostile_outputs
+
+    small = hostile_databases.base_db(tmp_path / "small.db")
+    commands = hostile_outputs.COMMANDS
+    verdicts = {(commands[i % len(commands)].name, target, i % 3 == 0):
+                hostile_outputs.check(commands[i % len(commands)], target, i % 3 == 0, small)
+                for i, target in enumerate(hostile_outputs.TARGETS)}
+    broken = {k: v for k, v in verdicts.items() if v not in ("ok", "refused")}
+    assert not broken, broken
+    assert "ok" in verdicts.values() and "refused" in verdicts.values()

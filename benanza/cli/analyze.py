@@ -13,6 +13,7 @@ from benanza.analyze.inputs import DEFAULT_WHAT_IFS
 from benanza.atomic import STDOUT, check_output
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import (
+    CheckedPath,
     ExistingPath,
     database,
     database_label,
@@ -42,7 +43,7 @@ def no_cycle_collection() -> Iterator[None]:
 
 @main.command("analyze")
 @click.argument("model", type=ExistingPath(dir_okay=False, path_type=Path))
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--db", "db_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database: .db, .columns.xz or .db.xz "
                    "(default: the shipped H100 database, perfdb/h100.columns.xz).")
 @click.option("--profile", "bundle", type=ExistingPath(file_okay=False, path_type=Path),
@@ -59,12 +60,12 @@ def no_cycle_collection() -> Iterator[None]:
               help="Changes of numerics the run did not allow, each reported as its own bound beside the headline "
                    "with its accuracy cost, never in it: tf32, fp16, bf16, approx (fp32 algorithms beyond fp32's "
                    "tolerance, e.g. Winograd), comma-separated, or none.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the report as JSON.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=CheckedPath(dir_okay=False, path_type=Path), help="Write the report as JSON.")
+@click.option("--html", "html_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Write a self-contained HTML page with plots.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--csv", "csv_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Write the per-layer table as CSV (op, shapes, measured, as-executed, best, bound, gap, ...).")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--trace", "trace_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
 @force_option
 @friendly_errors

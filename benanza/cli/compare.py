@@ -12,7 +12,7 @@ from benanza import api
 from benanza import bundles as bundle_store
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import ExistingPath, force_option
+from benanza.cli.options import CheckedPath, ExistingPath, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import line, one_line
@@ -23,15 +23,15 @@ from benanza.report.fmt import cell
 @main.command("compare")
 @click.argument("sides", metavar="BUNDLE_OR_MODEL...", nargs=-1, required=True,
                 type=ExistingPath(path_type=Path))
-@click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
+@click.option("--model", "model_path", type=CheckedPath(path_type=Path), default=None,
               help="The model file, or a directory holding it (found by content hash; default: the bundle itself, "
                    "./models/zoo, the checkout's models/zoo, then the zoo inside the onnx package).")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--db", "db_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database: .db, .columns.xz or .db.xz (default: the shipped H100 database).")
 @click.option("--system", "systems", multiple=True,
               help="System (id prefix or GPU name); give it twice or more with one MODEL to compare systems.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the per-layer table.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write an HTML page.")
+@click.option("--csv", "csv_path", type=CheckedPath(dir_okay=False, path_type=Path), help="Write the per-layer table.")
+@click.option("--html", "html_path", type=CheckedPath(dir_okay=False, path_type=Path), help="Write an HTML page.")
 @force_option
 @friendly_errors
 def compare_cmd(sides: tuple[Path, ...], model_path: Path | None, db_path: Path | None, systems: tuple[str, ...],
@@ -61,7 +61,7 @@ def compare_cmd(sides: tuple[Path, ...], model_path: Path | None, db_path: Path 
 
 
 @main.command("bundles")
-@click.argument("local", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("local", nargs=-1, type=CheckedPath(path_type=Path))
 @click.option("--tsv", is_flag=True, help="Tab-separated values with a header line (for scripts).")
 @friendly_errors
 def bundles_cmd(local: tuple[Path, ...], tsv: bool) -> None:

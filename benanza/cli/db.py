@@ -13,7 +13,7 @@ from benanza import db as perfdb
 from benanza import packed_db
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import ExistingPath, database, force_option
+from benanza.cli.options import CheckedPath, ExistingPath, database, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import plain
@@ -77,7 +77,7 @@ def systems_cmd(path: Path, as_json: bool) -> None:
 
 @db_group.command("export")
 @click.argument("path", type=EXISTING_DB)
-@click.option("--csv", "csv_out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--csv", "csv_out", required=True, type=CheckedPath(dir_okay=False, path_type=Path),
               help="CSV file to write: one row per benchmark, with its GPU and layer op.")
 @force_option
 @friendly_errors
@@ -90,7 +90,7 @@ def export_cmd(path: Path, csv_out: Path, force: bool) -> None:
 
 
 @db_group.command("merge")
-@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out", type=CheckedPath(dir_okay=False, path_type=Path))
 @click.argument("inputs", nargs=-1, required=True, type=EXISTING_DB)
 @friendly_errors
 def merge_cmd(out: Path, inputs: tuple[Path, ...]) -> None:
@@ -106,7 +106,7 @@ def merge_cmd(out: Path, inputs: tuple[Path, ...]) -> None:
 
 @db_group.command("pack")
 @click.argument("path", type=EXISTING_DB)
-@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out", type=CheckedPath(dir_okay=False, path_type=Path))
 @friendly_errors
 def pack_cmd(path: Path, out: Path) -> None:
     """Write the database PATH in the compact form perfdb/ ships (OUT ends in .columns.xz).
@@ -121,7 +121,7 @@ def pack_cmd(path: Path, out: Path) -> None:
 
 @db_group.command("unpack")
 @click.argument("packed", type=EXISTING_DB)
-@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out", type=CheckedPath(dir_okay=False, path_type=Path))
 @friendly_errors
 def unpack_cmd(packed: Path, out: Path) -> None:
     """Write the SQLite database of PACKED (a .columns.xz file, e.g. perfdb/h100.columns.xz) as OUT."""

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import ExistingPath, parse_precisions, seq_len_option
+from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions, seq_len_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
@@ -65,7 +65,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
 
 @main.command("generate")
 @click.argument("model", type=ExistingPath(path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", required=True, type=CheckedPath(file_okay=False, path_type=Path),
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
 @click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
 @seq_len_option
@@ -73,7 +73,7 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
               help=f"Comma-separated precisions (any case): {', '.join(p.value for p in Precision)}.")
 @click.option("--api", "apis", default=None,
               help="Comma-separated APIs to generate (e.g. conv_fwd,conv_bias_act); default all.")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--db", "db_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database: skip benchmarks it already holds for the system.")
 @click.option("--system", default=None, help="System id (prefix) or GPU name in --db (default: its only system).")
 @click.option("--from-profile", "bundles", multiple=True,

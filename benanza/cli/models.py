@@ -15,7 +15,7 @@ from rich.table import Table
 
 from benanza.atomic import write_stdout
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import seq_len_option
+from benanza.cli.options import CheckedPath, seq_len_option
 from benanza.errors import BenanzaError
 from benanza.library import Api
 from benanza.model.graph import has_parallel_branches
@@ -118,7 +118,7 @@ def _layer_table(model: Model) -> Table:
 
 
 @main.command("layers")
-@click.argument("model_or_dir", type=click.Path(path_type=Path))
+@click.argument("model_or_dir", type=CheckedPath(path_type=Path))
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Batch size: the leading dim of the model's data inputs (default: the file's own, or 1).")
 @seq_len_option
@@ -177,7 +177,7 @@ def copy_zoo(dest: Path) -> list[Path]:
 
 
 @models_group.command("zoo")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=CheckedPath(path_type=Path))
 @friendly_errors
 def zoo_cmd(directory: Path) -> None:
     """Copy the nine light ONNX zoo models shipped with the onnx package into DIRECTORY.

@@ -27,11 +27,9 @@ class InputError(click.ClickException):
         err_console.print(labelled("error:", "bold red", self.message), highlight=False, soft_wrap=True)
 
 
-class ExistingPath(click.Path):
-    """``ExistingPath(...)`` whose refusal is an ``InputError`` naming the path."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(exists=True, **kwargs)
+class CheckedPath(click.Path):
+    """``click.Path`` whose refusal (missing, a directory where a file belongs, unwritable) is an
+    ``InputError`` naming the path: one line and exit 1, as every other bad input."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
@@ -39,11 +37,19 @@ class ExistingPath(click.Path):
         except click.BadParameter as exc:
             import os
 
-            why = ("no such file or directory" if not os.path.lexists(value)
+            why = ("no such file or directory" if self.exists and not os.path.lexists(value)
                    else "is a directory, not a file" if os.path.isdir(value) and not self.dir_okay
-                   else "is not a directory" if not os.path.isdir(value) and not self.file_okay
+                   else "is not a directory" if os.path.lexists(value) and not os.path.isdir(value)
+                   and not self.file_okay
                    else exc.message.rstrip("."))
             raise InputError(f"{value}: {why}") from None
+
+
+class ExistingPath(CheckedPath):
+    """``CheckedPath`` of a path that must exist (an input)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exists=True, **kwargs)
 
 
 def parse_precisions(text: str | tuple[str, ...] | list[str]) -> list[Precision]:

@@ -9,7 +9,7 @@ import click
 from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import ExistingPath, build_cache_option, parse_precisions, seq_len_option
+from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
@@ -20,16 +20,16 @@ from benanza.report import print_report
 
 @main.command("pipeline")
 @click.argument("model", type=ExistingPath(path_type=Path))
-@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--db", "db_path", required=True, type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database to fill (created if needed).")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's own).")
 @seq_len_option
 @click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True, help="Precisions to benchmark.")
-@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
+@click.option("--project-dir", type=CheckedPath(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the generated benchmark project goes.")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True, help="Seconds per job.")
 @click.option("-j", "--build-jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
-@click.option("--profile", "bundle", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--profile", "bundle", type=CheckedPath(file_okay=False, path_type=Path),
               help="Also analyze against this profile bundle (a single MODEL file).")
 @build_cache_option
 @cluster_options

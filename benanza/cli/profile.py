@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import ExistingPath, parse_precisions
+from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.onnx_import import load_model
@@ -38,7 +38,7 @@ FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort":
               help="Value of the model's other symbolic input dims (a transformer's sequence length).")
 @click.option("--dtype", default=Precision.FP32.value, show_default=True,
               help="One precision: fp32 (TF32 off), tf32 (TF32 allowed), fp16 (model cast to half).")
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out", required=True, type=CheckedPath(file_okay=False, path_type=Path),
               help="Bundle directory to write (must be new or empty); with --map-only, the bundle to read.")
 @click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True,
               help="Timed runs of the latency run (meta.json's latency_ms).")

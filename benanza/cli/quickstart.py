@@ -13,7 +13,7 @@ from benanza import db as perfdb
 from benanza import runner, system
 from benanza.analyze.tables import Report
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import ExistingPath, parse_precisions
+from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions
 from benanza.cli.progress import build, generate, working
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
@@ -52,7 +52,7 @@ def record_bundle(model: Path, bundles: Path) -> Path | None:
 @main.command("quickstart")
 @click.argument("models_dir", type=ExistingPath(file_okay=False, path_type=Path),
                 default=Path("models/zoo"))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out"), show_default=True,
+@click.option("--out", type=CheckedPath(file_okay=False, path_type=Path), default=Path("out"), show_default=True,
               help="Where the generated project, the database (on a GPU) and the HTML reports go.")
 @click.option("--dtype", "dtypes", default="fp32,tf32,fp16", show_default=True,
               help="Precisions to benchmark (GPU machines only).")

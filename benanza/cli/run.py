@@ -15,7 +15,7 @@ from benanza import cluster, runner, system
 from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import ExistingPath, build_cache_option, parse_precisions, seq_len_option
+from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
@@ -62,7 +62,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option("--shard-jobs", type=int,
                            help="Jobs per Dask work unit (default: about four units per GPU, at most "
                                 f"{MAX_SHARD_JOBS}).")(command)
-    command = click.option("--scheduler-file", type=click.Path(dir_okay=False, path_type=Path),
+    command = click.option("--scheduler-file", type=CheckedPath(dir_okay=False, path_type=Path),
                            help="Join the Dask cluster whose scheduler wrote this file "
                                 "(dask scheduler --scheduler-file).")(command)
     return click.option("--cluster", metavar="ADDRESS|local",
@@ -125,7 +125,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
 @main.command("run")
 @click.argument("inputs", metavar="DIR_OR_MODEL...", nargs=-1, required=True,
                 type=ExistingPath(path_type=Path))
-@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--db", "db_path", required=True, type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database to write (created if needed).")
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True, type=float,
               help="Seconds a job may go without printing a result before its executable is killed and the job "
@@ -137,13 +137,13 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
                    "cold-weights: activations warm, each call's weights cold (a ring of copies), calls back to "
                    "back, as a framework runs at small batches (only the APIs with weights run: convolutions "
                    "and GEMMs).")
-@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--build-dir", type=CheckedPath(file_okay=False, path_type=Path),
               help="Build directory (one project only; default DIR/build).")
 @click.option("--dtype", "dtypes", multiple=True, default=(Precision.FP32.value,), show_default=True,
               help="Precisions to benchmark ONNX models in: comma-separated and/or repeated (e.g. fp32,tf32).")
 @click.option("--batch", type=int, help="Batch size for ONNX models (default: the model's own).")
 @seq_len_option
-@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("benanza-project"),
+@click.option("--project-dir", type=CheckedPath(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the project generated for ONNX models goes.")
 @click.option("-j", "--build-jobs", type=int, help="Parallel compile jobs.")
 @click.option("--max-reps", type=int, help="Cap on timed repetitions per benchmark (passed to the executables).")
