@@ -118,6 +118,7 @@ def test_unresolvable_batch_gives_one_line():
     result = CliRunner().invoke(main, ["layers", str(DATA / "hard_batch.onnx"), "--batch", "2"])
     _assert_one_line_error(result, "hard_batch.onnx")
     assert "merge_batch" in result.stderr
+    assert "--torch-module PKG.MODULE:FACTORY" in result.stderr  # the way to have it exported at that batch
 
 
 def test_missing_path_and_empty_directory(tmp_path):

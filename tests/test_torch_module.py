@@ -141,3 +141,25 @@ def test_capture_without_a_gpu_is_one_line_and_writes_no_bundle(tmp_path: Path) 
                                        str(tmp_path / "b")])
     assert result.exit_code != 0 and "no usable CUDA GPU" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "b").exists()
+
+
+def test_analyze_and_generate_export_a_module_at_the_batch_asked(tmp_path: Path) -> None:
+    """`--torch-module` wherever a model is taken: the module exported at --batch (a model whose export
+    hard-codes its batch is analyzed at any batch); the command a refusal suggests names an export that
+    stays, so it runs as written."""
+    _torch()
+    from click.testing import CliRunner
+
+    from benanza.cli import main
+    from benanza.model.onnx_import import load_model
+
+    out = CliRunner().invoke(main, ["analyze", "--torch-module", "tiny_modules:tiny_net", "--batch", "3"])
+    assert out.exit_code == 1 and "measure them: benanza run " in out.output, out.output  # no H100 rows for it
+    suggested = Path(out.output.split("benanza run ", 1)[1].split()[0])
+    assert suggested.is_file() and load_model(suggested).batch == 3
+    gen = CliRunner().invoke(main, ["generate", "--torch-module", "tiny_modules:tiny_net", "--batch", "2", "--out",
+                                    str(tmp_path / "p")])
+    assert gen.exit_code == 0, gen.output
+    assert '"batch":2' in (tmp_path / "p" / "manifest.json").read_text()
+    both = CliRunner().invoke(main, ["analyze", str(tmp_path / "m.onnx"), "--torch-module", "tiny_modules:tiny_net"])
+    assert both.exit_code == 1

@@ -6,6 +6,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -18,9 +19,11 @@ from benanza.cli.options import (
     database,
     database_label,
     force_option,
+    model_or_module,
     parse_precisions,
     parse_what_ifs,
     seq_len_option,
+    torch_module_option,
 )
 from benanza.cli.progress import working
 from benanza.pipeline import FAMILIES, analyze_model
@@ -42,7 +45,8 @@ def no_cycle_collection() -> Iterator[None]:
 
 
 @main.command("analyze")
-@click.argument("model", type=ExistingPath(dir_okay=False, path_type=Path))
+@click.argument("model", required=False, type=ExistingPath(dir_okay=False, path_type=Path))
+@torch_module_option
 @click.option("--db", "db_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database: .db, .columns.xz or .db.xz "
                    "(default: the shipped H100 database, perfdb/h100.columns.xz).")
@@ -69,9 +73,10 @@ def no_cycle_collection() -> Iterator[None]:
               help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
 @force_option
 @friendly_errors
-def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
-                seq_len: int | None, dtypes: str | None, apis: str, what_ifs: str, json_path: Path | None,
-                html_path: Path | None, csv_path: Path | None, trace_path: Path | None, force: bool) -> None:
+def analyze_cmd(model: Path | None, torch_module: str | None, db_path: Path | None, bundle: Path | None,
+                system_name: str | None, batch: int | None, seq_len: int | None, dtypes: str | None, apis: str,
+                what_ifs: str, json_path: Path | None, html_path: Path | None, csv_path: Path | None,
+                trace_path: Path | None, force: bool) -> None:
     """Lower-bound latency of MODEL on a system and where a framework run loses time.
 
     LBL (sequential and parallel) of the cheapest equivalent execution from measured
@@ -89,6 +94,12 @@ def analyze_cmd(model: Path, db_path: Path | None, bundle: Path | None, system_n
             check_output(path, kind, (model, bundle, db_path), force)
     # with an output on stdout ("-") the human-readable report goes to stderr
     out = err_console if any(str(path) == STDOUT for path, _, _ in outputs) else console
+    model = model_or_module(model, torch_module, batch)
+    _analyze(model, db_path, bundle, system_name, batch, seq_len, dtypes, apis, what_ifs, outputs, out)
+
+
+def _analyze(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
+             seq_len: int | None, dtypes: str | None, apis: str, what_ifs: str, outputs: tuple, out: Any) -> None:
     with no_cycle_collection():
         label = database_label(db_path)
         precisions = parse_precisions(dtypes) if dtypes is not None else None

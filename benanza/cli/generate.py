@@ -11,7 +11,14 @@ from rich.table import Table
 
 from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
-from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions, seq_len_option
+from benanza.cli.options import (
+    CheckedPath,
+    ExistingPath,
+    model_or_module,
+    parse_precisions,
+    seq_len_option,
+    torch_module_option,
+)
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
@@ -64,7 +71,8 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
 
 
 @main.command("generate")
-@click.argument("model", type=ExistingPath(path_type=Path))
+@click.argument("model", required=False, type=ExistingPath(path_type=Path))
+@torch_module_option
 @click.option("--out", "out_dir", required=True, type=CheckedPath(file_okay=False, path_type=Path),
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
 @click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
@@ -82,10 +90,17 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
                    "framework chose, at the bundle's batch and precision; --batch, --dtype and --api are not "
                    "used). Repeatable.")
 @friendly_errors
-def generate(model: Path, out_dir: Path, batch: str, seq_len: int | None, dtype: str, apis: str | None,
-             db_path: Path | None, system: str | None, bundles: tuple[Path, ...]) -> None:
-    """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them)."""
+def generate(model: Path | None, torch_module: str | None, out_dir: Path, batch: str, seq_len: int | None, dtype: str,
+             apis: str | None, db_path: Path | None, system: str | None, bundles: tuple[Path, ...]) -> None:
+    """Plan and generate the micro-benchmarks of MODEL (an .onnx file or a directory of them), or of a
+    PyTorch module (--torch-module) exported at each --batch."""
     batches, precisions, api_list = parse_batches(batch), parse_precisions(dtype), parse_apis(apis)
+    if torch_module is not None:
+        if len(batches) > 1:  # one export per batch: a model whose export hard-codes its batch needs them all
+            raise BenanzaError("--torch-module: give one --batch per generate (each batch is its own export)")
+        if bundles:
+            raise BenanzaError("--torch-module: --from-profile takes the bundle's own export; give it as MODEL")
+    model = model_or_module(model, torch_module, batches[0] if torch_module else None)
     skip = skip_predicate(db_path, system)
     with working(f"planning the benchmarks of {model}"):
         if bundles:

@@ -11,7 +11,7 @@ import click
 from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.paths import PACKED_SUFFIX, perfdb_dir, readable_db, shipped_db
+from benanza.paths import PACKED_SUFFIX, cache_dir, perfdb_dir, readable_db, shipped_db
 
 
 class InputError(click.ClickException):
@@ -116,3 +116,29 @@ def build_cache_option(command: Callable[..., Any]) -> Callable[..., Any]:
                         help="Compile every executable with CMake instead of reusing those built before with the "
                              "same sources, flags and libraries (benanza build-cache; also "
                              "BENANZA_NO_BUILD_CACHE=1).")(command)
+
+
+def torch_module_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--torch-module PKG.MODULE:FACTORY`` in place of MODEL: the module exported at the batch asked."""
+    return click.option("--torch-module", "torch_module", metavar="PKG.MODULE:FACTORY", default=None,
+                        help="A PyTorch module instead of MODEL (the factory as for benanza profile): exported to "
+                             "ONNX at --batch, so a model whose export hard-codes its batch is analyzed at any "
+                             "batch.")(command)
+
+
+def model_or_module(model: Path | None, torch_module: str | None, batch: int | None) -> Path:
+    """MODEL, or ``torch_module`` exported at ``batch`` (one of the two, never both). The export is kept in
+    the user cache (``exports/``), so that a command a refusal suggests for it runs as written."""
+    if (model is None) == (torch_module is None):
+        raise BenanzaError("give MODEL (an ONNX file) or --torch-module PKG.MODULE:FACTORY, one of the two")
+    if torch_module is None:
+        return model
+    from benanza.profile.capture import export_torch_module
+    from benanza.profile.torch_module import parse_spec
+
+    spec = parse_spec(torch_module)
+    where = cache_dir() / "exports"
+    where.mkdir(parents=True, exist_ok=True)
+    path, _ = export_torch_module(torch_module, where / f"{spec.module}.{spec.factory}_b{batch or 'default'}.onnx",
+                                  batch)
+    return path

@@ -212,7 +212,9 @@ def _check_reshape(layer: Layer, label: str, batch_changed: bool) -> None:
         return
     src, dst = layer.inputs[0].shape, layer.outputs[0].shape
     if costs.numel(src) != costs.numel(dst):
-        why = "it hard-codes a shape that does not follow the batch" if batch_changed else "element counts differ"
+        why = ("it hard-codes a shape that does not follow the batch (export the model at that batch, or give "
+               "its PyTorch module with --torch-module PKG.MODULE:FACTORY to have it exported at --batch)"
+               if batch_changed else "element counts differ")
         raise BenanzaError(f"{label}: Reshape node '{layer.name}' maps {list(src)} to {list(dst)}: {why}")
 
 
