@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,6 @@ class CheckedPath(click.Path):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
-            import os
-
             why = ("no such file or directory" if self.exists and not os.path.lexists(value)
                    else "is a directory, not a file" if os.path.isdir(value) and not self.dir_okay
                    else "is not a directory" if os.path.lexists(value) and not os.path.isdir(value)
