@@ -27,8 +27,9 @@ from benanza.paths import readable_db, shipped_db
 PathLike = str | Path
 
 
-def _db(db: PathLike | None) -> Path:
-    """The database a reading call opens: the shipped H100 one by default; a ``.xz`` unpacked to a cache."""
+def database(db: PathLike | None) -> Path:
+    """The database a reading call opens (the CLI's too): the shipped H100 one by default; a ``.xz``
+    unpacked to a cache."""
     try:
         return shipped_db() if db is None else readable_db(Path(db))
     except FileNotFoundError as exc:
@@ -60,7 +61,7 @@ def analyze(model: PathLike, profile: PathLike | None = None, db: PathLike | Non
     from benanza.pipeline import analyze_model
 
     whatifs = None if what_if is None else [WhatIf(w) for w in what_if]
-    report, _ = analyze_model(Path(model), _db(db), None if profile is None else Path(profile), system, batch,
+    report, _ = analyze_model(Path(model), database(db), None if profile is None else Path(profile), system, batch,
                               _precisions(dtype), apis, db_label=None if db is None else str(db), seq_len=seq_len,
                               what_if=whatifs)
     return report
@@ -79,7 +80,7 @@ def compare(bundles: Sequence[PathLike], model: PathLike | None = None, db: Path
     where = None if model is None else Path(model)
     if where is not None and not where.exists():
         raise BenanzaError(f"{where}: no such model file or directory (--model)")
-    path, label = _db(db), None if db is None else str(db)
+    path, label = database(db), None if db is None else str(db)
     sides = []
     for bundle in map(Path, bundles):
         if not bundle.is_dir():
@@ -95,5 +96,5 @@ def compare_systems(model: PathLike, systems: Sequence[str], db: PathLike | None
 
     if len(systems) < 2:
         raise BenanzaError(f"{model}: comparing one model needs two --system or more")
-    path, label = _db(db), None if db is None else str(db)
+    path, label = database(db), None if db is None else str(db)
     return _compare([(name, analyze_model(Path(model), path, None, name, db_label=label)[0]) for name in systems])

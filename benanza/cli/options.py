@@ -12,7 +12,7 @@ import click
 from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.paths import PACKED_SUFFIX, cache_dir, perfdb_dir, readable_db, shipped_db
+from benanza.paths import PACKED_SUFFIX, cache_dir, perfdb_dir
 
 
 class InputError(click.ClickException):
@@ -75,10 +75,9 @@ def database_label(path: Path | None) -> str:
 
 def database(path: Path | None) -> Path:
     """The database a reading command opens: the shipped one by default; a ``.xz`` is unpacked to a cache."""
-    try:
-        return shipped_db() if path is None else readable_db(path)
-    except FileNotFoundError as exc:
-        raise BenanzaError(str(exc)) from None
+    from benanza.api import database as opened  # the API's: one rule for both
+
+    return opened(path)
 
 
 def parse_what_ifs(text: str) -> list[WhatIf]:
