@@ -15,6 +15,7 @@ the full run.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import shutil
 import tempfile
@@ -147,7 +148,14 @@ def check(command: Command, target_name: str, force: bool, small_db: Path) -> st
         before = {name: _digest(work / name) for name in ("m.onnx", "vgg19.onnx", "small.db", "notes.txt")
                   if (work / name).exists()}
         args = command.args(work, target) + (["--force"] if force and command.kind != "dir" else [])
-        result = CliRunner().invoke(main, args)
+        here = Path.cwd()
+        os.chdir(work)  # a relative target ("-") lands in the mutant's own directory, where it is seen
+        try:
+            result = CliRunner().invoke(main, args)
+        finally:
+            os.chdir(here)
+        if target == "-" and (work / "-").exists():
+            return "wrote a file or directory named -"
         return _verdict(command, target_name, target, work, force, before, result.exit_code, result.output,
                         result.exception)
 

@@ -33,6 +33,8 @@ class CheckedPath(click.Path):
     ``InputError`` naming the path: one line and exit 1, as every other bad input."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if str(value) == "-" and not self.file_okay:  # "-" is stdout for a file output; no directory is
+            raise InputError("-: a directory cannot go to stdout; give a directory path")
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
