@@ -175,3 +175,15 @@ def test_a_missing_input_is_the_same_mistake_everywhere(args: list[str], tmp_pat
 
 def test_a_directory_where_a_file_belongs_is_one_line(tmp_path: Path) -> None:
     one_line_error(CliRunner().invoke(main, ["analyze", str(tmp_path)]), f"{tmp_path}: is a directory, not a file")
+
+
+@pytest.mark.parametrize("command", [
+    ["layers", str(MODEL)], ["analyze", str(MODEL)], ["generate", str(MODEL), "--out", "OUT"],
+    ["run", str(MODEL), "--db", "x.db"], ["pipeline", str(MODEL), "--db", "x.db"],
+    ["profile", str(MODEL), "--out", "OUT"],
+])
+def test_a_bad_batch_is_the_same_usage_error_everywhere(command: list[str], tmp_path: Path) -> None:
+    """--batch 0 is a malformed command line in every command: click's usage lines and exit 2 (before:
+    generate exit 1, run went on to look for a GPU)."""
+    out = CliRunner().invoke(main, [str(tmp_path / "o") if a == "OUT" else a for a in command] + ["--batch", "0"])
+    assert out.exit_code == 2 and "--batch" in out.output and "Traceback" not in out.output, out.output

@@ -47,6 +47,15 @@ def parse_batches(text: str) -> list[int]:
     return list(dict.fromkeys(batches))
 
 
+def _batches(text: str) -> str:
+    """--batch checked as click checks every other command's (a bad value: usage line, exit 2)."""
+    try:
+        parse_batches(text)
+    except BenanzaError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--batch: "), param_hint="'--batch'") from None
+    return text
+
+
 def parse_apis(text: str | None) -> list[Api] | None:
     if text is None:
         return None
@@ -75,7 +84,8 @@ def summary(p: Plan, manifest: codegen.Manifest, out: Path) -> list[Any]:
 @torch_module_option
 @click.option("--out", "out_dir", required=True, type=CheckedPath(file_okay=False, path_type=Path),
               help="Directory of the generated CMake project (created; unchanged files are left alone).")
-@click.option("--batch", default="1", show_default=True, help="Comma-separated batch sizes, e.g. 1,8,64.")
+@click.option("--batch", default="1", show_default=True, callback=lambda _ctx, _param, value: _batches(value),
+              help="Comma-separated batch sizes, e.g. 1,8,64.")
 @seq_len_option
 @click.option("--dtype", default="fp32", show_default=True,
               help=f"Comma-separated precisions (any case): {', '.join(p.value for p in Precision)}.")

@@ -141,7 +141,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
               help="Build directory (one project only; default DIR/build).")
 @click.option("--dtype", "dtypes", multiple=True, default=(Precision.FP32.value,), show_default=True,
               help="Precisions to benchmark ONNX models in: comma-separated and/or repeated (e.g. fp32,tf32).")
-@click.option("--batch", type=int, help="Batch size for ONNX models (default: the model's own).")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size for ONNX models (default: the model's own).")
 @seq_len_option
 @click.option("--project-dir", type=CheckedPath(file_okay=False, path_type=Path), default=Path("benanza-project"),
               show_default=True, help="Where the project generated for ONNX models goes.")
