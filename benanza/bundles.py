@@ -3,6 +3,7 @@ model file each was recorded with (found by content hash, whatever it is called)
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,8 @@ def find_model(bundle: Bundle, where: Path) -> Path:
         by_name = where / f"{model_stem(bundle.meta.model)}.onnx"
         if by_name.is_file():
             return by_name
-    raise BenanzaError(f"{bundle.path}: no model file of it ('{bundle.meta.model}') in {where}; get the zoo with: "
-                       f"benanza models zoo {where}, or pass the model with --model")
+    raise BenanzaError(f"{bundle.path}: no model file of it ('{bundle.meta.model}') in {where}; pass the model "
+                       f"with --model, or get the zoo with: benanza models zoo {shlex.quote(str(where))}")
 
 
 def model_places(bundle: Bundle) -> list[Path]:

@@ -187,3 +187,23 @@ def test_a_bad_batch_is_the_same_usage_error_everywhere(command: list[str], tmp_
     generate exit 1, run went on to look for a GPU)."""
     out = CliRunner().invoke(main, [str(tmp_path / "o") if a == "OUT" else a for a in command] + ["--batch", "0"])
     assert out.exit_code == 2 and "--batch" in out.output and "Traceback" not in out.output, out.output
+
+
+def test_the_zoo_a_refusal_suggests_fetches_what_was_missing(tmp_path: Path, monkeypatch) -> None:
+    """quickstart on an empty directory and compare with a --model directory without the bundle's model both
+    say 'get the zoo with: benanza models zoo DIR'; run as written, it gives what they lacked and the
+    refused command then works."""
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "zoo"
+    empty.mkdir()
+    bundles = [str(perfdb_dir() / "bundles" / b) for b in ("vgg19_b1_ort_fp32", "vgg19_b1_torch_fp32")]
+    for refused in (["quickstart", str(empty)], ["compare", *bundles, "--model", str(empty)]):
+        out = CliRunner().invoke(main, refused)
+        one_line_error(out, "benanza models zoo")
+        fetch = suggestion(out.output)  # the command ends the line: nothing sticks to its last argument
+        assert fetch == ["models", "zoo", str(empty)]
+        assert CliRunner().invoke(main, fetch).exit_code == 0 and len(list(empty.glob("*.onnx"))) == 9
+        again = CliRunner().invoke(main, ["compare", *bundles, "--model", str(empty)])
+        assert again.exit_code == 0, again.output
+        for model in empty.glob("*.onnx"):
+            model.unlink()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -74,7 +75,8 @@ def quickstart(models_dir: Path, out: Path, dtypes: str, verbose: bool, cluster:
     precisions = tuple(p.value for p in parse_precisions(dtypes))
     models = sorted(models_dir.glob("*.onnx"))
     if not models:
-        raise BenanzaError(f"{models_dir}: no *.onnx files (get some with: benanza models zoo {models_dir})")
+        raise BenanzaError(f"{models_dir}: no *.onnx files; get some with: benanza models zoo "
+                           f"{shlex.quote(str(models_dir))}")
     out.mkdir(parents=True, exist_ok=True)
     gpu = bool(system.fingerprint().get("usable"))
     if cluster or scheduler_file:
