@@ -98,6 +98,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -340,12 +341,12 @@ def folded_bn_prediction(report: Any, model_path: Path, batch: int, db_path: Pat
             "bias adds at the roofline (no row)": roofline_bias, "BN layers without an as-executed row": unmeasured}
 
 
-# conv(+BN)(+Add)+ReLU groups: a zoo file keeps its BN; a module's TorchScript export has it folded already
+# conv(+BN)(+Add)+ReLU groups; a model without BN (or an export that folded it) has conv(+Add)+ReLU ones
 FUSED_OPS = ("Conv+BatchNormalization+Relu", "Conv+BatchNormalization+Sum+Relu", "Conv+Relu", "Conv+Add+Relu",
              "Conv+Sum+Relu")
 
 
-def fused_groups_prediction(report: Any, fuses: Any = FUSED_OPS.__contains__) -> dict[str, Any]:
+def fused_groups_prediction(report: Any, fuses: Callable[[str], bool] = FUSED_OPS.__contains__) -> dict[str, Any]:
     """Saving of running each fused-call group of the bound's execution whose ops ``fuses`` accepts
     (by default conv+BN+ReLU and conv+BN+Add+ReLU) as one fused call: the framework's measured
     kernels of the group's layers (from the profile) less the fused row the bound charges for it."""
@@ -700,21 +701,19 @@ FX_TRACED = ("resnet50", "googlenet")  # natives whose changes rewrite the modul
 
 
 def export_native(exp: Experiment, exports: Path) -> Path:
-    """The harness's own ONNX export of a native module at the experiment's batch (TorchScript
-    exporter, opset 17, BatchNorm kept, inputs ``input_0``...: the form ``--torch-module`` exports, so the
-    database rows and the profile's layers share keys): ONNX Runtime's model and what
-    ``benanza run`` measures."""
+    """A native module's ONNX export at the experiment's batch, made by ``benanza profile
+    --torch-module``'s own exporter (``torch_module.export``), so that the database rows ``benanza run``
+    measures from it and the profile's layers share keys by construction: ONNX Runtime's model. Only
+    the file comes from benanza; what runs and how it is timed stay this harness's."""
     import natives
-    import torch
+
+    from benanza.profile import torch_module
 
     path = exports / exp.export
     if not path.exists():
         exports.mkdir(parents=True, exist_ok=True)
         module, inputs = natives.FACTORIES[exp.model](batch=exp.batch)
-        with torch.no_grad():
-            torch.onnx.export(module, inputs, str(path), input_names=[f"input_{i}" for i in range(len(inputs))],
-                              opset_version=17, dynamo=False, do_constant_folding=True,
-                              training=torch.onnx.TrainingMode.PRESERVE)  # BN kept, as --torch-module keeps it
+        torch_module.export(module, inputs, path, f"natives:{exp.model}")
     return path
 
 
@@ -831,6 +830,14 @@ def host_latency(module: Any, variant: Variant, feeds: dict[str, Any], warmup: i
         with torch.no_grad():
             net(*inputs)
 
+    return host_times(run, warmup, runs)
+
+
+def host_times(run: Any, warmup: int, runs: int) -> dict[str, Any]:
+    """``warmup`` untimed calls of ``run``, then per call the host wall time of ``run()`` and a device
+    sync: the median of ``runs`` (``host_latency``'s and ``ort_host_latency``'s one loop)."""
+    import torch
+
     for _ in range(warmup):
         run()
     torch.cuda.synchronize()
@@ -848,21 +855,10 @@ def ort_host_latency(model: Path, variant: Variant, feeds: dict[str, Any], warmu
     """``host_latency`` for an ONNX Runtime session (validate.py's I/O binding: device-resident
     inputs and outputs): per run the host wall time of ``run_with_iobinding`` and a device sync.
     With ``enable_cuda_graph`` the first warm-up run captures the graph, the rest replay it."""
-    import torch
     from validate import ort_session
 
     sess, binding, _keep = ort_session(model, variant.setting(), feeds)
-    for _ in range(warmup):
-        sess.run_with_iobinding(binding)
-    torch.cuda.synchronize()
-    latencies = []
-    for _ in range(runs):
-        t0 = time.perf_counter_ns()
-        sess.run_with_iobinding(binding)
-        torch.cuda.synchronize()
-        latencies.append((time.perf_counter_ns() - t0) / 1e6)
-    return {"e2e_ms": statistics.median(latencies), "e2e_ms_min": min(latencies), "e2e_ms_iters": latencies,
-            "e2e_warmup": warmup, "e2e_runs": runs}
+    return host_times(lambda: sess.run_with_iobinding(binding), warmup, runs)
 
 
 class PlanCacheThreads:
