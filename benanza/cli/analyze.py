@@ -6,7 +6,6 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -95,11 +94,6 @@ def analyze_cmd(model: Path | None, torch_module: str | None, db_path: Path | No
     # with an output on stdout ("-") the human-readable report goes to stderr
     out = err_console if any(str(path) == STDOUT for path, _, _ in outputs) else console
     model = model_or_module(model, torch_module, batch)
-    _analyze(model, db_path, bundle, system_name, batch, seq_len, dtypes, apis, what_ifs, outputs, out)
-
-
-def _analyze(model: Path, db_path: Path | None, bundle: Path | None, system_name: str | None, batch: int | None,
-             seq_len: int | None, dtypes: str | None, apis: str, what_ifs: str, outputs: tuple, out: Any) -> None:
     with no_cycle_collection():
         label = database_label(db_path)
         precisions = parse_precisions(dtypes) if dtypes is not None else None
