@@ -247,7 +247,7 @@ NATIVE_EXPERIMENTS = (
                "framework overhead, CUDA-graph part", measure=END_TO_END, source=ORT),
     Experiment("parallel branches", "googlenet", 1, "exhaustive", "both", GRAPHED, STREAMS, "parallelism gap (ms)",
                source=MODULE),
-    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fused groups", source=MODULE),
+    Experiment("fusion", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FUSED, "fusion gap (ms)", source=MODULE),
     Experiment("fusion", "bert_base_eager", 32, "exhaustive", "both", EAGER_ATTENTION, SDPA_ATTENTION,
                "fused attention", dtype="fp16", source=MODULE),
     Experiment("folding", "resnet50", 64, "exhaustive", "both", FP32_BENCH, FOLDED, "folded BN",
@@ -409,8 +409,12 @@ def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> d
         return {**shown, **folded_bn_prediction(report, model_path, exp.batch, db_path)}
     if exp.predicted_by == "fused groups":
         return {**shown, **fused_groups_prediction(report)}
-    if exp.predicted_by == "fused attention":  # the attention cores the bound charges one fused call each
-        return {**shown, **fused_groups_prediction(report, lambda ops: "Softmax" in ops.split("+"))}
+    if exp.predicted_by == "fused attention":  # the analysis' attention row of its per-pattern fusion gaps
+        pattern = next((r for r in report.tables["fusion patterns"].rows if r["pattern"] == "attention"), {})
+        groups = fused_groups_prediction(report, lambda ops: "Softmax" in ops.split("+"))
+        return {**shown, **{f"attention pattern: {k}": v for k, v in pattern.items()},
+                **{f"measured-kernel reading: {k}": v for k, v in groups.items()},
+                "predicted_ms": pattern.get("gap (ms)")}
     if exp.predicted_by == "what-if tf32 saving":  # a precision change is a what-if beside the headline
         tf32 = s.get("what-if tf32: LBL_seq (ms)")
         return {**shown, "predicted_ms": None if tf32 is None else s["LBL_seq (ms)"] - tf32}
@@ -1086,11 +1090,13 @@ def spread(before: dict[str, Any], after: dict[str, Any], key: str = "kernel_ms_
 
 
 def selected(args: argparse.Namespace) -> list[Experiment]:
-    """The set's experiments of the gap kinds ``--only`` names, run by the frameworks ``--source`` names."""
+    """The set's experiments of the gap kinds ``--only`` names, run by the frameworks ``--source`` names,
+    on the models ``--model`` names."""
     wanted = {w.strip().lower() for w in args.only.split(",")} if args.only else None
     sources = {w.strip() for w in args.source.split(",")} if args.source else None
+    models = {w.strip() for w in args.model.split(",")} if args.model else None
     return [e for e in SETS[args.set] if (wanted is None or e.gap.lower() in wanted)
-            and (sources is None or e.source in sources)]
+            and (sources is None or e.source in sources) and (models is None or e.model in models)]
 
 
 def zoo_model(models: Path, stem: str) -> Path:
@@ -1200,6 +1206,8 @@ def main() -> None:
                    help="zoo: zoo models through onnx2torch; native: torchvision/transformers modules and ONNX "
                         "Runtime sessions on their exports (bench/natives.py)")
     p.add_argument("--only", default="", help="comma-separated gap kinds to run (default: all)")
+    p.add_argument("--model", default="", help="comma-separated models to keep (zoo stems or bench/natives.py "
+                                               "factories; default: all)")
     p.add_argument("--source", default="", help=f"comma-separated runs to keep ({ZOO}, {MODULE}, {ORT}; default: all)")
     p.add_argument("--stage", choices=("prepare", "all"), default="all",
                    help="prepare: profile the bundles (and measure the native models' rows) and stop")
@@ -1214,9 +1222,9 @@ def main() -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and the predictions; run nothing")
     p.add_argument("--bundles", default=str(ROOT / "perfdb" / "bundles"), help="--dry-run: bundles to predict from")
     args = p.parse_args()
-    if args.only and not selected(args):
-        p.error(f"--only/--source: no experiment of {args.only or args.source!r} in --set {args.set} "
-                f"(kinds: {', '.join(sorted({e.gap for e in SETS[args.set]}))})")
+    if (args.only or args.source or args.model) and not selected(args):
+        p.error(f"--only/--source/--model: no experiment of {args.only or args.source or args.model!r} in "
+                f"--set {args.set} (kinds: {', '.join(sorted({e.gap for e in SETS[args.set]}))})")
     if args.dry_run:
         dry_run(args)
         return

@@ -184,3 +184,21 @@ def test_strip_weights_keeps_the_nodes_the_mapping_reads(tmp_path):
     assert [(n.name, n.op_type, list(n.input)) for n in after.graph.node] == \
         [(n.name, n.op_type, list(n.input)) for n in before.graph.node]
     assert mat.path.stat().st_size < 1_000_000  # ResNet-50 with its weights: about 98 MB
+
+
+def test_the_torch_child_records_a_hugging_face_modules_attention_implementation() -> None:
+    """The fusion fix reads it: a run that had fused attention is never told to fuse it (analyze.fixes)."""
+    from types import SimpleNamespace
+
+    from benanza.profile.capture_child import _attention_setting
+
+    class Module:  # what the child reads of an nn.Module: its submodules, one with a Hugging Face config
+        def __init__(self, *subs: object) -> None:
+            self.subs = subs
+
+        def modules(self) -> tuple[object, ...]:
+            return (self, *self.subs)
+
+    bert = Module(SimpleNamespace(config=SimpleNamespace(_attn_implementation="sdpa")))
+    assert _attention_setting(bert) == {"attn_implementation": "sdpa"}
+    assert _attention_setting(Module(SimpleNamespace())) == {}

@@ -74,6 +74,8 @@ class Group:
     ms: float
     call: str = ""  # what is charged: "api / algorithm / dtype [+ bias add]" or a byte count
     folded: tuple[int, ...] = ()  # members folded into the head's weights at zero cost
+    fusion: str = ""  # a fused call's pattern (Fusion value)
+    saving: float = 0.0  # a fused call's saving over its members unfused, as ranked (what the fix follows)
 
 
 @dataclass(frozen=True)
@@ -325,7 +327,9 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
         options = []
         for members, row in _fused_choice(model, inputs, constraints):
             head = members[0]
-            if model.layers[head].op not in COMPUTE_OPS:
+            # an attention core's head is a GEMM, but its unfused path is two GEMMs and the passes
+            # between them: priced member by member, never as the head's call plus one elementwise pass
+            if row.fusion in CHAIN_FUSIONS or model.layers[head].op not in COMPUTE_OPS:
                 option = _chain_option(model, members, row, coster, unfused, folded_into)
                 if option is not None:
                     options.append(option)
@@ -339,14 +343,14 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             saving = alone + others - (row.median_ms or 0.0)
             if saving > 0:
                 options.append((saving, members, row))
-        for _saving, members, row in sorted(options, key=lambda o: (-o[0], o[1])):
+        for saving, members, row in sorted(options, key=lambda o: (-o[0], o[1])):
             covered = set(members) | set(folded.get(members[0], ()))
             if covered & taken:
                 continue
             taken |= covered
             extra = tuple(f for f in folded.get(members[0], ()) if f not in members)
             groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, _describe(row),
-                                folded=extra))
+                                folded=extra, fusion=row.fusion, saving=saving))
     # pointwise chains: one pass at the copy roofline, whatever was measured; grown in _chains below
     blocked = taken | set(folded_into)
     seeds = [tuple(sorted(cand.layers)) for cand in model.fusions

@@ -203,6 +203,16 @@ def fusion_outcomes(model: Model, inputs: Inputs, best: Choices, constraints: Co
     return out
 
 
+def dominant_fusion(exe: Execution) -> str:
+    """The pattern whose fused calls in ``exe`` save most over their members unfused: what the
+    fusion gap's fix names ("" when the execution has no fused call)."""
+    per: dict[str, float] = defaultdict(float)
+    for g in exe.groups:
+        if g.fusion:
+            per[g.fusion] += g.saving
+    return max(sorted(per), key=per.__getitem__) if per else ""
+
+
 def fusion_tables(model: Model, outcomes: list[FusionOutcome]) -> tuple[Table, Table]:
     names = {layer.index: layer.name for layer in model.layers}
     rows = []

@@ -230,6 +230,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "latencies_ms": latencies, "framework_version": torch.__version__,
         "settings": {"cudnn.benchmark": torch.backends.cudnn.benchmark, "allow_tf32": ALLOW_TF32[prec],
+                     **_attention_setting(module),
                      **({"torch_module": args.torch_module} if args.torch_module else
                         {"onnx2torch": getattr(sys.modules.get("onnx2torch"), "__version__", "")})},
         "system": {"gpu": torch.cuda.get_device_name(0), "cudnn": str(torch.backends.cudnn.version())}}
@@ -237,6 +238,16 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
         profiler.export_chrome_trace(str(bundle / "torch_trace.json"))
         report["clock"] = _clock(bundle, starts)
     return report
+
+
+def _attention_setting(module: Any) -> dict[str, str]:
+    """A Hugging Face module's attention implementation ("eager", "sdpa", ...), recorded so that the
+    analysis never names as the fix a fused attention the run already had."""
+    for sub in module.modules():
+        impl = getattr(getattr(sub, "config", None), "_attn_implementation", None)
+        if isinstance(impl, str):
+            return {"attn_implementation": impl}
+    return {}
 
 
 CHILDREN: dict[Framework, Callable[[argparse.Namespace], dict[str, Any]]] = {
