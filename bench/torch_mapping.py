@@ -6,7 +6,8 @@ module ranges and the ATen ops in them (benanza/profile/module_spans.py); whethe
 question about many architectures, so this runs the real path (the ``benanza profile`` CLI in a
 subprocess, factories from bench/natives.py) over the matrix and reports per cell: layers mapped
 (%), kernel time mapped (%) and the causes of the unmapped kernel runs. Cells run a few at a time
-on the one GPU (the mapping, not the latency, is measured: concurrent cells only slow each other).
+on the one GPU in processes of their own (the mapping, not the latency, is measured: concurrent
+cells only slow each other).
 
     PYTHONPATH=$PWD:$PWD/bench python3 bench/torch_mapping.py --out DIR [--jobs 6] [--only 'swin_t*']
     python3 bench/torch_mapping.py --table DIR1/summary.json DIR2/summary.json   # no GPU: one table
@@ -133,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="latency runs per profile")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--profiled-runs", type=int, default=2)
-    p.add_argument("--cell-timeout-s", type=int, default=240)
-    p.add_argument("--budget-s", type=float, default=540.0, help="start no cell after this many seconds")
+    p.add_argument("--cell-timeout-s", type=int, default=150)
+    p.add_argument("--budget-s", type=float, default=380.0,
+                   help="start no cell after this many seconds (a cell in flight may run --cell-timeout-s more)")
     p.add_argument("--keep-bundles", action="store_true", help="keep the cuDNN/cuBLAS logs (large)")
     p.add_argument("--list", action="store_true", help="print the cells and exit")
     args = p.parse_args(argv)
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     # the slowest first: big batches of big models, so that the pool's tail is short
     pending.sort(key=lambda c: (-c[1], c[0] not in ("maxvit_t", "swin_t", "vit_b_16", "densenet121")))
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = {}
         for c in pending:
             futures[pool.submit(_gated, start, args, c)] = c

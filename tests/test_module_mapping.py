@@ -151,3 +151,13 @@ def test_a_fresh_cpu_recording_maps_like_the_stored_one(tmp_path: Path) -> None:
     model, m = _map("", bundle)
     share, _ = kernel_time_mapped(m.profile)
     assert model.batch == 2 and m.unmapped_layers == () and share is not None and share >= 0.95
+
+
+@pytest.mark.parametrize("bundle", sorted(p for p in (MODULES.parent / "modules_h100").glob("*") if p.is_dir()),
+                         ids=lambda p: p.name)
+def test_gpu_recorded_bundles_map(bundle: Path) -> None:
+    """The same toy modules profiled on the H100 by `benanza profile --torch-module` (real kernels; the
+    command is in docs/PROFILES.md), kept in tests/data/modules_h100 when recorded."""
+    _, m = _map("", bundle)
+    share, _ = kernel_time_mapped(m.profile)
+    assert m.unmapped_layers == () and share is not None and share >= 0.95, m.unmapped_causes[:3]

@@ -6,8 +6,9 @@ module is built with its own (random) initialization and put in eval mode, expor
 with the TorchScript exporter, whose node names carry the module path
 (``/layer1/layer1.0/conv1/Conv``), and run natively under the profiler with one
 ``benanza.node:<module path>`` range per module: the mapping gives each range the layers
-whose node scope is that module (``module_of_node``), so kernels reach layers through the
-module hierarchy, with no conversion back from ONNX.
+whose node scope is that module call (``module_of_node``, ``module_spans``), so kernels reach
+layers through the module hierarchy and the ATen ops inside each call, with no conversion back
+from ONNX.
 
 Every failure (a bad spec, an import error, a factory that raises or returns something else,
 an export failure) is one BenanzaError line naming the spec.
