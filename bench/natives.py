@@ -79,3 +79,103 @@ def set_attention(module: Any, implementation: str) -> Any:
 
 
 FACTORIES = {"resnet50": resnet50, "googlenet": googlenet, "bert_base": bert_base, "bert_base_eager": bert_base_eager}
+
+
+# ---------------------------------------------------------------- the --torch-module acceptance matrix
+# (bench/torch_mapping.py): torchvision classifiers with weights=None and Hugging Face models with a
+# random init, offline, each at ``batch``.
+
+TORCHVISION = ("resnet50", "resnext50_32x4d", "wide_resnet50_2", "regnet_y_400mf", "mobilenet_v2",
+               "mobilenet_v3_large", "efficientnet_b0", "mnasnet1_0", "shufflenet_v2_x1_0", "squeezenet1_1",
+               "densenet121", "googlenet", "inception_v3", "convnext_tiny", "vit_b_16", "swin_t", "maxvit_t")
+SIDE = {"inception_v3": 299}  # input side per model (224 otherwise)
+
+
+def torchvision_model(name: str, batch: int = 1) -> tuple[Any, tuple[Any, ...]]:
+    """torchvision's ``name`` with random weights (no auxiliary heads) and an image batch."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(SEED)
+    kwargs: dict[str, Any] = {"weights": None}
+    if name in ("googlenet", "inception_v3"):
+        kwargs.update(aux_logits=False, init_weights=False)
+    module = getattr(torchvision.models, name)(**kwargs)
+    return module.eval(), (_image(batch, SIDE.get(name, 224)),)
+
+
+def _tv_factory(name: str) -> Any:
+    def factory(batch: int = 1) -> tuple[Any, tuple[Any, ...]]:
+        return torchvision_model(name, batch)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.__doc__ = f"torchvision.models.{name}(weights=None) at ``batch``."
+    return factory
+
+
+for _name in TORCHVISION:
+    if _name not in globals():
+        globals()[_name] = _tv_factory(_name)
+
+
+class _FirstOutput:
+    """Wraps a Hugging Face model so that the module returns one tensor (its first output)."""
+
+    @staticmethod
+    def wrap(inner: Any, mask: bool = False, **fixed: Any) -> Any:
+        """``mask``: pass an all-ones attention mask (GPT-2 without one looks for packed sequences with
+        ``torch.diff``, which the ONNX exporter lacks)."""
+        import torch
+
+        class FirstOutput(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                key = "pixel_values" if x.is_floating_point() else "input_ids"
+                extra = {"attention_mask": torch.ones_like(x)} if mask else {}
+                return self.inner(**{key: x}, **extra, return_dict=False, **fixed)[0]
+
+        return FirstOutput()
+
+
+def _ids(batch: int, vocab: int) -> Any:
+    import torch
+
+    return torch.randint(0, vocab, (batch, SEQ_LEN), generator=torch.Generator().manual_seed(1))
+
+
+def gpt2_small(batch: int = 1) -> tuple[Any, tuple[Any, ...]]:
+    """Hugging Face GPT-2 small (random init, offline), token ids at ``SEQ_LEN``, no cache."""
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(SEED)
+    inner = GPT2Model(GPT2Config(attn_implementation="sdpa"))
+    return _FirstOutput.wrap(inner, mask=True, use_cache=False).eval(), (_ids(batch, inner.config.vocab_size),)
+
+
+def hf_vit_b16(batch: int = 1) -> tuple[Any, tuple[Any, ...]]:
+    """Hugging Face ViT-B/16 (random init, offline) on 224x224 images."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    torch.manual_seed(SEED)
+    inner = ViTModel(ViTConfig(attn_implementation="sdpa"), add_pooling_layer=False)
+    return _FirstOutput.wrap(inner).eval(), (_image(batch),)
+
+
+def t5_small_encoder(batch: int = 1) -> tuple[Any, tuple[Any, ...]]:
+    """The encoder of Hugging Face T5-small (random init, offline), token ids at ``SEQ_LEN``."""
+    import torch
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(SEED)
+    config = T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, d_kv=64, vocab_size=32128)
+    inner = T5EncoderModel(config)
+    return _FirstOutput.wrap(inner).eval(), (_ids(batch, config.vocab_size),)
+
+
+FACTORIES.update({name: globals()[name] for name in TORCHVISION})
+FACTORIES.update({"gpt2_small": gpt2_small, "hf_vit_b16": hf_vit_b16, "t5_small_encoder": t5_small_encoder})

@@ -32,11 +32,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from benanza import system
+from benanza import __version__, system
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.profile.bundle import Framework, model_digest, write_meta
 from benanza.profile.materialize import materialize, strip_weights, to_fp16
+from benanza.profile.ranges import TORCH_MODULE_FORMAT
 
 MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
 MODEL_FP16 = "model_fp16.onnx"  # what ONNX Runtime runs for --dtype fp16
@@ -244,7 +245,8 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
         if log.is_file() and log.stat().st_size == 0:
             log.unlink()
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
-             "torch_module": spec, "latency_without": "API logs and profiler", "clock": profiled.get("clock", {})}
+             "torch_module": spec, "latency_without": "API logs and profiler", "clock": profiled.get("clock", {}),
+             "capture_format": TORCH_MODULE_FORMAT, "benanza_version": __version__}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=EXPORTED, batch=batch_run, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benanza.model.layer import Model
 from benanza.profile.kineto import Annotation, GpuEvent, KinetoTrace
+from benanza.profile.module_spans import innermost, module_spans
 from benanza.profile.node_layers import (
     ORT_OPS,
     NodeLayers,
@@ -70,27 +71,35 @@ def _node_at(t: float, spans: Sequence[tuple[float, float, NodeLayers]]) -> tupl
     return before, before is not None
 
 
-def torch_runs(model: Model, trace: KinetoTrace) -> tuple[list[RunWork], list[str]]:
+def torch_runs(model: Model, trace: KinetoTrace, modules: bool = False) -> tuple[list[RunWork], list[str]]:
+    """Each run's GPU events with the node that launched them: ``modules`` (a ``--torch-module``
+    capture) reads the ranges as module calls (``module_spans``), else as ONNX nodes (onnx2torch)."""
     runs = _run_ranges(trace)
     ranges = [a for a in trace.annotations if a.name.startswith(NODE_RANGE) and not a.gpu]
     notes = [] if ranges else ["no benanza.node ranges in the trace: layers matched to top-level ATen ops by "
                                "op kind, input shape and order"]
     out = []
     for r, events in zip(runs, _events_by_run(trace, runs), strict=True):
-        if ranges:
+        if ranges and modules:
+            spans = module_spans(model, [a for a in ranges if r.start_us <= a.start_us <= r.end_us],
+                                 [o for o in trace.cpu_ops if r.start_us <= o.start_us <= r.end_us])
+        elif ranges:
             inside = [a for a in ranges if r.start_us <= a.start_us <= r.end_us]
             spans = [(a.start_us, a.end_us, n) for a, n in zip(inside, torch_range_layers(model, inside),
                                                                  strict=True)]
-            spans.sort(key=lambda s: s[1] - s[0])  # innermost first
         else:
             ops = top_level_ops([o for o in trace.cpu_ops if r.start_us <= o.start_us <= r.end_us])
             spans = [(o.start_us, o.end_us, n) for o, n in zip(ops, torch_op_layers(model, ops), strict=True)]
-        work = RunWork(r.start_us, [n for _, _, n in spans])
+        work = RunWork(r.start_us, list({id(n): n for _, _, n in spans}.values()))
+        at = innermost(spans)
         for ev, t in events:
-            node = next((n for s, e, n in spans if s <= t <= e), None)
-            work.events.append((ev, node))
+            node = at(t)
+            work.events.append((ev, node if node is not None else NodeLayers("", "", (), OUTSIDE)))
         out.append(work)
     return out, notes
+
+
+OUTSIDE = "launched outside every node range (before or after the model's forward)"
 
 
 # What kernels an ONNX Runtime node of each op launches (substrings of their names): the

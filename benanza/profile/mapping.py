@@ -29,12 +29,14 @@ never dropped: every layer index appears in ``Profile.layers``.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benanza import __version__
+from benanza.errors import BenanzaError
 from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import SEPARATE_BIAS_OPS, FusionCandidate, Layer, Model, bias_add
 from benanza.profile.bundle import Bundle, Framework, read_bundle
@@ -43,7 +45,9 @@ from benanza.profile.executed import CUDNN_PRECISION, _library_calls, assign_cal
 from benanza.profile.kernel_runs import RunWork, ort_runs, torch_runs
 from benanza.profile.kineto import GpuEvent, busy_time
 from benanza.profile.node_layers import ORT_OVERHEAD, NodeLayers, ort_node_layers
+from benanza.profile.ranges import NODE_RANGE, TORCH_MODULE_FORMATS
 from benanza.profile.signatures import layer_signature
+from benanza.profile.torch_module import module_of_node
 from benanza.records import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, UnmappedWork
 
 # ---------------------------------------------------------------- assembling the profile
@@ -59,6 +63,8 @@ class Mapping:
     runs_in_logs: int | None
     unmapped_layers: tuple[tuple[int, str], ...]  # (layer index, why)
     notes: tuple[str, ...] = ()
+    # why GPU work reached no layer, aggregated over the representative run: (cause, runs, ms), most ms first
+    unmapped_causes: tuple[tuple[str, int, float], ...] = ()
 
 
 def _fusion_key(model: Model, anchor: int, call: ExecutedCall) -> str | None:
@@ -158,6 +164,7 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     """Map every part of a bundle that is there onto the model's layers (see the module doc)."""
     if not isinstance(bundle, Bundle):
         bundle = read_bundle(bundle)
+    check_capture_format(bundle)
     logged = logged_calls(model, bundle)
     notes = [*bundle.notes, *logged.notes]
     calls, bias_calls, runs_in_logs = dict(logged.calls), logged.extra, logged.runs_in_logs
@@ -167,7 +174,7 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
     if trace is None:
         notes.append(f"{bundle.path}: no kernel trace (torch_trace.json): no measured GPU times")
     elif bundle.meta.framework == Framework.PYTORCH.value:
-        work, more = torch_runs(model, trace)
+        work, more = torch_runs(model, trace, modules=is_module_bundle(bundle))
         notes += more
     elif bundle.ort_profile is not None:
         work, more = ort_runs(model, trace, bundle.ort_profile, bundle.optimized_model)
@@ -231,9 +238,14 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
                                  kernels=spans, extra=extra)
 
     unmapped_work: tuple[UnmappedWork, ...] = ()
+    causes: tuple[tuple[str, int, float], ...] = ()
     if rep is not None:
         unmapped_work = tuple(UnmappedWork(ev.name, ev.dur_us / 1e3, _kind(ev, node))
                               for ev, node in rep.events if not (node and node.layers))
+        causes = unmapped_causes(rep)
+        notes += [f"{runs} unmapped GPU run(s), {ms:.3f} ms: {cause}" for cause, runs, ms in causes]
+    ran = {a.name.removeprefix(NODE_RANGE) for a in trace.annotations if a.name.startswith(NODE_RANGE)} \
+        if trace is not None and is_module_bundle(bundle) else None
     missing, elided = [], []
     for layer in model.layers:
         i = layer.index
@@ -246,6 +258,9 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
             continue
         why = "no framework node or op matched it" if work or bundle.ort_profile is not None else \
             "no library call matched it" if layer_signature(layer) is not None else "no part of the bundle names it"
+        module = (module_of_node(layer.name, ran) or "") if ran is not None else None
+        if module is not None and module not in ran:
+            why = f"its module {module or '<root>'!r} ran no range (never called through its forward)"
         missing.append((i, f"{layer.op} '{layer.name}': {why}"))
     if elided:
         notes.append(f"{len(elided)} alias layer(s) ran as no framework node (elided, no GPU work): "
@@ -259,7 +274,48 @@ def map_bundle_report(model: Model, bundle: Bundle | str | Path) -> Mapping:
                       unmapped=unmapped_work, framework=bundle.meta.framework,
                       settings=dict(bundle.meta.extra))
     return Mapping(profile=profile, nodes=nodes, calls=calls, runs_in_logs=runs_in_logs,
-                   unmapped_layers=tuple(missing), notes=tuple(notes))
+                   unmapped_layers=tuple(missing), notes=tuple(notes), unmapped_causes=causes)
+
+
+def unmapped_causes(run: RunWork) -> tuple[tuple[str, int, float], ...]:
+    """Why each GPU event of a run that reached no layer did not, aggregated: (cause with the ops that
+    launched it, event count, ms), most time first. The cause names the node range it fell in."""
+    runs: dict[str, list[GpuEvent]] = defaultdict(list)
+    for ev, node in run.events:
+        if node and node.layers:
+            continue
+        if ev.kind != "kernel":
+            cause = f"{ev.kind} (no layer's work: a copy the framework or the harness made)"
+        elif node is None or not (node.why or node.name):
+            cause = "launched outside every node range"
+        else:
+            cause = node.why or f"in framework node {node.name!r} ({node.op}): no layer of the model matched it"
+        runs[cause].append(ev)
+    out = []
+    for cause, evs in runs.items():
+        ops = Counter(ev.cpu_op or "no ATen op" for ev in evs).most_common(3)
+        launched = ", ".join(f"{op} x{n}" for op, n in ops)
+        out.append((f"{cause} [{launched}]", len(evs), sum(ev.dur_us for ev in evs) / 1e3))
+    return tuple(sorted(out, key=lambda c: -c[2]))
+
+
+def is_module_bundle(bundle: Bundle) -> bool:
+    """A ``benanza profile --torch-module`` bundle: ranges name module calls, not ONNX nodes."""
+    return bundle.meta.framework == Framework.PYTORCH.value and bool(bundle.meta.extra.get("torch_module"))
+
+
+def check_capture_format(bundle: Bundle) -> None:
+    """Refuse, in one line naming it, a ``--torch-module`` bundle whose capture format this mapping does not
+    read (a bundle without the field is format 1, which benanza wrote before it recorded one): mapping
+    one anyway gives ~0 layers with no word why."""
+    if not is_module_bundle(bundle):
+        return
+    found = bundle.meta.extra.get("capture_format", 1)
+    if found not in TORCH_MODULE_FORMATS:
+        by = bundle.meta.extra.get("benanza_version")
+        raise BenanzaError(f"{bundle.path}: --torch-module capture format {str(found)[:20]!r}"
+                           f"{f' (benanza {str(by)[:20]})' if by else ''}; this benanza {__version__} maps format(s) "
+                           f"{', '.join(map(str, sorted(TORCH_MODULE_FORMATS)))}: record the profile again")
 
 
 def map_bundle(model: Model, bundle: Bundle | str | Path) -> Profile:
@@ -286,4 +342,5 @@ def summary(mapping: Mapping) -> dict[str, Any]:
             "with library call": sum(1 for lp in p.layers.values() if lp.executed is not None),
             "with GPU time": sum(1 for lp in p.layers.values() if lp.gpu_ms is not None),
             "unmapped layers": len(mapping.unmapped_layers), "unmapped GPU work": len(p.unmapped),
+            "unmapped GPU time (ms)": sum(ms for _, _, ms in mapping.unmapped_causes) if p.unmapped else None,
             "end-to-end (ms)": p.e2e_ms, "GPU busy (ms)": p.gpu_busy_ms}

@@ -24,6 +24,7 @@ class NodeLayers:
     name: str
     op: str
     layers: tuple[int, ...]
+    why: str = ""  # with no layers: why its GPU work reaches none (said to the user, aggregated)
 
 
 # ONNX Runtime's fused/contrib op -> the ONNX op of its anchor layer.

@@ -6,8 +6,9 @@ module is built with its own (random) initialization and put in eval mode, expor
 with the TorchScript exporter, whose node names carry the module path
 (``/layer1/layer1.0/conv1/Conv``), and run natively under the profiler with one
 ``benanza.node:<module path>`` range per module: the mapping gives each range the layers
-whose node scope is that module (``module_of_node``), so kernels reach layers through the
-module hierarchy, with no conversion back from ONNX.
+whose node scope is that module call (``module_of_node``, ``module_spans``), so kernels reach
+layers through the module hierarchy and the ATen ops inside each call, with no conversion back
+from ONNX.
 
 Every failure (a bad spec, an import error, a factory that raises or returns something else,
 an export failure) is one BenanzaError line naming the spec.
@@ -15,9 +16,11 @@ an export failure) is one BenanzaError line naming the spec.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,7 +96,7 @@ def export(module: Any, inputs: tuple[Any, ...], path: Path, spec: ModuleSpec | 
 
     names = [f"input_{i}" for i in range(len(inputs))]
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), _mha_fastpath(False):
             warnings.filterwarnings("ignore", message=".*constant folding.*training.*")  # eval modules: no training ops
             torch.onnx.export(module, inputs, str(path), input_names=names, opset_version=EXPORT_OPSET,
                               dynamo=False, do_constant_folding=True, training=torch.onnx.TrainingMode.PRESERVE)
@@ -124,23 +127,83 @@ def module_ranges(module: Any) -> None:
         child.register_forward_hook(post)
 
 
-def module_of_node(node_name: str) -> str | None:
+CALL_SUFFIX = re.compile(r"^(.*)_(\d+)$")  # the exporter's scope of a module's second, third... call
+
+
+def module_of_node(node_name: str, modules: Collection[str] | None = None) -> str | None:
     """The module path of a TorchScript-exported node (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``).
 
-    The exporter writes one scope segment per module, a container's child as
-    ``<container>.<index>`` after the container's own segment; None for a node outside any module.
-    """
+    The exporter writes one scope segment per module it entered, each the module's qualified name
+    from its last non-numeric atom on (torch.onnx's ``_unqualified_variable_name``): ``conv1`` for
+    ``layer1.0.conv1`` but ``features.0.0`` for ``features.0.0`` (a Sequential in a Sequential), so
+    a segment either extends its parent's path or restates the parent's tail plus indices; a
+    module's later calls get ``_1``, ``_2``... (``relu_2``: ResNet's third ReLU of a block).
+    ``modules`` (the module paths that ran: the trace's ranges) settles a segment that fits two
+    readings, a call suffix, and a parent that called a grandchild directly; without it a
+    segment is read as written. None for a node outside any module."""
     if not node_name.startswith("/"):
         return None
-    segments = node_name.strip("/").split("/")[:-1]
-    path: list[str] = []
-    for seg in segments:
-        last = path[-1] if path else None
-        if last is not None and seg.startswith(last + "."):
-            path.append(seg[len(last) + 1:])
-        else:
-            path.append(seg)
-    return ".".join(path) if path else None
+    path = ""
+    for seg in node_name.strip("/").split("/")[:-1]:
+        path = _child_path(path, seg, modules)
+    return path or None
+
+
+def scope_of_node(node_name: str) -> str:
+    """The node's scope as the exporter wrote it (one per call of its module): the name less its last part."""
+    return node_name.rsplit("/", 1)[0] if node_name.startswith("/") else ""
+
+
+def _child_path(parent: str, segment: str, modules: Collection[str] | None) -> str:
+    """The qualified path of the module of scope ``segment`` entered from the module at ``parent``."""
+    called = CALL_SUFFIX.match(segment)
+    readings = [_readings(parent, segment)]
+    if modules is None:
+        return readings[0][0]
+    if called:
+        readings.append(_readings(parent, called.group(1)))
+    for candidates in readings:
+        for candidate in candidates:
+            if candidate in modules:
+                return candidate
+    for seg in (segment, called.group(1) if called else ""):  # a grandchild called past its parent
+        deeper = sorted((m for m in modules if seg and m.startswith(parent + ".") and m.endswith("." + seg)), key=len)
+        if deeper:
+            return deeper[0]
+    return readings[0][0]
+
+
+def _readings(parent: str, segment: str) -> list[str]:
+    """The paths ``segment`` may stand for under ``parent``, the likelier first."""
+    if not parent:
+        return [segment]
+    atoms, seg = parent.split("."), segment.split(".")
+    last = max((i for i, a in enumerate(atoms) if not a.isnumeric()), default=0)
+    tail = atoms[last:]
+    joined = f"{parent}.{segment}"
+    if len(seg) > len(tail) and seg[:len(tail)] == tail and all(a.isnumeric() for a in seg[len(tail):]):
+        return [".".join(atoms[:last] + seg), joined]
+    return [joined]
+
+
+@contextlib.contextmanager
+def _mha_fastpath(enabled: bool) -> Iterator[None]:
+    """``nn.MultiheadAttention``'s inference fast path (``aten::_native_multi_head_attention``) switched
+    for the export: it has no ONNX form (torchvision's ViT failed to export), and the decomposed
+    graph is the layers the fused kernels compute; the native run keeps it, and its kernels land in
+    the attention module's range like any module's own work."""
+    import torch
+
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None:
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(enabled)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
 
 
 def _line(exc: BaseException) -> str:
