@@ -200,11 +200,12 @@ def analyze(inputs: Inputs) -> Report:
         "predicted speedup vs GPU busy (x)": ratio(busy, joint_ms),
     }
     framework, settings = (prof.framework, prof.settings) if prof else ("", {})
-    fused_pattern = gaps.dominant_fusion(exe)
+    details = {"fusion": gaps.dominant_fusion(exe),  # which list of fixes each gap takes (analyze.fixes)
+               "algorithm selection": gaps.algorithm_family(model, choices[Policy.AS_EXECUTED], algo)}
     waterfall = _waterfall(measured, joint_ms, [
         ("framework overhead", overhead_ms), ("algorithm selection", algo_gap), ("layout", layout_gap),
         ("fusion", fusion_gap), ("parallelism", par_gap)],
-        lambda step: fix_for(step, framework, settings, fused_pattern if step == "fusion" else ""))
+        lambda step: fix_for(step, framework, settings, details.get(step, "")))
 
     roof, bench = _roofline(model, inputs, best, notes)
     tables = {

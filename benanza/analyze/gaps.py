@@ -48,11 +48,14 @@ def weights(choices: Choices) -> dict[int, float]:
 # --- algorithm selection and layout ----------------------------------------------------------------
 
 def _same_call(run: Result, inputs: Inputs, same_layout: bool) -> list[Result]:
-    """Rows that differ from the executed ``run`` in algorithm/engine only (same precision and fusion,
-    an API family and accuracy the run allows) and, with ``same_layout``, in the run's layout."""
+    """Rows that differ from the executed ``run`` in algorithm/engine only (same API, precision and
+    fusion, an accuracy the run allows) and, with ``same_layout``, in the run's layout. The API is
+    held: a framework's search picks among the calls of the API it runs (ONNX Runtime 1.31 runs cuDNN
+    frontend engines under HEURISTIC and EXHAUSTIVE alike), so a faster legacy algorithm is no
+    algorithm choice of a graph-API run (the API table shows that difference)."""
     c = inputs.constraints
     return [r for r in usable(inputs.measurements.get(run.layer_key, ()))
-            if r.dtype == run.dtype and r.fusion == run.fusion
+            if r.api == run.api and r.dtype == run.dtype and r.fusion == run.fusion
             and (not same_layout or not run.layout or not r.layout or r.layout == run.layout)
             and (r is run or (api_family(r.api) in c.families and c.accurate_enough(r)))]
 
@@ -78,6 +81,19 @@ def algorithm_selection(model: Model, inputs: Inputs, executed: Choices) -> Tabl
     return Table("Algorithm selection: as-executed vs best of the same precision, fusion and layout",
                  ("#", "layer", "op", "layout", "as-executed (ms)", "as-executed call", "best same precision (ms)",
                   "best call", "gap (ms)"), tuple(rows))
+
+
+def algorithm_family(model: Model, executed: Choices, table: Table) -> str:
+    """The API family ("graph" / "legacy") of the as-executed calls that leave most of the
+    algorithm-selection gap: which list of fixes applies (a framework's search setting reaches
+    the calls of one family only)."""
+    per: dict[str, float] = defaultdict(float)
+    for row in table.rows:
+        choice = executed.get(row["#"])
+        family = api_family(choice.result.api) if isinstance(choice, Choice) and choice.result else None
+        if family is not None and row["gap (ms)"] > 0:
+            per[family.value] += row["gap (ms)"]
+    return max(sorted(per), key=per.__getitem__) if per else ""
 
 
 OTHER_LAYOUT = {"NCHW": "NHWC", "NHWC": "NCHW"}
