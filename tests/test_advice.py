@@ -109,8 +109,8 @@ def test_rows_beyond_fp32_tolerance_are_not_fp32() -> None:
 
 def test_layout_is_its_own_gap_and_the_fix_is_one_the_run_has_not_made() -> None:
     """Defect 2: PyTorch fp16 ResNet-50 b64 ran its convs NCHW with cudnn.benchmark on (meta.json).
-    Algorithm choice is measured within NCHW and the run's API; NCHW->NHWC is the layout gap. Layer key ef19cdc8cbfc3ada:
-    eng63 0.3548 ms NCHW vs its best NHWC 0.1587 ms (our SQL) belongs to the layout gap alone."""
+    Algorithm choice is measured within NCHW and the run's API; NCHW->NHWC is the layout gap. Layer key
+    ef19cdc8cbfc3ada: eng63 0.3548 ms NCHW vs its best NHWC 0.1587 ms (our SQL) belongs to the layout gap alone."""
     bundle = "resnet50_b64_torch_fp16"
     extra = json.loads((BUNDLES / bundle / "meta.json").read_text())["extra"]
     assert extra["cudnn.benchmark"] is True
