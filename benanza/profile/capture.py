@@ -27,7 +27,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,23 @@ LOG_ENV: dict[str, str] = {
 QUIET_ENV: dict[str, str] = {"CUDNN_LOGLEVEL_DBG": "0", "CUBLAS_LOGINFO_DBG": "0", "CUBLASLT_LOG_LEVEL": "0"}
 
 
+LAUNCHED_ENV = "BENANZA_CHILD_LAUNCHED"  # the parent's time.time() at a child's launch: the child's start-up cost
+
+
+@dataclass
+class Phases:
+    """Wall seconds per named phase, in order (meta.json ``extra.capture_s``): where a profile's time
+    goes, so that its cost is measured per phase rather than guessed (issue 32: ≤ 15 s a bundle)."""
+
+    times: dict[str, float] = field(default_factory=dict)
+    mark: float = field(default_factory=time.perf_counter)
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.times[name] = round(now - self.mark, 3)
+        self.mark = now
+
+
 # ---------------------------------------------------------------- the parent side
 
 
@@ -99,6 +117,10 @@ def child_command(framework: Framework, model: Path, bundle: Path, precision: Pr
         argv += ("--torch-module", torch_module, *(("--batch", str(batch)) if batch is not None else ()))
     env = {k: v.format(bundle=str(bundle)) for k, v in LOG_ENV.items()} if profiled else dict(QUIET_ENV)
     return ChildRun(argv, env)
+
+
+def _child_phases(report: dict[str, Any]) -> dict[str, float]:
+    return dict(report.get("phases_s") or {})
 
 
 def _child_env(extra: dict[str, str]) -> dict[str, str]:
@@ -125,8 +147,10 @@ def _last_json(text: str) -> dict[str, Any] | None:
 
 def run_child(child: ChildRun, label: str, timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
     """Run one child and return its report; its failures become one-line BenanzaErrors."""
+    env = _child_env(child.env)
+    env[LAUNCHED_ENV] = repr(time.time())
     try:
-        proc = subprocess.run(list(child.argv), env=_child_env(child.env), capture_output=True, text=True,
+        proc = subprocess.run(list(child.argv), env=env, capture_output=True, text=True,
                               timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         raise BenanzaError(f"{label}: the framework run did not finish within {timeout_s:.0f} s") from None
@@ -169,7 +193,9 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
         raise BenanzaError(f"runs and profiled runs must be >= 1 and warmup >= 0 "
                            f"(got runs={runs}, profiled_runs={profiled_runs}, warmup={warmup})")
     search = AlgoSearch(algo_search)
+    phases = Phases()
     sys_info = check_gpu()
+    phases.lap("GPU check")
     bundle = Path(out_dir)
     if bundle.exists() and (not bundle.is_dir() or any(bundle.iterdir())):
         raise BenanzaError(f"{bundle}: bundle directory exists and is not empty (choose a new --out)")
@@ -180,10 +206,13 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
         runnable = mat.path
         if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
             runnable = to_fp16(mat.path, Path(work) / MODEL_FP16)
+        phases.lap("materialize")
         profiled = run_child(child_command(fw, runnable, bundle, prec, profiled_runs, warmup, search, True, python),
                              f"{src} ({fw.value}, profiled run)")
+        phases.lap("profiled child")
         timed = run_child(child_command(fw, runnable, bundle, prec, runs, warmup, search, False, python),
                           f"{src} ({fw.value}, latency run)")
+        phases.lap("latency child")
     if (bundle / OPTIMIZED).is_file():
         strip_weights(bundle / OPTIMIZED)
     for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
@@ -192,7 +221,9 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
             log.unlink()  # an empty log means the library was not called: say "absent", not "unreadable"
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "randomized_weights": len(mat.randomized), "latency_without": "API logs and profiler",
-             "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {})}
+             "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {}),
+             "capture_s": {**phases.times, "profiled child, inside": _child_phases(profiled),
+                           "latency child, inside": _child_phases(timed)}}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=src.name, batch=batch, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
@@ -228,9 +259,12 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
     bundle = Path(out_dir)
     if bundle.exists() and (not bundle.is_dir() or any(bundle.iterdir())):
         raise BenanzaError(f"{bundle}: bundle directory exists and is not empty (choose a new --out)")
+    phases = Phases()
     with tempfile.TemporaryDirectory(prefix="benanza-module-") as work:
         exported, batch_run = export_torch_module(spec, Path(work) / EXPORTED, batch)
+        phases.lap("export")
         sys_info = check_gpu()
+        phases.lap("GPU check")
         bundle.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(exported, bundle / EXPORTED)
     model = bundle / EXPORTED
@@ -238,15 +272,19 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
     fw = Framework.PYTORCH
     profiled = run_child(child_command(fw, model, bundle, prec, profiled_runs, warmup, search, True, python,
                                        torch_module=spec, batch=batch), f"{label} (profiled run)")
+    phases.lap("profiled child")
     timed = run_child(child_command(fw, model, bundle, prec, runs, warmup, search, False, python,
                                     torch_module=spec, batch=batch), f"{label} (latency run)")
+    phases.lap("latency child")
     for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
         log = bundle / name
         if log.is_file() and log.stat().st_size == 0:
             log.unlink()
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "torch_module": spec, "latency_without": "API logs and profiler", "clock": profiled.get("clock", {}),
-             "capture_format": TORCH_MODULE_FORMAT, "benanza_version": __version__}
+             "capture_format": TORCH_MODULE_FORMAT, "benanza_version": __version__,
+             "capture_s": {**phases.times, "profiled child, inside": _child_phases(profiled),
+                           "latency child, inside": _child_phases(timed)}}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=EXPORTED, batch=batch_run, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import functools
 import json
+import os
 import shutil
 import sys
 import time
@@ -29,10 +30,12 @@ from benanza.profile.bundle import Framework
 from benanza.profile.capture import (
     ALLOW_TF32,
     CAPTURE_PRECISIONS,
+    LAUNCHED_ENV,
     NO_GPU_EXIT,
     OPTIMIZED,
     ORT_ALGO_SEARCH,
     AlgoSearch,
+    Phases,
 )
 from benanza.profile.materialize import SEED
 from benanza.profile.ranges import NODE_RANGE, RUN_RANGE
@@ -63,11 +66,13 @@ ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(d
 
 
 def _timed(run: Callable[[], Any], sync: Callable[[], None], warmup: int, runs: int,
-           profiler: Any = None) -> tuple[list[float], list[int]]:
+           profiler: Any = None, phases: Phases | None = None) -> tuple[list[float], list[int]]:
     """Warm up, then time ``runs`` runs (host wall ms; each ends synchronized); run starts in monotonic ns."""
     for _ in range(warmup):
         run()
     sync()
+    if phases is not None:
+        phases.lap("warm-up (the first run's autotuning)")
     latencies, starts = [], []
     ctx = profiler if profiler is not None else contextlib.nullcontext()
     with ctx:
@@ -79,6 +84,8 @@ def _timed(run: Callable[[], Any], sync: Callable[[], None], warmup: int, runs: 
                 run()
                 sync()
             latencies.append((time.perf_counter_ns() - t0) / 1e6)
+    if phases is not None:
+        phases.lap("timed runs" + (" (profiler on)" if profiler is not None else ""))
     return latencies, starts
 
 
@@ -111,6 +118,8 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
             raise  # the kernel trace comes from torch.profiler
     import onnxruntime as ort
 
+    phases = args.phases
+    phases.lap("import torch and onnxruntime")
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         raise NoGpu(f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu)")
     prec = Precision(args.dtype)
@@ -134,12 +143,13 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
         raise NoGpu(f"onnxruntime did not enable the CUDA provider (got {sess.get_providers()})")
     rng = np.random.default_rng(SEED)
     feeds = _random_feeds([(i.name, i.shape, ORT_TYPES.get(i.type, "float32")) for i in sess.get_inputs()], rng)
+    phases.lap("session")
 
     def run() -> None:
         sess.run(None, feeds)  # outputs come back to the host: Run() synchronizes
 
     profiler = _torch_profiler() if profiled else None
-    latencies, starts = _timed(run, lambda: None, args.warmup, args.runs, profiler)
+    latencies, starts = _timed(run, lambda: None, args.warmup, args.runs, profiler, phases)
     report: dict[str, Any] = {"latencies_ms": latencies, "framework_version": ort.__version__,
                               "settings": {**cuda_options, "providers": sess.get_providers()}}
     if profiled:
@@ -148,6 +158,7 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
         shutil.move(str(written), str(bundle / "ort_profile.json"))
         report["clock"] = {**_clock(bundle, starts),
                            "ort_profiling_start_ns": int(sess.get_profiling_start_time_ns())}
+        phases.lap("write the traces")
     return report
 
 
@@ -179,6 +190,8 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
 
     if not torch.cuda.is_available():
         raise NoGpu(f"torch {torch.__version__}: torch.cuda.is_available() is False")
+    phases = args.phases
+    phases.lap("import torch, CUDA check")
 
     prec = Precision(args.dtype)
     bundle = Path(args.bundle)
@@ -213,6 +226,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
                   onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name)
                  for v in proto.graph.input if v.name not in init]
         host_inputs = [torch.from_numpy(a) for a in _random_feeds(specs, rng).values()]
+    phases.lap("build the module")
     module = module.cuda().eval()
     if prec is Precision.FP16:
         module = module.half()
@@ -220,13 +234,14 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
         add_ranges(module)
     # float inputs in the run's precision; token ids and masks keep their integer type
     inputs = [t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in host_inputs]
+    phases.lap("to the GPU")
 
     def run() -> None:
         with torch.no_grad():
             module(*inputs)
 
     profiler = _torch_profiler() if profiled else None
-    latencies, starts = _timed(run, torch.cuda.synchronize, args.warmup, args.runs, profiler)
+    latencies, starts = _timed(run, torch.cuda.synchronize, args.warmup, args.runs, profiler, phases)
     report: dict[str, Any] = {
         "latencies_ms": latencies, "framework_version": torch.__version__,
         "settings": {"cudnn.benchmark": torch.backends.cudnn.benchmark, "allow_tf32": ALLOW_TF32[prec],
@@ -237,6 +252,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     if profiled:
         profiler.export_chrome_trace(str(bundle / "torch_trace.json"))
         report["clock"] = _clock(bundle, starts)
+        phases.lap("write the trace")
     return report
 
 
@@ -275,8 +291,16 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 def child_main(argv: Sequence[str]) -> int:
     """Entry point of a child: one JSON report on the last stdout line, exit 0 / NO_GPU_EXIT / 1."""
     args = _parse(argv)
+    args.phases = Phases()
+    launched = os.environ.get(LAUNCHED_ENV)
+    try:
+        start_up = time.time() - float(launched) - (time.perf_counter() - args.phases.mark) if launched else None
+    except ValueError:
+        start_up = None
     try:
         report = CHILDREN[Framework(args.framework)](args)
+        report["phases_s"] = {**({"interpreter and benanza import": round(start_up, 3)} if start_up else {}),
+                              **args.phases.times}
         code = 0
     except NoGpu as exc:
         report, code = {"error": str(exc)}, NO_GPU_EXIT
