@@ -101,4 +101,4 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
         console.print(_rich(missing, limit=top))
     console.print(_ceilings(report))
     for note in report.notes:
-        console.print(line(f"note: {note}", style="yellow"))
+        console.print(line(f"note: {note}", style="yellow"), soft_wrap=True)  # a command in it stays one line
