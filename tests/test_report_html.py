@@ -81,6 +81,20 @@ def test_the_card_spells_out_the_headline_and_the_top_gaps(pages: dict) -> None:
     assert all(g["fix"] and str(html_escape(g["fix"])) in head for g in gaps)  # each with the fix the analysis named
 
 
+def test_the_timed_runs_spread_stands_beside_the_median(pages: dict) -> None:
+    """The bundle's mean, p90, min and max of the timed runs (it records no p99) beside the median in
+    the card and the terminal's headline, not only deep in the summary (issue 33)."""
+    path, _, terminal = pages["profiled"]
+    meta = json.loads((BUNDLE / "meta.json").read_text())["latency_ms"]
+    spread = (f"mean {cell(meta['mean'], '(ms)')}, p90 {cell(meta['p90'], '(ms)')}, min {cell(meta['min'], '(ms)')}, "
+              f"max {cell(meta['max'], '(ms)')} ms over {meta['runs']} runs")
+    head = card(path.read_text())
+    assert f'<div class="spread">{spread}</div>' in head, head[:3000]
+    headline = terminal[terminal.index("Headline"):terminal.index("Summary")]
+    assert spread in headline and headline.index("measured end-to-end") < headline.index(spread)
+    assert "spread" not in card(pages["bounds"][0].read_text())  # no profile, no timed runs
+
+
 def test_the_layer_plot_is_sorted_by_gap_with_op_names_and_a_key(pages: dict) -> None:
     path, report, _ = pages["profiled"]
     html = path.read_text()

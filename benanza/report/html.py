@@ -15,7 +15,7 @@ from benanza.analyze.core import FEWER_FLOPS
 from benanza.analyze.tables import Report
 from benanza.report import plots
 from benanza.report.fmt import cell
-from benanza.report.headline import ceiling_kind, ceilings, figures, top_gaps
+from benanza.report.headline import MEDIAN, ceiling_kind, ceilings, figures, latency_spread, top_gaps
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -73,7 +73,8 @@ def to_html(report: Report) -> str:
     return template.render(report=report, tables=list(report.tables.items()), open_tables=OPEN_TABLES,
                            bars_svg=bars, roofline_svg=roof, waterfall_svg=fall, figures=figures(report),
                            ceilings=ceilings(report),
-                           gaps=top_gaps(report), profiled=with_profile, system_line=system_line(report.system))
+                           gaps=top_gaps(report), profiled=with_profile, median=MEDIAN,
+                           spread=latency_spread(report), system_line=system_line(report.system))
 
 
 def write_html(report: Report, path: str | Path) -> Path:
