@@ -249,8 +249,9 @@ def test_plot_text_is_the_name_as_written():
     '$'), markup is escaped, and its tooltip too."""
     from benanza.report import plots
 
-    name = 'conv $\\alpha_1$ $ <b>&"'
+    name = 'conv $\\alpha_1$ $ <b>&" id="x" url(#y)'
     page = str(plots.layer_bars([(name, 1.0, 0.5, 0.2)]))
     check_html(page)
-    assert '>conv $\\alpha_1$ $ &lt;b&gt;&amp;"</text>' in page  # the tick label
-    assert "<b>" not in page and "<title>conv $\\alpha_1$ $ &lt;b&gt;&amp;&#34;: measured 1 ms" in page
+    assert '>conv $\\alpha_1$ $ &lt;b&gt;&amp;" id="x" url(#y)</text>' in page  # the tick label, ids untouched
+    assert "<b>" not in page
+    assert "<title>conv $\\alpha_1$ $ &lt;b&gt;&amp;&#34; id=&#34;x&#34; url(#y): measured 1" in page  # tooltip

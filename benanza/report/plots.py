@@ -53,15 +53,20 @@ def _render(fig, name: str, label: str, titles: Mapping[str, str] | None = None,
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
     # matplotlib's stylesheet is '*{...}': inline, it would style the whole page
     text = re.sub(r"\s*<defs>\s*<style[^>]*>[^<]*</style>\s*</defs>", "", text, count=1)
-    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{name}-{m.group(1)}"', text)
-    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{name}-{m.group(1)})", text)
-    text = re.sub(r'xlink:href="#([^"]+)"', lambda m: f'xlink:href="#{name}-{m.group(1)}"', text)
+    text = re.sub(r"<[^<>]+>", lambda tag: _prefixed(tag.group(0), name), text)  # tags only, never a label
     for gid, tip in (titles or {}).items():
         text = text.replace(f'<g id="{name}-{gid}">', f'<g id="{name}-{gid}"><title>{escape(tip)}</title>', 1)
     for gid, tips in (markers or {}).items():
         text = _marker_titles(text, f"{name}-{gid}", tips)
     text = text.replace("<svg ", f'<svg class="plot-{name}" role="img" aria-label="{escape(label)}" ', 1)
     return Markup(text)
+
+
+def _prefixed(tag: str, name: str) -> str:
+    """One tag with its id and its references to ids (``url(#…)``, ``xlink:href="#…"``) prefixed."""
+    tag = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{name}-{m.group(1)}"', tag)
+    tag = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{name}-{m.group(1)})", tag)
+    return re.sub(r'xlink:href="#([^"]+)"', lambda m: f'xlink:href="#{name}-{m.group(1)}"', tag)
 
 
 def _marker_titles(text: str, gid: str, tips: Sequence[str]) -> str:
