@@ -263,3 +263,23 @@ def test_the_note_on_unbenchmarked_calls_suggests_a_command_that_runs(tmp_path: 
     assert ran.exit_code == 0, ran.output
     manifest = json.loads((tmp_path / args[args.index("--out") + 1] / "manifest.json").read_text())
     assert any(job["executable"] == "bench_add_tensor" for job in manifest["jobs"])
+
+
+def test_every_command_answers_a_mistake_and_ctrl_c_alike() -> None:
+    """Every command, subcommands included, runs inside friendly_errors: a refusal is one line and exit 1,
+    Ctrl-C one line and exit 130, in each (a command added without it would print click's 'Aborted!')."""
+    import click
+
+    from benanza.cli.main import friendly_errors
+
+    wrapped = friendly_errors(lambda: None).__code__
+    ctx = click.Context(main, info_name="benanza")
+    leaves, groups = [], [([], main)]
+    while groups:
+        path, group = groups.pop()
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            (groups if isinstance(command, click.Group) else leaves).append(([*path, name], command))
+    assert len(leaves) >= 17
+    bare = [" ".join(path) for path, command in leaves if command.callback.__code__ is not wrapped]
+    assert bare == []
