@@ -103,7 +103,7 @@ def test_the_layer_plot_is_sorted_by_gap_with_op_names_and_a_key(pages: dict) ->
     labels = bar_labels(html)
     assert labels[0] == f"{worst['op']} #{worst['index']} {worst['layer']}"
     assert all(label.split(" ")[0] in {r["op"] for r in layers} for label in labels)
-    for key in ("measured (profile)", "best benchmark", "roofline bound", "layer(s) in fp32, best benchmark"):
+    for key in ("measured (profiled run)", "best benchmark", "roofline bound", "layer(s) in fp32, best benchmark"):
         assert re.search(f">(\\d+ )?{re.escape(key)}</text>", html), key
     assert "measured None" not in html and "None ms" not in html
 

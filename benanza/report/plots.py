@@ -166,7 +166,7 @@ def layer_bars(rows: Sequence[tuple[str, float | None, float | None, float | Non
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
 
-        handles = [Patch(color=COLORS["measured"], label="measured (profile)"),
+        handles = [Patch(color=COLORS["measured"], label="measured (profiled run)"),
                    Patch(color=COLORS["best"], label="best benchmark"),
                    Line2D([], [], marker="|", markersize=10, markeredgewidth=2.5, color=COLORS["bound"],
                           linestyle="none", label="roofline bound")]
