@@ -57,14 +57,38 @@ def check_bundle_model(bundle: Bundle, model_path: Path) -> None:
         raise BenanzaError(f"{bundle.path}: profile bundle of model '{bundle.meta.model}', not of {model_path.name}")
 
 
+PROFILE_FRAMEWORKS = ("onnxruntime", "pytorch")  # bundle frameworks `benanza profile --framework` takes
+PROFILE_DTYPES = ("fp32", "tf32", "fp16")  # bundle dtypes `benanza profile --dtype` takes
+
+
+def profile_command(model: Model, model_path: Path, bundle: Bundle) -> str:
+    """``benanza profile`` of this model at its batch, in the bundle's framework and precision, into a
+    new directory named after them: a command that runs as written (no placeholder to fill in)."""
+    args = ["benanza", "profile", str(model_path), "--batch", str(model.batch)]
+    name = [model_stem(model_path.name), f"b{model.batch}"]
+    for flag, value, known in (("--framework", bundle.meta.framework, PROFILE_FRAMEWORKS),
+                               ("--dtype", bundle.meta.dtype, PROFILE_DTYPES)):
+        if value in known:
+            args += [flag, value]
+            name.append(value)
+    return shlex.join([*args, "--out", "_".join(name)])
+
+
 def check_mapping(bundle: Bundle, model: Model, model_path: Path, unmapped: int) -> None:
     """At least half of the model's layers must map onto the bundle's profile."""
     total = len(model.layers)
     mapped = total - unmapped
     if total and mapped < MIN_COVERAGE * total:
         raise BenanzaError(f"{bundle.path}: only {mapped} of {total} layers of {model.name} map onto this profile "
-                           f"(< {MIN_COVERAGE:.0%}); record a profile of this model: benanza profile "
-                           f"{shlex.quote(str(model_path))} --batch {model.batch} --out BUNDLE")
+                           f"(< {MIN_COVERAGE:.0%}); record a profile of this model: "
+                           f"{profile_command(model, model_path, bundle)}")
+
+
+def executed_calls_command(model_path: Path, bundle_path: Path, db_path: Path) -> str:
+    """``benanza generate`` of every call the bundle's run made that ``db_path`` lacks, into a new
+    directory named after the bundle; it ends by naming the ``benanza run`` that measures them."""
+    return shlex.join(["benanza", "generate", str(model_path), "--from-profile", str(bundle_path),
+                       "--db", str(db_path), "--out", f"{Path(bundle_path).name}_calls"])
 
 
 def library_keys(model: Model) -> set[str]:

@@ -176,6 +176,7 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     """
     from benanza import analysis_cache
     from benanza.analyze import analyze
+    from benanza.analyze.core import MEASURE_EXECUTED_CALLS
 
     precisions = sorted(set(precisions), key=list(Precision).index) if precisions is not None else None
     key = None
@@ -200,6 +201,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     report = analyze(inputs)
     if bundle_path is not None:
         guards.check_report(report, bundle_path)
+        command = guards.executed_calls_command(model_path, bundle_path, Path(db_label or db_path))
+        report = replace(report, notes=tuple(n.replace(MEASURE_EXECUTED_CALLS, command) for n in report.notes))
     shapes = [" ; ".join("x".join(map(str, t.shape)) for t in layer.inputs if not t.constant) + " -> "
               + " ; ".join("x".join(map(str, t.shape)) for t in layer.outputs) for layer in inputs.model.layers]
     return replace(report, model={**report.model, "layer shapes": shapes}), mapping

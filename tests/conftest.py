@@ -44,6 +44,17 @@ def private_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
         yield
 
 
+@pytest.fixture(autouse=True)
+def run_every_suggestion(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each command an error or a note suggests in any test's CliRunner output is run as written
+    (tests/suggestions.py); a suggestion that does not run fails the test that printed it."""
+    from click.testing import CliRunner
+    from suggestions import checking
+
+    with checking(monkeypatch, CliRunner.invoke):
+        yield
+
+
 def host_tool(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
     """A test program over harness headers (csrc/), built by the host compiler, warnings as errors:
     the harness's host-only parts (threads, policies) tested without a GPU; skipped without a compiler."""

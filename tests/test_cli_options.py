@@ -5,6 +5,7 @@ piped output, the next command after generate, pipeline's order and its missing-
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,3 +163,23 @@ def test_generate_skips_what_the_shipped_xz_holds_and_run_refuses_to_write_it(tm
     code, output = invoke(["run", str(SQUEEZENET), "--db", shipped, "--project-dir", str(tmp_path / "r")])
     assert code == 1 and output.strip() == (f"error: {shipped}: a compressed database is read-only; measure into a "
                                             ".db file (e.g. --db perf.db)")
+
+
+def test_the_readme_stage_table_names_every_command_and_subcommand() -> None:
+    """The README's stage table is where a reader looks a command up: every command and every
+    subcommand of a group (db pack and unpack once went missing) appears in its command column."""
+    import click
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("| stage | module | command |")
+    table = readme[start:readme.index("\n\n", start)]
+    cells = [re.split(r"(?<!\\)\|", row) for row in table.splitlines()[2:]]  # "\|" inside a cell is text
+    commands = " ".join(row[-2] for row in cells).replace("\\|", "|")
+    ctx = click.Context(main, info_name="benanza")
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
+        assert f"benanza {name}" in commands, name
+        if isinstance(command, click.Group):
+            cell = commands[commands.index(f"benanza {name} "):].split("`")[0]
+            listed = set(re.split(r"[| ]", cell.removeprefix(f"benanza {name} ")))
+            assert set(command.list_commands(ctx)) <= listed, (name, cell)

@@ -4,6 +4,7 @@ failed on the code before this change (a traceback, a bad cache copy reused, an 
 
 from __future__ import annotations
 
+import json
 import lzma
 from pathlib import Path
 
@@ -207,3 +208,78 @@ def test_the_zoo_a_refusal_suggests_fetches_what_was_missing(tmp_path: Path, mon
         assert again.exit_code == 0, again.output
         for model in empty.glob("*.onnx"):
             model.unlink()
+
+
+def test_a_suggestion_that_does_not_run_fails_the_test_that_printed_it() -> None:
+    """conftest runs the command at the end of every error and note line of every CliRunner output
+    (tests/suggestions.py): a placeholder, a usage error or a failure fails the test that printed it;
+    a command that stops only for want of a GPU passes."""
+    import click
+    from suggestions import problem
+
+    assert "placeholder(s) MODEL, PATH" in problem(("generate", "MODEL", "--api", "add_tensor", "--db", "PATH"),
+                                                   CliRunner.invoke)
+    assert problem(("layers", str(MODEL), "--no-such-flag"), CliRunner.invoke).startswith("exit 2")
+    assert problem(("layers", str(MODEL)), CliRunner.invoke) is None
+
+    @click.command()
+    def says() -> None:
+        click.echo("note: 3 calls have no benchmark; benchmark them: benanza layers MODEL --per-layer")
+
+    with pytest.raises(AssertionError, match="suggested `benanza layers MODEL --per-layer`, which does not run"):
+        CliRunner().invoke(says, [])
+
+
+BUNDLE_ORT = perfdb_dir() / "bundles" / "resnet50_b1_ort_fp32"
+
+
+def test_the_note_on_unbenchmarked_calls_suggests_a_command_that_runs(tmp_path: Path, monkeypatch) -> None:
+    """An as-executed call the database lacks (here: every separate bias add of ResNet-50's ORT run,
+    withheld) is noted with the command that benchmarks the run's calls, concrete and on one line; run as
+    written it generates them (before: 'benanza generate MODEL --api add_tensor --db PATH', placeholders
+    to fill in, and generate's --api plans the model's layers, not the calls the run made)."""
+    import importlib
+
+    choose = importlib.import_module("benanza.analyze.choose")  # the module (the package exports a function)
+    real = choose.executed_row
+
+    def without_bias_adds(call, *args, **kwargs):
+        if call.api == "cudnnAddTensor":
+            return choose.Miss(choose.MissingReason.NOT_BENCHMARKED, f"{call.api} (withheld)")
+        return real(call, *args, **kwargs)
+
+    monkeypatch.setattr(choose, "executed_row", without_bias_adds)
+    model = LIGHT / "light_resnet50.onnx"
+    out = CliRunner().invoke(main, ["analyze", str(model), "--profile", str(BUNDLE_ORT)])  # conftest runs it too
+    assert out.exit_code == 0, out.output
+    note = next(line for line in out.output.splitlines() if "have no benchmark" in line)
+    args = suggestion(note)
+    assert args[:5] == ["generate", str(model), "--from-profile", str(BUNDLE_ORT), "--db"], args
+    monkeypatch.chdir(tmp_path)
+    ran = CliRunner().invoke(main, args)  # the shipped database does hold them (withheld above): nothing to do
+    assert ran.exit_code == 0 and "already holds all" in ran.output, ran.output
+    db = args.index("--db")
+    ran = CliRunner().invoke(main, args[:db] + args[db + 2:])  # against no database: every call of the run
+    assert ran.exit_code == 0, ran.output
+    manifest = json.loads((tmp_path / args[args.index("--out") + 1] / "manifest.json").read_text())
+    assert any(job["executable"] == "bench_add_tensor" for job in manifest["jobs"])
+
+
+def test_every_command_answers_a_mistake_and_ctrl_c_alike() -> None:
+    """Every command, subcommands included, runs inside friendly_errors: a refusal is one line and exit 1,
+    Ctrl-C one line and exit 130, in each (a command added without it would print click's 'Aborted!')."""
+    import click
+
+    from benanza.cli.main import friendly_errors
+
+    wrapped = friendly_errors(lambda: None).__code__
+    ctx = click.Context(main, info_name="benanza")
+    leaves, groups = [], [([], main)]
+    while groups:
+        path, group = groups.pop()
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            (groups if isinstance(command, click.Group) else leaves).append(([*path, name], command))
+    assert len(leaves) >= 17
+    bare = [" ".join(path) for path, command in leaves if command.callback.__code__ is not wrapped]
+    assert bare == []

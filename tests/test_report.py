@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -73,18 +74,21 @@ def test_html_is_well_formed_self_contained_and_escapes_names(report):
     assert checker.tags.count("script") == 1 and page.count("<script") == 1 and "</td>\"" not in page
     assert "&lt;script&gt;" in page
     assert NASTY in "".join(checker.text)  # shown to the reader literally
-    for external in ("<link", "<img", "src=", "url(", "@import", "https://"):
+    for external in ("<link", "<img", "src=", "@import", "https://"):
         assert external not in page
+    assert not re.findall(r'url\((?!#)|href="(?!#)', page)  # the plots refer only to their own parts
     assert checker.tags.count("svg") == 3  # waterfall, per-layer bars, roofline
-    assert "polyline" in checker.tags and "circle" in checker.tags  # roofline ceilings and points
+    assert 'id="roofline-roof-fp32"' in page and 'id="roofline-points-fp32"' in page  # roofline ceilings and points
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))  # three plots on one page, no id twice
 
 
 def test_html_without_ceilings_or_profile(report):
     bare = analyze(branchy_inputs(ceilings=Ceilings(), profile=None))
     page = to_html(bare)
-    checker = check_html(page)
+    check_html(page)
     # achieved FLOP/s needs no ceiling, so the points are drawn, but no roof is guessed
-    assert "circle" in checker.tags and "polyline" not in checker.tags
+    assert 'id="roofline-points-' in page and 'id="roofline-roof-' not in page
 
 
 def test_every_writer_shows_each_ceiling_with_its_source():
@@ -94,7 +98,7 @@ def test_every_writer_shows_each_ceiling_with_its_source():
         "hbm": "measured: ceilings benchmark copy_d2d", "fp32": "measured: ceilings benchmark gemm_fp32"})
     rep = analyze(branchy_inputs(ceilings=ceil, system={"gpu": "NVIDIA H100 80GB HBM3"}))
     page = to_html(rep)
-    assert "fp32 peak 5e+13 FLOP/s (measured)" in page and "bandwidth 2000 GB/s (measured)" in page  # the plot
+    assert "fp32 roof 50 TFLOP/s (measured)" in page and "bandwidth 2000 GB/s (measured)" in page  # the plot
     assert "measured: ceilings benchmark gemm_fp32" in page and "measured: ceilings benchmark copy_d2d" in page
     assert "NVIDIA H100 SXM5 datasheet (dense)" in page
     console = Console(record=True, width=300)
@@ -144,11 +148,12 @@ def test_trace_nesting_and_metadata(report, tmp_path):
     trace = json.loads(path.read_text())
     events = trace["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    assert names == {"measured run", "lower bound (best, parallel)", "joint estimate"}
+    profiled, timed = (next((n for n in names if n.startswith(s)), s) for s in ("profiled run", "timed runs"))
+    assert names == {profiled, timed, "lower bound (best, parallel)", "joint estimate"}
     spans = [e for e in events if e["ph"] == "X"]
     assert {e["cat"] for e in spans} == set(LEVELS)
     pid = {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    measured = [e for e in spans if e["pid"] == pid["measured run"]]
+    measured = [e for e in spans if e["pid"] == pid[profiled]]
     model = next(e for e in measured if e["cat"] == "model")
     for e in measured:
         assert model["ts"] <= e["ts"] and e["ts"] + e["dur"] <= model["ts"] + model["dur"] + 1e-6
@@ -165,6 +170,26 @@ def test_trace_nesting_and_metadata(report, tmp_path):
     bound = [e for e in spans if e["pid"] == pid["lower bound (best, parallel)"] and e["cat"] == "layer"]
     assert len({e["tid"] for e in bound}) == 2  # conv2 and pool side by side
     assert trace_events(report)["otherData"]["schema"] == SCHEMA_VERSION
+
+
+def test_the_trace_names_the_profiled_run_and_shows_the_timed_one(report):
+    """The kernel timeline comes from the profiled run (profiler and API logs on, slower); the latency
+    every ratio uses comes from the timed runs. The trace says which is which and draws the timed
+    median beside it (before: one process named "measured run", the timed latency nowhere)."""
+    events = trace_events(report)["traceEvents"]
+    pid = {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "measured run" not in pid, sorted(pid)
+    profiled = next(n for n in pid if n.startswith("profiled run"))
+    timed_name = next(n for n in pid if n.startswith("timed runs"))
+    assert "API logs" in profiled and "slower" in profiled
+    timed = [e for e in events if e["ph"] == "X" and e["pid"] == pid[timed_name]]
+    s = report.summary
+    assert len(timed) == 1 and timed[0]["dur"] == pytest.approx(s["measured end-to-end (ms)"] * 1e3, abs=1e-3)
+    assert timed[0]["args"]["median (ms)"] == s["measured end-to-end (ms)"]
+    assert pid[timed_name] < pid[profiled]  # Perfetto lists the timed latency first
+    bare = analyze(branchy_inputs(profile=None))
+    names = {e["args"]["name"] for e in trace_events(bare)["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"lower bound (best, parallel)", "joint estimate"}  # no profile: neither run
 
 
 def test_terminal_prints_summary_waterfall_top_layers_and_missing(report):
@@ -203,7 +228,9 @@ def test_writers_on_a_real_zoo_model(tmp_path):
     rep = analyze(Inputs(model, synthetic_measurements(model), {"gpu": "synthetic test input"}, CEIL))
     page = write_html(rep, tmp_path / "r.html").read_text()
     check_html(page)
-    assert page.count("<circle") >= 100  # one roofline point per layer with FLOPs
+    points = page[page.index('<g id="roofline-points-'):]
+    points = points[:points.index("</svg>")]
+    assert len(re.findall(r"<use [^>]*><title>[^<]+FLOP/B", points)) >= 100  # one point per layer with FLOPs
     json.loads(write_json(rep, tmp_path / "r.json").read_text())
     trace = json.loads(write_trace(rep, tmp_path / "r.trace.json").read_text())
     pids = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
@@ -215,3 +242,16 @@ def test_writers_on_a_real_zoo_model(tmp_path):
     console = Console(record=True, width=160)
     print_report(rep, console)
     assert "resnet50" in console.export_text().lower()
+
+
+def test_plot_text_is_the_name_as_written():
+    """A layer name is untrusted text: '$' is not math (matplotlib would parse '$\\alpha$' or fail on one
+    '$'), markup is escaped, and its tooltip too."""
+    from benanza.report import plots
+
+    name = 'conv $\\alpha_1$ $ <b>&" id="x" url(#y)'
+    page = str(plots.layer_bars([(name, 1.0, 0.5, 0.2)]))
+    check_html(page)
+    assert '>conv $\\alpha_1$ $ &lt;b&gt;&amp;" id="x" url(#y)</text>' in page  # the tick label, ids untouched
+    assert "<b>" not in page
+    assert "<title>conv $\\alpha_1$ $ &lt;b&gt;&amp;&#34; id=&#34;x&#34; url(#y): measured 1" in page  # tooltip

@@ -36,6 +36,9 @@ FEWER_FLOPS = "fewer FLOPs (Winograd/FFT)"  # the roofline table's limit of a be
 # Kernel-name markers of a framework's own kernels (not a library call's): a layer's such
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
+# The command that benchmarks a run's calls the database lacks, in a note; the caller that knows the
+# files (pipeline.analyze_model) writes the concrete command in its place (guards.executed_calls_command).
+MEASURE_EXECUTED_CALLS = "benanza generate MODEL --from-profile BUNDLE --db DB --out DIR"
 E2E_STATS = ("mean", "p90", "min", "max", "runs")  # beside the median, as the bundle recorded them (no p99 there)
 # Groups charged their bytes at the measured bandwidth (or FLOPs at the peak), not a measured row.
 ROOFLINE_KINDS = frozenset({GroupKind.UNMEASURED, GroupKind.FAILED, GroupKind.MEMORY, GroupKind.CHAIN})
@@ -137,7 +140,7 @@ def analyze(inputs: Inputs) -> Report:
     if lacking:
         notes.append(f"{sum(len(c.unbenchmarked) for c in executed)} further as-executed call(s) (separate bias "
                      f"adds) have no benchmark, so as-executed leaves them out: {'; '.join(lacking[:3])}"
-                     f"{' ...' if len(lacking) > 3 else ''} (benanza generate MODEL --api add_tensor --db PATH)")
+                     f"{' ...' if len(lacking) > 3 else ''}; benchmark them: {MEASURE_EXECUTED_CALLS}")
     summary: dict[str, Any] = {
         "layers": len(model.layers), "layers with data (best)": covered,
         "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,

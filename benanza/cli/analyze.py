@@ -69,7 +69,8 @@ def no_cycle_collection() -> Iterator[None]:
 @click.option("--csv", "csv_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Write the per-layer table as CSV (op, shapes, measured, as-executed, best, bound, gap, ...).")
 @click.option("--trace", "trace_path", type=CheckedPath(dir_okay=False, path_type=Path),
-              help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline.")
+              help="Write a Chrome/Perfetto trace: model, layers, library calls and kernels on one timeline "
+                   "(the profiled run, beside the timed runs' median and the bounds' schedules).")
 @force_option
 @friendly_errors
 def analyze_cmd(model: Path | None, torch_module: str | None, db_path: Path | None, bundle: Path | None,

@@ -31,7 +31,9 @@ from benanza.report.fmt import cell
 @click.option("--system", "systems", multiple=True,
               help="System (id prefix or GPU name); give it twice or more with one MODEL to compare systems.")
 @click.option("--csv", "csv_path", type=CheckedPath(dir_okay=False, path_type=Path), help="Write the per-layer table.")
-@click.option("--html", "html_path", type=CheckedPath(dir_okay=False, path_type=Path), help="Write an HTML page.")
+@click.option("--html", "html_path", type=CheckedPath(dir_okay=False, path_type=Path),
+              help="Write a self-contained HTML page: the headline, plots of the latencies side by side and of "
+                   "the layers that change most, the per-layer table.")
 @force_option
 @friendly_errors
 def compare_cmd(sides: tuple[Path, ...], model_path: Path | None, db_path: Path | None, systems: tuple[str, ...],

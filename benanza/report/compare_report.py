@@ -14,7 +14,9 @@ from rich.text import Text
 from benanza import atomic, csv_cells
 from benanza.compare import LAYER_FIGURES, Comparison
 from benanza.plain_text import one_line
+from benanza.report import plots
 from benanza.report.fmt import cell
+from benanza.report.headline import FIGURES
 from benanza.report.html import environment
 
 
@@ -75,11 +77,32 @@ def to_csv(comp: Comparison) -> str:
     return out.getvalue()
 
 
+def headline_plot(comp: Comparison) -> str:
+    """The headline's latencies (ms), one bar per side."""
+    latencies = {label for label, _, _ in FIGURES if label.endswith("(ms)")}
+    figures = [(row["figure"], {side: row.get(side) for side in comp.labels}) for row in comp.headline.rows
+               if row["figure"] in latencies]
+    return plots.compare_headline(figures, comp.labels)
+
+
+def layers_plot(comp: Comparison, top: int = plots.TOP_LAYERS) -> str:
+    """The layers that change most, one bar per side: their measured latency, or their best benchmark
+    where no side was measured (two systems of one database)."""
+    rows = ranked_rows(comp)
+    figure = next((f for f in ("measured (ms)", "best (ms)")
+                   if any(r.get(f"{f.removesuffix(' (ms)')} {side} (ms)") is not None
+                          for r in rows for side in comp.labels)), "best (ms)")
+    unit = figure.removesuffix(" (ms)")
+    return plots.compare_layers([(f"{r['op']} #{r['#']} {r['layer']}",
+                                  [r.get(f"{unit} {side} (ms)") for side in comp.labels]) for r in rows[:top]],
+                                comp.labels, figure, len(rows))
+
+
 def to_html(comp: Comparison, title: str) -> str:
     template = environment().get_template("compare.html.j2")
     layers = replace(comp.layers, rows=tuple(ranked_rows(comp)))
     return template.render(title=title, headline=comp.headline, layers=layers, totals=[totals_row(comp)],
-                           labels=comp.labels)
+                           labels=comp.labels, headline_svg=headline_plot(comp), layers_svg=layers_plot(comp))
 
 
 def write(text: str, path: Path) -> Path:

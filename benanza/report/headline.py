@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from benanza.analyze.tables import Report
+from benanza.report.fmt import cell
 
 # (label shown, summary key, what it means); a key a report lacks is shown as "-".
 FIGURES: tuple[tuple[str, str, str], ...] = (
@@ -16,7 +17,8 @@ FIGURES: tuple[tuple[str, str, str], ...] = (
     ("LBL parallel (ms)", "LBL_par (ms)", "the same execution along the critical path of the layer graph"),
     ("LBL measured share", "LBL_seq measured share",
      "share of LBL_seq charged measured calls; the rest is charged bytes at the measured bandwidth (a roofline)"),
-    ("measured end-to-end (ms)", "measured end-to-end (ms)", "the framework's own latency, without profiler"),
+    ("measured end-to-end (ms)", "measured end-to-end (ms)",
+     "the framework's own latency, without profiler: the median of the timed runs"),
     ("GPU time, kernels only (ms)", "GPU busy (ms)", "time the GPU ran kernels during the profiled run"),
     ("Benanza ratio (LBL_seq / GPU kernel time)", "Benanza ratio",
      "lower-bound latency over the run's kernel-only GPU time; 1 means the GPU work is as fast as the vendor "
@@ -26,9 +28,24 @@ FIGURES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+MEDIAN = "measured end-to-end (ms)"  # the figure the timed runs' spread (latency_spread) stands beside
+
+
 def figures(report: Report) -> list[tuple[str, Any, str]]:
     """(label, value or None, explanation) for each headline figure, in reading order."""
     return [(label, report.summary.get(key), why) for label, key, why in FIGURES]
+
+
+def latency_spread(report: Report) -> str | None:
+    """The timed runs' spread beside their median, as the bundle recorded it (it records no p99):
+    'mean 2.576, p90 2.723, min 2.455, max 2.759 ms over 30 runs'; None without a profile."""
+    s = report.summary
+    stats = [(k, s.get(f"end-to-end {k} (ms)")) for k in ("mean", "p90", "min", "max")]
+    shown = [f"{k} {cell(v, '(ms)')}" for k, v in stats if v is not None]
+    if not shown:
+        return None
+    runs = s.get("end-to-end runs")
+    return ", ".join(shown) + " ms" + (f" over {runs} runs" if runs else "")
 
 
 def top_gaps(report: Report, n: int = 3) -> list[tuple[str, float, str]]:

@@ -2,7 +2,7 @@
 
 The headline card comes first (``report.headline``), then the plots, then sortable tables.
 Jinja with autoescape and StrictUndefined: every model-derived string (layer names,
-algorithm names) is escaped; the SVG plots escape their own text (``report.svg``).
+algorithm names) is escaped; the plots (matplotlib, inline SVG) escape their own text (``report.plots``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from benanza import atomic
 from benanza.analyze.core import FEWER_FLOPS
 from benanza.analyze.tables import Report
-from benanza.report import svg
+from benanza.report import plots
 from benanza.report.fmt import cell
-from benanza.report.headline import ceiling_kind, ceilings, figures, top_gaps
+from benanza.report.headline import MEDIAN, ceiling_kind, ceilings, figures, latency_spread, top_gaps
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -56,23 +56,25 @@ def to_html(report: Report) -> str:
     """The page as text; plots are drawn from the report's tables only."""
     with_profile = profiled(report)
     layers = layer_order(report.tables["layers"].rows, with_profile)
-    bars = svg.layer_bars([(f"{r['op']} #{r['#']} {r['layer']}", r["measured (ms)"], r["best (ms)"], r["bound (ms)"])
-                           for r in layers])
+    bars = plots.layer_bars([(f"{r['op']} #{r['#']} {r['layer']}", r["measured (ms)"], r["best (ms)"],
+                              r["bound (ms)"]) for r in layers], "gap" if with_profile else "best latency")
     points = [(f"{r['#']} {r['layer']} ({r['op']}, {r['precision']}"
                f"{', ' + FEWER_FLOPS + ': direct-count FLOP/s' if r['limit'] == FEWER_FLOPS else ''})",
-               r["intensity (FLOP/B)"], r["achieved (FLOP/s)"]) for r in report.tables["roofline"].rows
-              if r["intensity (FLOP/B)"] and r["achieved (FLOP/s)"]]
+               r["intensity (FLOP/B)"], r["achieved (FLOP/s)"], r["precision"] or "-")
+              for r in report.tables["roofline"].rows if r["intensity (FLOP/B)"] and r["achieved (FLOP/s)"]]
     sources = report.ceilings.get("source") or {}
     kinds = {p: ceiling_kind(s) for p, s in (sources.get("peak (FLOP/s)") or {}).items() if s}
     if sources.get("bandwidth (GB/s)"):
         kinds["bandwidth"] = ceiling_kind(sources["bandwidth (GB/s)"])
-    roof = svg.roofline(points, report.ceilings["bandwidth (GB/s)"], report.ceilings["peak (FLOP/s)"], kinds=kinds)
-    fall = svg.waterfall([(r["step"], r["kind"], r["ms"]) for r in report.tables["gaps"].rows])
+    roof = plots.roofline(points, report.ceilings["bandwidth (GB/s)"], report.ceilings["peak (FLOP/s)"],
+                          kinds=kinds)
+    fall = plots.waterfall([(r["step"], r["kind"], r["ms"]) for r in report.tables["gaps"].rows])
     template = environment().get_template("report.html.j2")
     return template.render(report=report, tables=list(report.tables.items()), open_tables=OPEN_TABLES,
                            bars_svg=bars, roofline_svg=roof, waterfall_svg=fall, figures=figures(report),
                            ceilings=ceilings(report),
-                           gaps=top_gaps(report), profiled=with_profile, system_line=system_line(report.system))
+                           gaps=top_gaps(report), profiled=with_profile, median=MEDIAN,
+                           spread=latency_spread(report), system_line=system_line(report.system))
 
 
 def write_html(report: Report, path: str | Path) -> Path:

@@ -9,7 +9,7 @@ from rich.text import Text
 from benanza.analyze.tables import Report, Table
 from benanza.plain_text import line, plain
 from benanza.report.fmt import cell
-from benanza.report.headline import ceilings, figures, top_gaps
+from benanza.report.headline import MEDIAN, ceilings, figures, latency_spread, top_gaps
 
 BAR_WIDTH = 40
 DETAIL_TABLES = ("what-if", "api totals", "fusion patterns", "overhead")
@@ -66,8 +66,11 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     headline = RichTable(title="Headline", title_justify="left", show_header=False)
     headline.add_column("figure")
     headline.add_column("value", justify="right")
+    spread = latency_spread(report)
     for label, value, _ in figures(report):
         headline.add_row(Text(label), Text(cell(value, label)))
+        if label == MEDIAN and spread:
+            headline.add_row(Text("  timed runs' spread"), Text(spread))
     for rank, (step, ms, fix) in enumerate(top_gaps(report), 1):
         headline.add_row(Text(f"gap #{rank}: {step} ({cell(ms, '(ms)')} ms)"), Text(fix))
     console.print(headline)
@@ -101,4 +104,4 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
         console.print(_rich(missing, limit=top))
     console.print(_ceilings(report))
     for note in report.notes:
-        console.print(line(f"note: {note}", style="yellow"))
+        console.print(line(f"note: {note}", style="yellow"), soft_wrap=True)  # a command in it stays one line
