@@ -188,16 +188,22 @@ def test_map_bundle_report_puts_the_charges_on_each_nodes_anchor(tmp_path: Path)
         assert all(layers[m].executed is None and layers[m].fused_into == node.layers[0] for m in node.layers[1:])
 
 
-def test_attention_is_fused_when_cheaper_than_its_two_gemms_and_the_passes_between(tmp_path: Path) -> None:
-    """An attention core whose head is a GEMM is priced unfused as both GEMMs plus the bytes of the
-    ops between them: an SDPA row dearer than one GEMM (0.015 ms against 0.01 each) still saves."""
+def _attention_inputs(tmp_path: Path, sdpa_ms: float):
+    """tinybert's two attention cores with an SDPA row of ``sdpa_ms`` and every MatMul at 0.01 ms, fp16."""
     model = load_model(EXPORTS / "tinybert_ts17.onnx", 2, 16)
     cores = [f for f in model.fusions if f.pattern == Fusion.ATTENTION.value]
     matmuls = {model.layers[i].key for f in cores for i in f.layers if model.layers[i].op == "MatMul"}
-    lines = [*(_line(f.key, Api.GRAPH_SDPA.value, "eng8", "fp16", Fusion.ATTENTION.value, 0.015) for f in cores),
+    lines = [*(_line(f.key, Api.GRAPH_SDPA.value, "eng8", "fp16", Fusion.ATTENTION.value, sdpa_ms) for f in cores),
              *(_line(k, Api.GEMM_EX.value, "CUBLAS_GEMM_DEFAULT", "fp16", "none", 0.01) for k in matmuls)]
     db, system = _database(tmp_path, lines)
-    inputs = inputs_from_db(db, model, system, constraints=Constraints(precisions=frozenset({Precision.FP16})))
+    return cores, inputs_from_db(db, model, system, constraints=Constraints(precisions=frozenset({Precision.FP16})))
+
+
+def test_attention_is_fused_when_cheaper_than_its_two_gemms_and_the_passes_between(tmp_path: Path) -> None:
+    """An attention core whose head is a GEMM is priced unfused as both GEMMs plus the bytes of the
+    ops between them: an SDPA row dearer than one GEMM (0.015 ms against 0.01 each) still saves."""
+    cores, inputs = _attention_inputs(tmp_path, 0.015)
+    model = inputs.model
     bound = execution_bound(model, inputs, inputs.constraints, model.graph)
     sdpa = [g for g in bound.groups if g.kind == GroupKind.FUSED and "sdpa" in g.call]
     assert len(sdpa) == len(cores) == 2
@@ -210,13 +216,7 @@ def test_the_fusion_gaps_fix_names_fused_attention_for_a_transformer(tmp_path: P
     from benanza.analyze import analyze
     from benanza.analyze.fixes import fix_for
 
-    model = load_model(EXPORTS / "tinybert_ts17.onnx", 2, 16)
-    cores = [f for f in model.fusions if f.pattern == Fusion.ATTENTION.value]
-    matmuls = {model.layers[i].key for f in cores for i in f.layers if model.layers[i].op == "MatMul"}
-    lines = [*(_line(f.key, Api.GRAPH_SDPA.value, "eng8", "fp16", Fusion.ATTENTION.value, 0.001) for f in cores),
-             *(_line(k, Api.GEMM_EX.value, "CUBLAS_GEMM_DEFAULT", "fp16", "none", 0.01) for k in matmuls)]
-    db, system = _database(tmp_path, lines)
-    inputs = inputs_from_db(db, model, system, constraints=Constraints(precisions=frozenset({Precision.FP16})))
+    _, inputs = _attention_inputs(tmp_path, 0.001)
     gaps = {r["step"]: r for r in analyze(inputs).tables["gaps"].rows}
     assert "attention" in gaps["fusion"]["fix"] and "BatchNorm" not in gaps["fusion"]["fix"]
     assert "scaled_dot_product_attention" in fix_for("fusion", "pytorch", {"attn_implementation": "eager"}, "attention")
