@@ -6,11 +6,15 @@ Layout of the generated directory::
     benchmarks.cmake    generated: the executables and where to look for cuDNN/cuBLAS
     csrc/benanza/       copy of the C++ harness
     src/bench_<api>.cu  one source per API, rendered from apis.REGISTRY[api].template
+    src/bench_<api>.jobs  its job table, read at run time (benanza/job_table.py)
     manifest.json       what each executable's jobs are, and every benchmark they measure
 
-Templates get only plain dicts whose strings were checked to be hex keys or enum
-spellings, so no text from a model can reach C++.  Files are written only when
-their content changes, so a rebuild after regeneration is incremental.
+A source depends on its API alone (template, precisions, the API's algorithms and job-table
+columns), never on the jobs: every project that measures an API compiles the same source, which
+the build cache (benanza/build_cache.py) then builds once (issue 32). Templates get only plain
+dicts of enum spellings and numbers; the jobs, model text included (layer keys), go to the job
+table, percent-encoded, and never into C++.  Files are written only when their content changes,
+so a rebuild after regeneration is incremental.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ from typing import Any
 
 import jinja2
 
-from benanza import paths
-from benanza.apis import NAMED_CONFIG_APIS, REGISTRY, names
+from benanza import job_table, paths
+from benanza.apis import REGISTRY, names
 from benanza.apis.base import ApiFamily
+from benanza.apis.graph import engine_cells
 from benanza.errors import BenanzaError
-from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Precision
+from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Api, Precision
 from benanza.plan import Benchmark, Job, Plan
 from benanza.records import MANIFEST, MANIFEST_SCHEMA, ManifestJob
 
@@ -39,8 +44,10 @@ from benanza.records import MANIFEST, MANIFEST_SCHEMA, ManifestJob
 _SAFE_STR = re.compile(r"[A-Za-z0-9_+.\-]*")
 # Directories baked into benchmarks.cmake as search hints.
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_+.,/@=\-]+")
-
-PRECISION_INDEX: dict[Precision, int] = {p: i for i, p in enumerate(Precision)}
+# C++ names a template's column table spells (enum types and values, scoped or not).
+_SAFE_CPP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*(::)?")
+# The layouts a precision's row may have (cudnnTensorFormat_t without CUDNN_TENSOR_).
+LAYOUTS = ("NCHW", "NHWC")
 
 
 @dataclass
@@ -120,40 +127,76 @@ def _preferred_layout(p: Precision) -> str:
     return PRECISIONS[p].cudnn_layout.removeprefix("CUDNN_TENSOR_")
 
 
-def _other_layouts(jobs: list[Job]) -> tuple[tuple[Precision, str], ...]:
-    """(precision, layout) of the jobs of an API measured in more than one layout
-    (``ApiDef.nchw_too``) that are not in their precision's preferred layout, in job order."""
-    return tuple(dict.fromkeys((j.precision, j.layout) for j in jobs if REGISTRY[j.api].nchw_too and j.layout
-                              and j.layout != _preferred_layout(j.precision)))
+# Every precision in Precision order in its preferred layout, then each precision in each other
+# layout: the same list in every source (a job's ``precision`` column indexes it), so a source
+# does not depend on which layouts its jobs use.
+PRECISION_LAYOUTS: tuple[tuple[Precision, str], ...] = (
+    *((p, _preferred_layout(p)) for p in Precision),
+    *((p, layout) for p in Precision for layout in LAYOUTS if layout != _preferred_layout(p)))
+PRECISION_INDEX: dict[tuple[Precision, str], int] = {pl: i for i, pl in enumerate(PRECISION_LAYOUTS)}
 
 
-def precision_rows(others: tuple[tuple[Precision, str], ...] = ()) -> list[dict[str, Any]]:
-    """Every precision in Precision order in its preferred layout, then ``others``: a job's
-    ``precision`` indexes this list, and its template takes the layout (cudnnTensorFormat_t) from it."""
-    return [*(_precision_row(p, _preferred_layout(p)) for p in Precision),
-            *(_precision_row(p, layout) for p, layout in others)]
+def precision_rows() -> list[dict[str, Any]]:
+    """``PRECISION_LAYOUTS`` as the templates' rows (the layout, cudnnTensorFormat_t, comes with each)."""
+    return [_precision_row(p, layout) for p, layout in PRECISION_LAYOUTS]
 
 
-def job_row(job: Job, others: tuple[tuple[Precision, str], ...] = ()) -> dict[str, Any]:
-    index = PRECISION_INDEX[job.precision]
-    if (job.precision, job.layout) in others:
-        index = len(PRECISION_INDEX) + others.index((job.precision, job.layout))
-    return {"key": job.key, "precision": index, "fusion": job.fusion.value, **job.fields.row}
+def precision_index(job: Job) -> int:
+    """The job's row of ``precision_rows``: its precision's preferred layout, or for an API measured in
+    more than one layout (``ApiDef.nchw_too``) the layout of the job."""
+    layout = job.layout if REGISTRY[job.api].nchw_too and job.layout else _preferred_layout(job.precision)
+    return PRECISION_INDEX[(job.precision, layout)]
 
 
-def render_source(env: jinja2.Environment, jobs: list[Job], command: str) -> str:
-    """One executable's source: its API's template over the jobs' rows."""
-    api = jobs[0].api
-    others = _other_layouts(jobs)
-    # the legacy enum spellings a template tables; named engine configs travel as numbers in the rows
-    algorithms = list(dict.fromkeys(a for j in jobs if j.api not in NAMED_CONFIG_APIS
-                                    for a in j.fields.algorithms if a != "*"))
-    context = {"api": api.value, "executable": jobs[0].executable, "precisions": precision_rows(others),
-               "algorithms": algorithms, "jobs": [job_row(j, others) for j in jobs],
-               "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}
+def job_row(job: Job) -> dict[str, Any]:
+    """One line of the job table, as the builder's row plus the key, precision row and fusion."""
+    row = {"key": job.key, "precision": precision_index(job), "fusion": job.fusion.value, **job.fields.row}
+    if "engines" in row:  # named engine configs (apis.graph.with_named_configs), as the table spells them
+        row["engines"] = engine_cells(row["engines"])
+    return row
+
+
+def source_context(api: Api) -> dict[str, Any]:
+    """What an API's template is rendered from: the same for every project (no job in it)."""
+    spec = REGISTRY[api]
+    if not spec.columns:
+        raise BenanzaError(f"codegen: {api.value} has no job-table columns (ApiDef.columns)")
+    algorithms = list(spec.algorithms)
+    context = {"api": api.value, "executable": spec.executable, "precisions": precision_rows(),
+               "algorithms": algorithms, "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}
     # api is a library.Api value (e.g. "cudnn_frontend::graph::conv_fprop"), never model text
     check_plain({k: v for k, v in context.items() if k != "api"})
-    return env.get_template(REGISTRY[api].template).render(command=command, **context)
+    job_table.check_columns(spec.columns, api.value)
+    columns = [c.context() for c in spec.columns]
+    for c in columns:
+        spelled = (c["name"], *c["enum_values"], *([c["ctype"]] if c["ctype"] else []))
+        if any(not _SAFE_CPP.fullmatch(v) for v in spelled):
+            raise BenanzaError(f"codegen: column {c['name']!r} of {api.value} spells something that is not a C++ name")
+        check_plain(c["words"], f"column {c['name']}")
+    return {**context, "columns": columns}
+
+
+def render_source(env: jinja2.Environment, api: Api, command: str) -> str:
+    """One executable's source: its API's template, which reads its jobs at run time."""
+    return env.get_template(REGISTRY[api].template).render(command=command, **source_context(api))
+
+
+def check_algorithms(jobs: list[Job]) -> None:
+    """Every job measures algorithms its source compiles in (``ApiDef.algorithms``, where it has them)."""
+    for job in jobs:
+        compiled = REGISTRY[job.api].algorithms
+        missing = [a for a in job.fields.algorithms if compiled and a not in compiled]
+        if missing:
+            raise BenanzaError(f"codegen: job {job.index} of {job.executable} measures {', '.join(missing)}, "
+                               f"which the {job.api.value} template does not compile in (ApiDef.algorithms)")
+
+
+def render_table(jobs: list[Job], command: str) -> str:
+    """One executable's job table (benanza/job_table.py): one line per job, in job order."""
+    check_algorithms(jobs)
+    api = jobs[0].api
+    return job_table.render(api.value, REGISTRY[api].columns, [job_row(j) for j in jobs],
+                            f"generated by benanza, do not edit: {command}")
 
 
 def site_dirs() -> list[str]:
@@ -245,15 +288,18 @@ def _write_project(plan: Plan, out: Path, command_line: str) -> Manifest:
     executables = plan.executables()
     for exe, jobs in executables.items():
         try:
-            source = render_source(env, jobs, command_line)
+            source = render_source(env, jobs[0].api, command_line)
         except jinja2.TemplateNotFound as exc:
             raise BenanzaError(f"{paths.templates_dir() / exc.name}: template missing for {jobs[0].api.value}") \
                 from None
         _write(out / "src" / f"{exe}.cu", source, manifest)
-        manifest.executables[exe] = {"api": jobs[0].api.value, "num_jobs": len(jobs), "source": f"src/{exe}.cu"}
-    for stale in (out / "src").glob("bench_*.cu") if (out / "src").is_dir() else ():
-        if stale.stem not in executables:
-            stale.unlink()
+        _write(out / "src" / f"{exe}{job_table.SUFFIX}", render_table(jobs, command_line), manifest)
+        manifest.executables[exe] = {"api": jobs[0].api.value, "num_jobs": len(jobs), "source": f"src/{exe}.cu",
+                                     "table": f"src/{exe}{job_table.SUFFIX}"}
+    for suffix in (".cu", job_table.SUFFIX):
+        for stale in (out / "src").glob(f"bench_*{suffix}") if (out / "src").is_dir() else ():
+            if stale.name.removesuffix(suffix) not in executables:
+                stale.unlink()
     _copy_harness(out, manifest, env)
     _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
     host_only = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].host_only)

@@ -35,7 +35,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from benanza import build_cache
+from benanza import build_cache, job_table
 from benanza import db as perfdb
 from benanza.apis import has_weights
 from benanza.errors import BenanzaError
@@ -103,6 +103,7 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
         chain = None if outcome.note else build_cache.toolchain(project, defines)
     keys = _from_cache(project, out, chain, outcome) if chain is not None else {}
     if chain is not None and not outcome.compiled:  # every executable was built before: no CMake at all
+        install_tables(project, out)
         outcome.seconds = time.perf_counter() - t0
         return outcome
     steps = []
@@ -122,8 +123,24 @@ def build_project(project_dir: str | Path, build_dir: str | Path | None = None, 
             build_cache.stamp(out, chain)
     if chain is not None:
         _to_cache(out, chain, keys, outcome)
+    install_tables(project, out)
     outcome.seconds = time.perf_counter() - t0
     return outcome
+
+
+def install_tables(project: Path, out: Path) -> None:
+    """Put each executable's job table (``src/<exe>.jobs``) beside it in ``out``, where it reads it by
+    default: CMake's configure_file does the same, but a build the cache served runs no CMake."""
+    lists = build_cache.cmake_lists((project / "benchmarks.cmake").read_text()) \
+        if (project / "benchmarks.cmake").is_file() else {}
+    for exe in lists.get("BENANZA_EXECUTABLES", []):
+        source, target = project / "src" / f"{exe}{job_table.SUFFIX}", out / f"{exe}{job_table.SUFFIX}"
+        try:
+            data = source.read_bytes()
+            if not target.is_file() or target.read_bytes() != data:
+                build_cache.write_atomic(target, data, 0o644)
+        except OSError as exc:
+            raise BenanzaError(f"{target}: cannot put the job table there ({exc.strerror}: {exc.filename})") from None
 
 
 def _from_cache(project: Path, out: Path, chain: build_cache.Toolchain,

@@ -26,7 +26,7 @@ import onnx
 import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
-from benanza import codegen, paths
+from benanza import codegen, job_table, paths
 from benanza.apis.base import Unsupported
 from benanza.apis.engine_config import engine_config_name, parse_engine_config_name
 from benanza.apis.graph import GRAPH_POINTWISE, graph_conv_job, graph_matmul_job
@@ -328,10 +328,16 @@ def test_generated_sources_hold_no_model_text(graph_project: tuple[Path, codegen
     assert set(manifest.executables) == {"bench_graph_conv", "bench_graph_matmul"}
     for exe in manifest.executables:
         assert 'bad"name' not in (out / "src" / f"{exe}.cu").read_text()
+        assert 'bad"name' not in (out / "src" / f"{exe}.jobs").read_text()
     conv = (out / "src" / "bench_graph_conv.cu").read_text()
-    for mode in ("RELU_FWD", "SIGMOID_FWD", "IDENTITY"):
-        assert f"fe::PointwiseMode_t::{mode}," in conv
-    assert ", 6.0, 6.0, 1.0," in conv and "HUGE_VAL" in conv  # Clip(0, 6): coef and upper clip 6
+    for mode in ("RELU_FWD", "SIGMOID_FWD", "IDENTITY"):  # the vocabulary the table's names map to
+        assert f"fe::PointwiseMode_t::{mode}," in conv or f"fe::PointwiseMode_t::{mode} }}" in conv
+    _, columns, rows = job_table.read((out / "src" / "bench_graph_conv.jobs").read_text())
+    cells = [dict(zip(columns, row, strict=True)) for row in rows]
+    assert {c["pointwise"] for c in cells} >= {"RELU_FWD", "SIGMOID_FWD", "IDENTITY"}
+    # Clip(0, 6): coef and upper clip 6; elsewhere no upper clip (inf)
+    assert any((c["coef"], c["upper_clip"], c["elu_alpha"]) == ("6.0", "6.0", "1.0") for c in cells)
+    assert any(c["upper_clip"] == "inf" for c in cells)
     assert (out / "csrc" / "benanza" / "cudnn_graph.h").is_file() and (out / "csrc" / "benanza" /
                                                                         "cudnn_graph_names.h").is_file()
 

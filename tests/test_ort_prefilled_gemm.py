@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benanza import codegen
+from benanza import codegen, job_table
 from benanza import db as perfdb
 from benanza.analyze.choose import Choice, Miss, Policy, choose, choose_fused
 from benanza.analyze.execution import GroupKind, execution_bound
@@ -72,13 +72,14 @@ def test_plan_executed_plans_the_beta_one_bias_gemm(ort_gemms, tmp_path: Path) -
         assert job.fields.row["beta"] == 1.0 and job.fields.shapes["c"] == [1, n] and job.fields.shapes["batch"] == 1
         assert job.fields.row["b_constant"] and not job.fields.row["a_constant"]  # cold-weights rotates B
     manifest = codegen.generate(p, tmp_path / "gen", "test")
-    source = (tmp_path / "gen" / manifest.executables["bench_gemm_ex"]["source"]).read_text()
-    for job in p.jobs:  # the C++ job row: fusion, C = 1 x n, beta 1
+    table = (tmp_path / "gen" / manifest.executables["bench_gemm_ex"]["table"]).read_text()
+    _, columns, rows = job_table.read(table)
+    lines = {job_table.decode_text(row[0]): dict(zip(columns, row, strict=True)) for row in rows}
+    for job in p.jobs:  # the job table's line: fusion, C = 1 x n, beta 1, B the weights
         n = job.fields.shapes["n"]
-        assert f'{{"{job.key}", ' in source
-        line = next(x for x in source.splitlines() if job.key in x)
-        assert '"gemm+bias"' in line and f", 0, 0, 0, 0, 1, {n}, " in line
-    assert source.count("1.0f, 1.0f, false, true}") == len(p.jobs)
+        line = lines[job.key]
+        assert job_table.decode_text(line["fusion"]) == "gemm+bias" and f" 0 0 0 0 1 {n} " in line["dims"]
+        assert (line["alpha"], line["beta"], line["a_constant"], line["b_constant"]) == ("1.0", "1.0", "0", "1")
 
 
 def test_only_a_bias_chain_is_planned(ort_gemms) -> None:

@@ -226,9 +226,11 @@ def test_generated_sources_name_every_mask(transformer_project: tuple[Path, code
     sdpa = (out / "src" / "bench_graph_sdpa.cu").read_text()
     assert "set_causal_mask(true)" in sdpa and "set_padding_mask(true)" in sdpa
     assert "bz::attention_reference(" in sdpa  # checked against the reference, never unchecked
-    pointwise = (out / "src" / "bench_graph_pointwise.cu").read_text()  # GELU's Erf (BERT) and tanh (GPT-2) forms
+    pointwise = (out / "src" / "bench_graph_pointwise.cu").read_text()
     assert "fe::PointwiseMode_t::ERF" in pointwise and "fe::PointwiseMode_t::TANH_FWD" in pointwise
     assert "bz::pointwise_reference(" in pointwise
+    steps = (out / "src" / "bench_graph_pointwise.jobs").read_text()  # GELU's Erf (BERT) and tanh (GPT-2) forms
+    assert " ERF " in steps and " TANH_FWD " in steps
 
 
 @pytest.mark.compile

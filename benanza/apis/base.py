@@ -10,7 +10,8 @@ from enum import StrEnum
 from typing import Any
 
 from benanza.apis.graph_ops import GraphOp
-from benanza.library import PRECISIONS, Api, Fusion, Precision
+from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
+from benanza.library import PRECISIONS, Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 
@@ -18,7 +19,7 @@ from benanza.model.layer import FusionCandidate, Layer, Model
 class JobFields:
     """What a job builder returns: the template's numbers plus the manifest's description."""
 
-    row: dict[str, Any]  # fields of one row of the generated job table: numbers, hex keys, enum spellings
+    row: dict[str, Any]  # one line of the job table: a value per ApiDef.columns (numbers, text, enum spellings)
     shapes: dict[str, Any]  # human-readable shapes/attributes for manifest.json
     algorithms: tuple[str, ...]  # algorithms measured per job; ("*",) when enumerated at run time
     layout: str = ""
@@ -47,6 +48,14 @@ ACTIVATION_COEF: dict[str, Callable[[dict[str, Any]], float]] = {
 }
 
 
+# Enum spellings more than one API's job table holds (job_table.Vocabulary).
+ACTIVATION_MODE = Vocabulary("cudnnActivationMode_t", tuple(a.value for a in Activation))
+TENSOR_FORMAT = Vocabulary("cudnnTensorFormat_t", ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC"))
+# The first columns of a legacy cuDNN op's table, and its last two (cudnn_ops.h op_result).
+OP_HEAD = (KEY, PRECISION, FUSION)
+OP_FORMAT = (choice("format", TENSOR_FORMAT), Column("layout", Kind.TEXT))
+
+
 class ApiFamily(StrEnum):
     """Which kind of library entry point a benchmark used (the ``--api`` constraint)."""
 
@@ -66,6 +75,13 @@ class ApiDef:
     family: ApiFamily
     library: str  # "cudnn", "cublas", "none"
     builder: JobBuilder | None  # layer or fusion -> the template's row; None: planned on its own (ceilings)
+    # The columns of its job table (benanza/job_table.py): the row fields the template reads at run
+    # time, in order. The compiled source depends on these, never on the jobs.
+    columns: tuple[Column, ...] = ()
+    # The algorithm spellings its template compiles in (a legacy enum table, or the one algorithm
+    # it names), in measuring order; every job's algorithms are among them. () where the algorithm
+    # is a column of the job (activation mode, pooling mode ...) or enumerated at run time.
+    algorithms: tuple[str, ...] = ()
     tensor_core: bool = False  # whether Tensor Core precisions (TF32) make sense for it
     # The source defines no kernels of its own (no __global__, no <<<: its references
     # live in the harness's kernels.cu: conv, GEMM, activation), so the host compiler

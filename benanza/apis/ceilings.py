@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benanza.apis.base import ApiDef, ApiFamily, JobFields
+from benanza.job_table import KEY, PRECISION, Column, Kind
 from benanza.library import Api, Math, Precision
 
 CEILING_KEY = "ceiling"  # layer_key of the ceiling results
@@ -32,6 +33,8 @@ VOCABULARY = {
 
 
 DEFINITIONS = (
-    ApiDef(Api.CEILING, "bench_ceilings", "ceilings.cu.j2", ApiFamily.NONE, "cublas", None, tensor_core=True,
-           host_only=True),
+    ApiDef(Api.CEILING, "bench_ceilings", "ceilings.cu.j2", ApiFamily.NONE, "cublas", None,
+           columns=(KEY, PRECISION, Column("algorithm", Kind.TEXT), Column("memcpy", Kind.FLAG),
+                    Column("size", Kind.INT)),
+           tensor_core=True, host_only=True),
 )

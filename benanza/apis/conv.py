@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from benanza.apis.base import ACTIVATION_COEF, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported, _layout
+from benanza.apis.base import (
+    ACTIVATION_COEF,
+    ACTIVATION_MODE,
+    FLOAT_DTYPES,
+    ApiDef,
+    ApiFamily,
+    JobFields,
+    Unsupported,
+    _layout,
+)
+from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind, choice, ints
 from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -85,10 +95,17 @@ VOCABULARY = {
 }
 
 
+# The 18 numbers of a bz::ConvDims (conv_dims in csrc/benanza/cudnn_conv.h).
+CONV_DIMS = ints("dims", 18)
+
 DEFINITIONS = (
     ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
+           columns=(KEY, PRECISION, CONV_DIMS), algorithms=CONV_FWD_ALGORITHMS,
            tensor_core=True, host_only=True, weights=True, nchw_too=True, cudnn_log_call=True),
     ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
-           conv_bias_act_job, tensor_core=True, host_only=True, weights=True, nchw_too=True,
+           conv_bias_act_job,
+           columns=(KEY, PRECISION, FUSION, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL),
+                    Column("alpha2", Kind.REAL32), CONV_DIMS),
+           algorithms=CONV_FWD_ALGORITHMS, tensor_core=True, host_only=True, weights=True, nchw_too=True,
            cudnn_log_call=True, fusions=CONV_FUSIONS),
 )

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind
 from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 COPY_ALGORITHM = "cudaMemcpyAsync"
+COPY_COLUMNS = (KEY, PRECISION, FUSION, Column("bytes", Kind.INT))  # its job table (copy.cu.j2)
 
 
 
@@ -53,6 +55,7 @@ VOCABULARY = {
 
 
 DEFINITIONS = (
-    ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job, host_only=True,
+    ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job,
+           columns=COPY_COLUMNS, algorithms=(COPY_ALGORITHM,), host_only=True,
            fusions=(Fusion.POINTWISE,)),  # one fused pass: the chain's output at the copy roofline
 )

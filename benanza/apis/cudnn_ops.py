@@ -6,7 +6,19 @@ import math
 from collections.abc import Collection
 
 from benanza import apis
-from benanza.apis.base import _INT32_MAX, ACTIVATION_COEF, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.apis.base import (
+    _INT32_MAX,
+    ACTIVATION_COEF,
+    ACTIVATION_MODE,
+    FLOAT_DTYPES,
+    OP_FORMAT,
+    OP_HEAD,
+    ApiDef,
+    ApiFamily,
+    JobFields,
+    Unsupported,
+)
+from benanza.job_table import Column, Kind, Vocabulary, choice, ints
 from benanza.library import ONNX_ACTIVATIONS, PRECISIONS, Activation, Api, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -264,18 +276,32 @@ VOCABULARY = {
 }
 
 
+POOLING_MODE = Vocabulary("cudnnPoolingMode_t", tuple(dict.fromkeys(POOLING_MODES.values())))
+SOFTMAX_MODE = Vocabulary("cudnnSoftmaxMode_t", tuple(SOFTMAX_MODES.values()))
+OP_TENSOR_OP = Vocabulary("cudnnOpTensorOp_t", tuple(dict.fromkeys(OP_TENSOR_OPS.values())))
+DIMS4 = ints("dims", 4)  # a bz::Dims4 (dims4 in csrc/benanza/cudnn_ops.h)
+
 DEFINITIONS = (
     ApiDef(Api.BATCHNORM_INF, "bench_batchnorm", "cudnn_batchnorm.cu.j2", ApiFamily.LEGACY, "cudnn", batchnorm_job,
+           columns=(*OP_HEAD, DIMS4, Column("epsilon", Kind.REAL), *OP_FORMAT), algorithms=(BATCHNORM_ALGORITHM,),
            nhwc=True, cudnn_log_call=True),
     ApiDef(Api.ACTIVATION, "bench_activation", "cudnn_activation.cu.j2", ApiFamily.LEGACY, "cudnn", activation_job,
+           columns=(*OP_HEAD, DIMS4, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL), *OP_FORMAT),
            host_only=True, nhwc=True, cudnn_log_call=True),
     ApiDef(Api.POOLING, "bench_pooling", "cudnn_pooling.cu.j2", ApiFamily.LEGACY, "cudnn", pooling_job,
+           columns=(*OP_HEAD, ints("dims", 14), choice("mode", POOLING_MODE), *OP_FORMAT),
            nhwc=True, cudnn_log_call=True),
     ApiDef(Api.SOFTMAX, "bench_softmax", "cudnn_softmax.cu.j2", ApiFamily.LEGACY, "cudnn", softmax_job,
+           columns=(*OP_HEAD, DIMS4, *OP_FORMAT, choice("mode", SOFTMAX_MODE)), algorithms=(SOFTMAX_ALGORITHM,),
            nhwc=True, cudnn_log_call=True),
-    ApiDef(Api.LRN, "bench_lrn", "cudnn_lrn.cu.j2", ApiFamily.LEGACY, "cudnn", lrn_job, cudnn_log_call=True),
+    ApiDef(Api.LRN, "bench_lrn", "cudnn_lrn.cu.j2", ApiFamily.LEGACY, "cudnn", lrn_job,
+           columns=(*OP_HEAD, DIMS4, Column("size", Kind.INT), Column("alpha", Kind.REAL), Column("beta", Kind.REAL),
+                    Column("bias", Kind.REAL), *OP_FORMAT),
+           algorithms=(LRN_ALGORITHM,), cudnn_log_call=True),
     ApiDef(Api.ADD_TENSOR, "bench_add_tensor", "cudnn_add_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", add_tensor_job,
+           columns=(*OP_HEAD, ints("c", 4), ints("a", 4), *OP_FORMAT), algorithms=(ADD_TENSOR_ALGORITHM,),
            nhwc=True, cudnn_log_call=True),
     ApiDef(Api.OP_TENSOR, "bench_op_tensor", "cudnn_op_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", op_tensor_job,
+           columns=(*OP_HEAD, ints("a", 4), ints("b", 4), choice("op", OP_TENSOR_OP), *OP_FORMAT),
            nhwc=True, cudnn_log_call=True),
 )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benanza.apis.base import _INT32_MAX, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
+from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice, ints
 from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -169,6 +170,7 @@ def _single_gemm(item: Layer | FusionCandidate, api: Api) -> GemmShape:
 
 # Every cublasGemmAlgo_t of cuBLAS 13.1 (cublas_api.h): the default, the 24 explicit
 # algorithms, their Tensor Core variants, and AUTOTUNE (times the candidates, caches the winner).
+SGEMV_ALGORITHM = "CUBLAS_GEMM_DEFAULT"  # the one name cublasSgemv's results carry
 GEMM_EX_ALGORITHMS = ("CUBLAS_GEMM_DEFAULT", *(f"CUBLAS_GEMM_ALGO{i}" for i in range(24)),
                       "CUBLAS_GEMM_DEFAULT_TENSOR_OP", *(f"CUBLAS_GEMM_ALGO{i}_TENSOR_OP" for i in range(16)),
                       "CUBLAS_GEMM_AUTOTUNE")
@@ -256,7 +258,7 @@ def sgemv_job(item: Layer | FusionCandidate, model: Model, precision: Precision)
         raise Unsupported("not a matrix-vector product (M > 1 and N > 1, or batched)")
     row = {**_gemm_row(shape), "gemv_op": gemv["trans"],
            "gemv": [gemv["rows"], gemv["cols"], gemv["lda"], int(gemv["x_is_a"])]}
-    return JobFields(row, {**shape.describe(), "gemv": gemv}, ("CUBLAS_GEMM_DEFAULT",))
+    return JobFields(row, {**shape.describe(), "gemv": gemv}, (SGEMV_ALGORITHM,))
 
 
 # Where this module's APIs come in the job order (jobs are numbered in it: benanza.library.Api).
@@ -271,12 +273,24 @@ VOCABULARY = {
 }
 
 
+CUBLAS_OP = Vocabulary("cublasOperation_t", tuple(_OP.values()))
+LT_EPILOGUE = Vocabulary("cublasLtEpilogue_t", tuple(LT_EPILOGUES.values()))
+GEMM_DIMS = ints("dims", 16)  # a bz::GemmDims (gemm_dims in csrc/benanza/cublas_util.h)
+WEIGHTS = (Column("a_constant", Kind.FLAG), Column("b_constant", Kind.FLAG))
+ALPHA_BETA = (Column("alpha", Kind.REAL32), Column("beta", Kind.REAL32))
+OPS = (choice("op_a", CUBLAS_OP), choice("op_b", CUBLAS_OP))
+
 DEFINITIONS = (
     ApiDef(Api.GEMM_EX, "bench_gemm_ex", "cublas_gemm_ex.cu.j2", ApiFamily.LEGACY, "cublas", gemm_ex_job,
+           columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *OPS, *ALPHA_BETA, *WEIGHTS), algorithms=GEMM_EX_ALGORITHMS,
            tensor_core=True, host_only=True, weights=True, fusions=(Fusion.GEMM_BIAS,),
            prefilled=(Fusion.GEMM_BIAS,)),
     ApiDef(Api.LT_MATMUL, "bench_lt_matmul", "cublaslt_matmul.cu.j2", ApiFamily.LEGACY, "cublas", lt_matmul_job,
+           columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *OPS, *ALPHA_BETA, Column("bias", Kind.FLAG),
+                    Column("relu", Kind.FLAG), choice("epilogue", LT_EPILOGUE), *WEIGHTS),
            tensor_core=True, host_only=True, weights=True, fusions=GEMM_FUSIONS),
     ApiDef(Api.SGEMV, "bench_sgemv", "cublas_sgemv.cu.j2", ApiFamily.LEGACY, "cublas", sgemv_job,
-           host_only=True, weights=True),
+           columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *ALPHA_BETA, choice("gemv_op", CUBLAS_OP), ints("gemv", 4),
+                    *WEIGHTS),
+           algorithms=(SGEMV_ALGORITHM,), host_only=True, weights=True),
 )

@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
-from benanza.apis.base import ApiDef, ApiFamily, JobFields, Unsupported, _layout
-from benanza.apis.conv import CONV_FUSIONS, _conv_dims, conv_bias_act_job
+from benanza.apis.base import ACTIVATION_MODE, ApiDef, ApiFamily, JobFields, Unsupported, _layout
+from benanza.apis.conv import CONV_DIMS, CONV_FUSIONS, _conv_dims, conv_bias_act_job
 from benanza.apis.engine_config import parse_engine_config_name
-from benanza.apis.gemm import GEMM_FUSIONS, _gemm_chain, _weights
+from benanza.apis.gemm import ALPHA_BETA, GEMM_DIMS, GEMM_FUSIONS, WEIGHTS, _gemm_chain, _weights
 from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph
+from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
 from benanza.library import Activation, Api, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -67,6 +69,12 @@ def graph_matmul_job(item: Layer | FusionCandidate, model: Model, precision: Pre
                      ("*",))
 
 
+def engine_cells(engines: Iterable[dict[str, Any]]) -> list[str]:
+    """A row's named engine configs as the job table's ``engines`` cells: "id" or "id,KNOB=value,..."
+    (csrc/benanza/cudnn_graph.h add_named_configs reads them)."""
+    return [",".join([str(int(e["id"])), *(f"{k}={int(v)}" for k, v in e["knobs"])]) for e in engines]
+
+
 def with_named_configs(fields: JobFields, names: Iterable[str]) -> JobFields:
     """``fields`` measuring exactly the engine configs ``names`` (canonical, as logs and benchmarks spell them)."""
     names = sorted(set(names))
@@ -88,11 +96,20 @@ VOCABULARY = {
 }
 
 
+POINTWISE_MODE = Vocabulary("fe::PointwiseMode_t", tuple(dict.fromkeys(GRAPH_POINTWISE.values())),
+                            "fe::PointwiseMode_t::")
+
 DEFINITIONS = (
     ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
+           columns=(KEY, PRECISION, FUSION, Column("bias", Kind.FLAG), Column("alpha2", Kind.REAL32),
+                    Column("has_act", Kind.FLAG), choice("pointwise", POINTWISE_MODE), choice("act", ACTIVATION_MODE),
+                    Column("coef", Kind.REAL), Column("upper_clip", Kind.REAL), Column("elu_alpha", Kind.REAL),
+                    CONV_DIMS, ENGINES),
            tensor_core=True, host_only=True, weights=True, nchw_too=True, named_configs=True,
            graph_recogniser=is_conv_graph, fusions=CONV_FUSIONS),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
-           graph_matmul_job, tensor_core=True, host_only=True, weights=True, named_configs=True,
+           graph_matmul_job, columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *ALPHA_BETA, Column("bias", Kind.FLAG),
+                                      Column("relu", Kind.FLAG), *WEIGHTS, ENGINES),
+           tensor_core=True, host_only=True, weights=True, named_configs=True,
            graph_recogniser=is_matmul_graph, fusions=GEMM_FUSIONS),
 )

@@ -8,6 +8,7 @@ import math
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.cudnn_ops import _one_layer
 from benanza.apis.graph_ops import is_norm_graph
+from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -72,5 +73,7 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_NORM, "bench_graph_norm", "cudnn_graph_norm.cu.j2", ApiFamily.GRAPH, "cudnn", graph_norm_job,
+           columns=(KEY, PRECISION, FUSION, Column("rows", Kind.INT), Column("cols", Kind.INT),
+                    Column("epsilon", Kind.REAL32), Column("rms", Kind.FLAG), Column("bias", Kind.FLAG), ENGINES),
            host_only=True, fusions=(Fusion.RMSNORM,), graph_recogniser=is_norm_graph),
 )

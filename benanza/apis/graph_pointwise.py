@@ -15,6 +15,7 @@ import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.graph_ops import is_pointwise_graph
+from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, ints
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -100,7 +101,17 @@ VOCABULARY = {
     "GRAPH_POINTWISE": {"call": "cudnn_frontend::graph::pointwise"},  # fused chains only (Fusion.POINTWISE)
 }
 
+# The steps' vocabularies: cudnn-frontend's mode and the reference kernel's op (csrc/benanza/kernels.h PwOp).
+STEP_MODE = Vocabulary("fe::PointwiseMode_t", tuple(dict.fromkeys(m for m, _, _ in POINTWISE_MODES.values())),
+                       "fe::PointwiseMode_t::")
+STEP_OP = Vocabulary("bz::PwOp", tuple(dict.fromkeys(o for _, o, _ in POINTWISE_MODES.values())), "bz::PwOp::")
+
 DEFINITIONS = (
     ApiDef(Api.GRAPH_POINTWISE, "bench_graph_pointwise", "cudnn_graph_pointwise.cu.j2", ApiFamily.GRAPH, "cudnn",
-           graph_pointwise_job, host_only=True, fusions=(Fusion.POINTWISE,), graph_recogniser=is_pointwise_graph),
+           graph_pointwise_job,
+           columns=(KEY, PRECISION, FUSION, Column("rows", Kind.INT), Column("cols", Kind.INT),
+                    Column("scalar", Kind.REAL32), Column("modes", Kind.CHOICES, 1, MAX_STEPS, STEP_MODE),
+                    Column("ops", Kind.CHOICES, 1, MAX_STEPS, STEP_OP), ints("a", at_least=1, at_most=MAX_STEPS),
+                    ints("b", at_least=1, at_most=MAX_STEPS), ints("const_cols", at_most=MAX_CONSTS), ENGINES),
+           host_only=True, fusions=(Fusion.POINTWISE,), graph_recogniser=is_pointwise_graph),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.graph_ops import is_sdpa_graph
+from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, ints
 from benanza.library import Api, Fusion, Precision
 from benanza.model import attention
 from benanza.model.layer import FusionCandidate, Layer, Model
@@ -52,6 +53,8 @@ VOCABULARY = {
 
 DEFINITIONS = (
     ApiDef(Api.GRAPH_SDPA, "bench_graph_sdpa", "cudnn_graph_sdpa.cu.j2", ApiFamily.GRAPH, "cudnn", graph_sdpa_job,
+           columns=(KEY, PRECISION, FUSION, ints("dims", 6), Column("scale", Kind.REAL32), Column("causal", Kind.FLAG),
+                    Column("padding", Kind.FLAG), ENGINES),
            tensor_core=True, host_only=True, fusions=(Fusion.ATTENTION,),
            graph_recogniser=is_sdpa_graph),
 )

@@ -29,6 +29,9 @@
 #endif
 
 #include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -45,6 +48,7 @@
 #include "benanza/build_pool.h"
 #include "benanza/cudnn_graph_names.h"
 #include "benanza/cudnn_util.h"
+#include "benanza/job_table.h"
 
 namespace bz {
 
@@ -211,6 +215,33 @@ struct NamedEngineConfig {
   long long engine_id;
   std::vector<KnobChoice> knobs;
 };
+
+// The engine configs a job of the table names, appended to `out` under `job`: the cells of its
+// "engines" column, each "id" or "id,KNOB=value,..." (benanza/apis/graph.py engine_cells).
+inline void add_named_configs(const JobRow& r, size_t c, int job, std::vector<NamedEngineConfig>& out) {
+  auto number = [&](const std::string& text, const std::string& cell) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || text[0] == '+' || std::isspace((unsigned char)text[0]))
+      r.fail(c, "not an engine config '" + cell + "'");
+    return v;
+  };
+  for (const std::string& cell : r.texts(c)) {
+    const std::vector<std::string> parts = table_detail::split(cell, ',');
+    NamedEngineConfig n{job, number(parts[0], cell), {}};
+    if (n.engine_id < 0) r.fail(c, "not an engine config '" + cell + "'");
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const size_t eq = parts[i].find('=');
+      const std::string knob = parts[i].substr(0, eq);
+      if (eq == std::string::npos || knob.empty() ||
+          knob.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        r.fail(c, "not an engine config '" + cell + "'");
+      n.knobs.emplace_back(knob, number(parts[i].substr(eq + 1), cell));
+    }
+    out.push_back(std::move(n));
+  }
+}
 
 // The engine configs `job` names, each added to the graph as a plan of its own; a config
 // cuDNN refuses for this graph keeps its error and becomes that config's result.

@@ -63,8 +63,8 @@ inline unsigned grid_for(size_t count) {
 
 // The fields every result of an op benchmark shares.  These ops have no math mode:
 // math is benanza's Math.NONE, "n/a".
-inline Result op_result(const char* key, const CudnnPrecision& p, const char* fusion, const char* layout,
-                        const char* algorithm) {
+inline Result op_result(const std::string& key, const CudnnPrecision& p, const std::string& fusion,
+                        const std::string& layout, const std::string& algorithm) {
   Result r;
   r.layer_key = key;
   r.algorithm = algorithm;

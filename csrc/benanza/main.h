@@ -2,25 +2,32 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "benanza/context.h"
+#include "benanza/job_table.h"
 #include "benanza/options.h"
 #include "benanza/prefetch.h"
 #include "benanza/result.h"
 
 namespace bz {
 
-// What a generated source hands to bz::main.
+// What a generated source hands to bz::main.  Its jobs are not compiled in: bz::main reads the
+// job table (job_table.h) and hands each row to `load`, which appends the job to the source's own
+// list, so that one executable serves every project (benanza/build_cache.py).
 struct Bench {
   const char* api;                               // benanza Api value, e.g. "cudnnConvolutionForward"
-  int num_jobs;
+  const Column* columns;                         // the job table's columns (benanza/apis ApiDef.columns)
+  size_t num_columns;
+  void (*load)(const JobRow& row);               // one job of the table, in job order (may call row.fail)
   void (*describe)(int job, Json& out);          // --list: the job's fields (numbers, key)
   void (*run)(Context& ctx, int job);            // measure every algorithm of one job, emit its results
   // Optional: the job's host-only work (no device memory, nothing enqueued), which bz::main runs on
@@ -74,9 +81,40 @@ inline bool report_sticky(int job) {
   return true;
 }
 
+// The job table's default place: beside the executable, its name plus ".jobs" (the build puts it there).
+inline std::string default_table(const char* argv0) {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) return std::string(self, size_t(n)) + ".jobs";
+  return std::string(argv0) + ".jobs";
+}
+
+// Read the job table into the source's jobs (Bench::load); returns how many, or -1 after printing why not.
+inline int load_jobs(const Bench& bench, const std::string& path) {
+  int count = 0;
+  try {
+    read_job_table(path, bench.api, bench.columns, bench.num_columns, [&](const JobRow& row) {
+      bench.load(row);
+      ++count;
+    });
+  } catch (const TableError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return -1;
+  }
+  return count;
+}
+
 inline int main(int argc, char** argv, const Bench& bench) {
   Options opt;
-  if (!parse_options(argc, argv, bench.num_jobs, opt)) {
+  if (!parse_options(argc, argv, opt)) {
+    usage(argv[0]);
+    return 2;
+  }
+  const int num_jobs = load_jobs(bench, opt.table.empty() ? default_table(argv[0]) : opt.table);
+  if (num_jobs < 0) return 2;
+  if (!resolve_jobs(num_jobs, opt)) {
+    std::fprintf(stderr, "error: --jobs %s: not job ranges within the table's %d jobs (0-%d)\n", opt.jobs_spec.c_str(),
+                 num_jobs, num_jobs - 1);
     usage(argv[0]);
     return 2;
   }

@@ -1,4 +1,4 @@
-// benanza harness, the harness command line: --jobs, --l2, the repetition policy, --list.
+// benanza harness, the harness command line: --table, --jobs, --l2, the repetition policy, --list.
 #pragma once
 
 #include <algorithm>
@@ -33,7 +33,9 @@ inline bool parse_l2(const char* text, L2Mode& out) {
 }
 
 struct Options {
-  std::vector<int> jobs;   // empty: all
+  std::string table;       // --table FILE: the job table (empty: <the executable>.jobs beside it)
+  std::string jobs_spec;   // --jobs as given ("": every job of the table)
+  std::vector<int> jobs;   // the jobs to run, in order (resolve_jobs, once the table is read)
   L2Mode l2 = L2Mode::Warm;
   int min_reps = 5;
   int max_reps = 200;
@@ -56,7 +58,7 @@ struct Options {
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
-               "usage: %s [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
+               "usage: %s [--table FILE] [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
                "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
                "          [--max-engines N] [--race R] [--job-budget-s S] [--slow-call-ms X] [--plan-threads N]\n"
                "          [--prefetch-jobs D]\n",
@@ -87,7 +89,8 @@ inline bool parse_jobs(const std::string& spec, int num_jobs, std::vector<int>& 
   return true;
 }
 
-inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
+// The command line into `o`; --jobs is checked against the table later (resolve_jobs).
+inline bool parse_options(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -103,7 +106,12 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
       o.list = true;
     } else if (a == "--jobs") {
       const char* v = value();
-      if (!v || !parse_jobs(v, num_jobs, o.jobs)) return false;
+      if (!v || !*v) return false;
+      o.jobs_spec = v;
+    } else if (a == "--table") {
+      const char* v = value();
+      if (!v || !*v) return false;
+      o.table = v;
     } else if (a == "--l2") {
       const char* v = value();
       if (!v || !parse_l2(v, o.l2)) return false;
@@ -139,9 +147,19 @@ inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
   }
   o.min_reps = std::min(o.min_reps, o.max_reps);
   if (o.plan_threads < 0) o.plan_threads = std::max(int(std::thread::hardware_concurrency()) - 1, 0);
-  if (o.jobs.empty())
-    for (int j = 0; j < num_jobs; ++j) o.jobs.push_back(j);
   return true;
+}
+
+// --jobs against the table's `num_jobs` (every job when not given); false when out of range or malformed.
+inline bool resolve_jobs(int num_jobs, Options& o) {
+  o.jobs.clear();
+  if (!o.jobs_spec.empty()) return parse_jobs(o.jobs_spec, num_jobs, o.jobs);
+  for (int j = 0; j < num_jobs; ++j) o.jobs.push_back(j);
+  return true;
+}
+
+inline bool parse_options(int argc, char** argv, int num_jobs, Options& o) {
+  return parse_options(argc, argv, o) && resolve_jobs(num_jobs, o);
 }
 
 }  // namespace bz
