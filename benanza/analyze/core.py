@@ -204,7 +204,7 @@ def analyze(inputs: Inputs) -> Report:
     }
     framework, settings = (prof.framework, prof.settings) if prof else ("", {})
     details = {"fusion": gaps.dominant_fusion(exe),  # which list of fixes each gap takes (analyze.fixes)
-               "algorithm selection": gaps.algorithm_family(model, choices[Policy.AS_EXECUTED], algo)}
+               "algorithm selection": gaps.algorithm_family(choices[Policy.AS_EXECUTED], algo)}
     waterfall = _waterfall(measured, joint_ms, [
         ("framework overhead", overhead_ms), ("algorithm selection", algo_gap), ("layout", layout_gap),
         ("fusion", fusion_gap), ("parallelism", par_gap)],

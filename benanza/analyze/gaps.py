@@ -83,7 +83,7 @@ def algorithm_selection(model: Model, inputs: Inputs, executed: Choices) -> Tabl
                   "best call", "gap (ms)"), tuple(rows))
 
 
-def algorithm_family(model: Model, executed: Choices, table: Table) -> str:
+def algorithm_family(executed: Choices, table: Table) -> str:
     """The API family ("graph" / "legacy") of the as-executed calls that leave most of the
     algorithm-selection gap: which list of fixes applies (a framework's search setting reaches
     the calls of one family only)."""
