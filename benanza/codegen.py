@@ -68,9 +68,7 @@ class Manifest:
 # ---------------------------------------------------------------- Jinja
 
 
-def c_comment(text: str) -> str:
-    """Text safe inside a // comment: printable ASCII, no backslash (line splice)."""
-    return re.sub(r"[^ -\[\]-~]", "?", str(text))
+c_comment = job_table.comment_line  # text safe inside a // comment: printable ASCII, no backslash
 
 
 def c_number(value: Any) -> str:

@@ -177,15 +177,16 @@ def render(api: str, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]
                 raise BenanzaError(f"{where}: the job's row has no such field")
             cells.append(cell(row[column.name], column, where))
         lines.append("\t".join(cells))
-    head = [f"# {_comment(comment)}"] if comment else []
+    head = [f"# {comment_line(comment)}"] if comment else []
     head.append("\t".join((MAGIC, str(FORMAT), encode_text(api), str(len(lines)))))
     head.append("\t".join(c.name for c in columns))
     return "\n".join([*head, *lines]) + "\n"
 
 
-def _comment(text: str) -> str:
-    """One line of printable ASCII without backslashes, as codegen.c_comment writes the sources' first line."""
-    return re.sub(r"[^ -\[\]-~]", "?", text)
+def comment_line(text: Any) -> str:
+    """Text safe on one comment line: printable ASCII without backslashes (no line splice in C++);
+    the tables' first line and the generated sources' (codegen.c_comment) alike."""
+    return re.sub(r"[^ -\[\]-~]", "?", str(text))
 
 
 def decode_text(cell: str) -> str:

@@ -171,15 +171,11 @@ def module_spans(model: Model, ranges: Sequence[Annotation], ops: Sequence[CpuEv
             why = f"in {label}: the export has no layer in that module's scope"
             spans.append((r.start_us, r.end_us, NodeLayers(path, "", (), why)))
             continue
-        if k >= len(traced) or len(traced) != calls_in_run[path]:
-            own = traced[k] if k < len(traced) else []
-            if not own:
-                why = (f"in {label}, call {k + 1} of {calls_in_run[path]}: the export traced it in "
-                       f"{len(traced)} scope(s)")
-                spans.append((r.start_us, r.end_us, NodeLayers(path, "", (), why)))
-                continue
-        else:
-            own = traced[k]
+        own = traced[k] if k < len(traced) else []  # every traced scope holds a layer: empty means none
+        if not own:
+            why = f"in {label}, call {k + 1} of {calls_in_run[path]}: the export traced it in {len(traced)} scope(s)"
+            spans.append((r.start_us, r.end_us, NodeLayers(path, "", (), why)))
+            continue
         aligned = _align(model, ops_r, own)
         if not aligned:
             spans.append((r.start_us, r.end_us, NodeLayers(path, "", tuple(own))))
