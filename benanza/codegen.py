@@ -141,8 +141,8 @@ def precision_rows() -> list[dict[str, Any]]:
 
 def precision_index(job: Job) -> int:
     """The job's row of ``precision_rows``: its precision's preferred layout, or for an API measured in
-    more than one layout (``ApiDef.nchw_too``) the layout of the job."""
-    layout = job.layout if REGISTRY[job.api].nchw_too and job.layout else _preferred_layout(job.precision)
+    more than one layout (``ApiDef.both_layouts``) the layout of the job."""
+    layout = job.layout if REGISTRY[job.api].both_layouts and job.layout else _preferred_layout(job.precision)
     return PRECISION_INDEX[(job.precision, layout)]
 
 

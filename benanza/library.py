@@ -126,6 +126,11 @@ OP_APIS: dict[str, tuple[Api, ...]] = _op_apis()
 
 # Ops that only alias or reshape memory: their roofline bound moves no bytes.
 NO_COPY_OPS = frozenset({"Reshape", "Flatten", "Dropout", "Unsqueeze", "Squeeze", "Identity"})
+# Ops whose output is a strided view of their input (a permutation, a slice, the parts of a split;
+# a Gather by one constant index is a select, analyze.execution.is_view): the execution bound lets
+# the consumer read it through strides, or the producer write it so, as PyTorch's attention and
+# ConvNeXt's permutes do, so it charges them nothing unless their output leaves the model.
+VIEW_OPS = frozenset({"Transpose", "Slice", "Split"})
 
 
 class ConvFwdAlgo(StrEnum):

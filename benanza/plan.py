@@ -79,14 +79,15 @@ class Dropped:
     api: str
     dtype: str
     reason: str
+    layout: str = ""  # a job the database holds in one of the layouts its API is measured in
 
 
-Drops = dict[tuple[str, str, str, str], Dropped]
+Drops = dict[tuple[str, str, str, str, str], Dropped]
 
 
 def _record(dropped: Drops, d: Dropped) -> None:
-    """Keep one drop per (key, api, dtype, reason); the first candidate's ``what`` names it."""
-    dropped.setdefault((d.key, d.api, d.dtype, d.reason), d)
+    """Keep one drop per (key, api, dtype, reason, layout); the first candidate's ``what`` names it."""
+    dropped.setdefault((d.key, d.api, d.dtype, d.reason, d.layout), d)
 
 
 @dataclass
@@ -164,10 +165,11 @@ def _precision_problem(api: Api, precision: Precision) -> str | None:
 
 
 def layouts(api: Api, fields: JobFields) -> list[JobFields]:
-    """The job in its precision's preferred layout and, for an API measured in NCHW as well
-    (``ApiDef.nchw_too``: convolutions in fp16/bf16, which PyTorch runs NCHW), in NCHW."""
-    if REGISTRY[api].nchw_too and fields.layout == "NHWC":
-        return [fields, replace(fields, layout="NCHW")]
+    """The job in its precision's preferred layout and, for an API measured in both layouts
+    (``ApiDef.both_layouts``: convolutions), in the other one too."""
+    other = {"NHWC": "NCHW", "NCHW": "NHWC"}.get(fields.layout)
+    if REGISTRY[api].both_layouts and other:
+        return [fields, replace(fields, layout=other)]
     return [fields]
 
 
@@ -221,8 +223,8 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
     dropped: Drops = {}
     pending: list[_Pending] = []
 
-    def drop(c: _Candidate, precision: Precision | None, reason: str) -> None:
-        _record(dropped, Dropped(c.key, c.what, c.api.value, precision.value if precision else "*", reason))
+    def drop(c: _Candidate, precision: Precision | None, reason: str, layout: str = "") -> None:
+        _record(dropped, Dropped(c.key, c.what, c.api.value, precision.value if precision else "*", reason, layout))
 
     for order, c in enumerate(_candidates(models)):
         if wanted is not None and c.api not in wanted:
@@ -248,7 +250,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
             for variant, layout_fields in enumerate(layouts(c.api, fields)):
                 job = Job("", 0, c.key, c.api, precision, c.fusion, layout_fields)
                 if layout_fields.algorithms and all(measured(b) for b in job.benchmarks()):
-                    drop(c, precision, ALREADY_MEASURED)
+                    drop(c, precision, ALREADY_MEASURED, layout_fields.layout)
                     continue
                 # a second layout's jobs come after every precision's first: the numbering of the others is kept
                 pending.append((c.api, p_order + variant * len(precs), order, c, precision, layout_fields))

@@ -213,8 +213,8 @@ def test_cli_generate(tmp_path: Path) -> None:
     assert list(data["executables"]) == ["bench_conv_fwd"]
     squeeze = load_model(LIGHT / "light_squeezenet.onnx", batch=1)
     convs = len({layer.key for layer in squeeze.layers if layer.op == "Conv"})
-    # two batches; fp32 NCHW, fp16 NHWC and fp16 NCHW
-    assert data["executables"]["bench_conv_fwd"]["num_jobs"] == 2 * 3 * convs
+    # two batches; fp32 and fp16, each in NCHW and NHWC
+    assert data["executables"]["bench_conv_fwd"]["num_jobs"] == 2 * 2 * 2 * convs
     assert data["generated_by"].startswith("benanza generate ") and "--api conv_fwd" in data["generated_by"]
     assert "bench_conv_fwd" in done.output and "not generated" in done.output
     bad = runner.invoke(main, ["generate", str(LIGHT / "light_squeezenet.onnx"), "--out", str(out), "--dtype", "fp8"])
@@ -246,7 +246,7 @@ def test_cli_generate_skips_what_the_database_holds(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     data = json.loads((out / "manifest.json").read_text())
     assert data["executables"]["bench_conv_fwd"]["num_jobs"] == len(full.jobs) - 1
-    assert first.key not in {j["layer_key"] for j in data["jobs"]}
+    assert (first.key, first.layout) not in {(j["layer_key"], j["layout"]) for j in data["jobs"]}
     assert "already in the database" in done.output
     # everything measured: a second run of the campaign has nothing to do, and that is success
     perfdb.insert_results(database, system, [

@@ -6,7 +6,9 @@ elementwise ops as one kernel. A bound that charges every ONNX layer as its own 
 (the paper's layer-wise figure, ``Policy.BEST``) can therefore exceed what a framework ran.
 This module charges an *equivalent execution* instead (docs/METRICS.md, "Execution bound"):
 
-- aliases (Reshape, Flatten, Identity, Dropout, ...) cost 0;
+- aliases (Reshape, Flatten, Identity, Dropout, ...) cost 0, and so do views (a Transpose, Slice,
+  Split or a Gather by one constant index) whose outputs other layers read: they read them through
+  strides, or the producer writes them so (``is_view``);
 - BatchNormalization and Mul/Add by a per-channel constant directly after a Conv/Gemm/MatMul
   (the only consumer of its output) fold into its weights and bias at zero cost;
 - a Conv is charged its best measured call over every algorithm/engine of every allowed API,
@@ -37,7 +39,7 @@ from benanza.analyze.inputs import WHAT_IFS, Ceilings, Constraints, Inputs, What
 from benanza.analyze.peaks import tensor_bytes
 from benanza.analyze.roofline import layer_bytes, speed_of_light
 from benanza.apis import whole_call
-from benanza.library import NO_COPY_OPS, Fusion, Precision
+from benanza.library import NO_COPY_OPS, VIEW_OPS, Fusion, Precision
 from benanza.model.layer import Layer, Model, bias_add
 from benanza.records import Result
 
@@ -261,13 +263,27 @@ def _fused_choice(model: Model, inputs: Inputs, constraints: Constraints) -> lis
     return out
 
 
+def is_view(layer: Layer, consumers: Mapping[str, list[int]]) -> bool:
+    """A permutation, slice, split or select (Gather by one constant index) whose every output another
+    layer reads: an equivalent execution reads it through strides, so it moves no bytes of its own.
+    One that writes a model output (nobody reads it) still materializes it."""
+    select = (layer.op == "Gather" and len(layer.inputs) > 1 and layer.inputs[1].constant
+              and layer.inputs[1].shape == ())
+    return (layer.op in VIEW_OPS or select) and all(consumers.get(t.name) for t in layer.outputs)
+
+
+def is_alias(layer: Layer, consumers: Mapping[str, list[int]]) -> bool:
+    """Charged nothing in an equivalent execution: an alias of its input, or a view another layer reads."""
+    return layer.op in NO_COPY_OPS or is_view(layer, consumers)
+
+
 # Fusion candidates whose head is no conv/GEMM: the fused call replaces every member's own cost.
 CHAIN_FUSIONS = frozenset({Fusion.ATTENTION.value, Fusion.RMSNORM.value})
 
 
 def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: _Coster,
-                  unfused: Callable[[int], float | None], folded_into: Mapping[int, int]
-                  ) -> tuple[float, tuple[int, ...], Result] | None:
+                  unfused: Callable[[int], float | None], folded_into: Mapping[int, int],
+                  consumers: Mapping[str, list[int]]) -> tuple[float, tuple[int, ...], Result] | None:
     """(saving, members, row) of a measured attention / RMSNorm fused call against its members
     charged one by one (GEMMs their best call, the rest their bytes); None when it saves nothing."""
     if row.fusion not in CHAIN_FUSIONS or any(folded_into.get(m, m) not in members for m in members):
@@ -275,7 +291,7 @@ def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: _
     alone = 0.0
     for m in members:
         layer = model.layers[m]
-        if layer.op in NO_COPY_OPS or m in folded_into:
+        if is_alias(layer, consumers) or m in folded_into:
             continue
         cost = unfused(m) if layer.op in COMPUTE_OPS else coster.bytes_ms(layer_bytes(layer, coster.store))
         if cost is None:
@@ -330,7 +346,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             # an attention core's head is a GEMM, but its unfused path is two GEMMs and the passes
             # between them: priced member by member, never as the head's call plus one elementwise pass
             if row.fusion in CHAIN_FUSIONS or model.layers[head].op not in COMPUTE_OPS:
-                option = _chain_option(model, members, row, coster, unfused, folded_into)
+                option = _chain_option(model, members, row, coster, unfused, folded_into, consumers)
                 if option is not None:
                     options.append(option)
                 continue
@@ -362,7 +378,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
         i = layer.index
         if i in taken or i in folded_into:
             continue
-        if layer.op in NO_COPY_OPS:
+        if is_alias(layer, consumers):
             groups.append(Group((i,), GroupKind.ALIAS, 0.0))
             taken.add(i)
         elif layer.op in COMPUTE_OPS:

@@ -101,11 +101,11 @@ CONV_DIMS = ints("dims", 18)
 DEFINITIONS = (
     ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
            columns=(KEY, PRECISION, CONV_DIMS), algorithms=CONV_FWD_ALGORITHMS,
-           tensor_core=True, host_only=True, weights=True, nchw_too=True, cudnn_log_call=True),
+           tensor_core=True, host_only=True, weights=True, both_layouts=True, cudnn_log_call=True),
     ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
            conv_bias_act_job,
            columns=(KEY, PRECISION, FUSION, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL),
                     Column("alpha2", Kind.REAL32), CONV_DIMS),
-           algorithms=CONV_FWD_ALGORITHMS, tensor_core=True, host_only=True, weights=True, nchw_too=True,
+           algorithms=CONV_FWD_ALGORITHMS, tensor_core=True, host_only=True, weights=True, both_layouts=True,
            cudnn_log_call=True, fusions=CONV_FUSIONS),
 )

@@ -105,7 +105,7 @@ DEFINITIONS = (
                     Column("has_act", Kind.FLAG), choice("pointwise", POINTWISE_MODE), choice("act", ACTIVATION_MODE),
                     Column("coef", Kind.REAL), Column("upper_clip", Kind.REAL), Column("elu_alpha", Kind.REAL),
                     CONV_DIMS, ENGINES),
-           tensor_core=True, host_only=True, weights=True, nchw_too=True, named_configs=True,
+           tensor_core=True, host_only=True, weights=True, both_layouts=True, named_configs=True,
            graph_recogniser=is_conv_graph, fusions=CONV_FUSIONS),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
            graph_matmul_job, columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *ALPHA_BETA, Column("bias", Kind.FLAG),

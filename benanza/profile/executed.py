@@ -85,9 +85,9 @@ def tensor_layout(t: cudnn_log.TensorDesc | None) -> str:
 
 
 def _layout(call: cudnn_log.ExecutedCall, x: cudnn_log.TensorDesc | None) -> str:
-    """The input's layout, for the APIs benchmarked in more than one layout (``ApiDef.nchw_too``)."""
+    """The input's layout, for the APIs benchmarked in more than one layout (``ApiDef.both_layouts``)."""
     api = next((a for a in Api if a.value == call.api), None)
-    return tensor_layout(x) if api is not None and REGISTRY[api].nchw_too else ""
+    return tensor_layout(x) if api is not None and REGISTRY[api].both_layouts else ""
 
 
 def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:

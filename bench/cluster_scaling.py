@@ -1,0 +1,243 @@
+"""One campaign on 1, 2, 4 … GPUs of one machine (issue 35): wall, jobs/s, per-GPU efficiency and
+scaling, the rows compared with the one-GPU run; then a worker SIGKILLed mid-campaign, and the
+client without a GPU driving the workers through a scheduler file.
+
+    PYTHONPATH=. python bench/cluster_scaling.py PROJECT [--build-dir DIR] [--gpus 4,2,1] [--sample N]
+        [--kill-after-s S] [--scheduler-file] [--out DIR]
+
+PROJECT is a generated project (``benanza generate``), built here when it is not. ``--sample N``
+keeps every N-th job of each executable (bench/campaign.py's sample). Each GPU count runs the same
+jobs into a fresh database with ``--cluster local`` (a LocalCUDACluster on the first G visible
+GPUs); its wall is the campaign's (probe included, cluster start apart). Per-GPU efficiency is the
+timed repetitions' GPU time (the harness's ``timed_gpu`` phase) over G x wall; scaling efficiency
+is the speedup over the one-GPU run divided by G.
+
+``--kill-after-s S``: the largest G again, one worker process SIGKILLed S seconds in (its nanny
+starts it again; Dask re-queues its shard, whose new attempt skips the jobs already reported):
+its rows against that G's run, the jobs written twice (none may be), ``PRAGMA integrity_check``
+and the wall it cost. ``--scheduler-file``: ``dask scheduler`` and ``dask cuda worker`` as separate
+processes (all GPUs), and ``benanza run --scheduler-file`` as the client with
+``CUDA_VISIBLE_DEVICES`` empty (docs/CLUSTER.md's fleet on one host).
+
+Writes DIR/scaling.json and the databases (DIR defaults to $OUT, else ./scaling-bench) and prints
+one Markdown table. Needs GPUs and benanza[dask] (distributed, dask-cuda).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/campaign.py, bench/cluster_vs_single.py
+
+from campaign import sampled_project
+from cluster_vs_single import compare, rows
+
+from benanza import cluster, runner
+from benanza import db as perfdb
+
+
+class Tally:
+    """The campaign's progress callback: per worker, jobs and the GPU time of their timed repetitions."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, int] = {}
+        self.timed_gpu_s: dict[str, float] = {}
+
+    def __call__(self, outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
+        self.jobs[report.name] = self.jobs.get(report.name, 0) + 1
+        gpu = outcome.phases.get("timed_gpu", 0.0) / 1e3
+        self.timed_gpu_s[report.name] = self.timed_gpu_s.get(report.name, 0.0) + gpu
+
+
+def visible_gpus() -> list[str]:
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given:
+        return [g for g in given.split(",") if g]
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                         text=True, check=True).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_after_s: float = 0.0) -> dict[str, Any]:
+    """The project's jobs on these GPUs into a fresh database; with ``kill_after_s``, one worker
+    process SIGKILLed that many seconds in."""
+    db_path.unlink(missing_ok=True)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    up = time.perf_counter()
+    dask = cluster.local_cuda_cluster()
+    start_s = time.perf_counter() - up
+    tally, killed = Tally(), {}
+    try:
+        db = perfdb.open_db(db_path)
+        pids = dask.client.run(os.getpid)  # worker address -> its process (the nanny's child)
+        box: dict[str, Any] = {}
+
+        def campaign() -> None:
+            try:
+                box["summary"] = cluster.run_campaign(project, db, dask.client, build_dir=build, progress=tally)
+            except BaseException as exc:
+                box["error"] = exc
+
+        began = time.perf_counter()
+        worker = threading.Thread(target=campaign)
+        worker.start()
+        if kill_after_s:
+            worker.join(kill_after_s)
+            if worker.is_alive():
+                victim = sorted(pids)[-1]
+                os.kill(pids[victim], signal.SIGKILL)
+                killed = {"address": victim, "pid": pids[victim], "at_s": time.perf_counter() - began,
+                          "jobs_written_before": sum(tally.jobs.values())}
+        worker.join()
+        wall = time.perf_counter() - began
+        if "error" in box:
+            raise box["error"]
+        summary: cluster.CampaignSummary = box["summary"]
+    finally:
+        dask.close()
+    gpu_s = sum(tally.timed_gpu_s.values())
+    with sqlite3.connect(db_path) as raw:
+        integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
+        completed = raw.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
+    return {"gpus": len(gpus), "devices": gpus, "workers": len(pids), "cluster_start_s": start_s, "wall_s": wall,
+            "probe_s": summary.probe_s, "shards": summary.shards, "jobs": summary.total.ran,
+            "results": summary.total.results, "restarts": summary.total.restarts,
+            "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,
+            "integrity_check": integrity, "timed_gpu_s": gpu_s, "per_gpu_efficiency": gpu_s / (len(gpus) * wall),
+            "jobs_per_worker": tally.jobs, "killed": killed, "db": str(db_path)}
+
+
+def scheduler_file_run(project: Path, build: Path, db_path: Path, gpus: list[str], work: Path) -> dict[str, Any]:
+    """``dask scheduler`` + ``dask cuda worker`` as processes of their own, the client without a GPU."""
+    db_path.unlink(missing_ok=True)
+    file = work / "scheduler.json"
+    file.unlink(missing_ok=True)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
+    logs = [open(work / name, "w") for name in ("scheduler.log", "workers.log")]
+    up = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--scheduler-file", str(file),
+                               "--no-dashboard"], stdout=logs[0], stderr=subprocess.STDOUT, env=env)]
+    try:
+        while not file.exists():
+            if time.perf_counter() - up > 60 or procs[0].poll() is not None:
+                raise RuntimeError(f"dask scheduler wrote no {file} (see {work / 'scheduler.log'})")
+            time.sleep(0.2)
+        procs.append(subprocess.Popen([sys.executable, "-m", "dask", "cuda", "worker", "--scheduler-file", str(file),
+                                       "--no-dashboard"], stdout=logs[1], stderr=subprocess.STDOUT, env=env))
+        client_env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+        began = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "benanza", "run", str(project), "--db", str(db_path),
+                               "--build-dir", str(build), "--scheduler-file", str(file)],
+                              capture_output=True, text=True, env=client_env)
+        wall = time.perf_counter() - began
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in logs:
+            log.close()
+    return {"gpus": len(gpus), "client_cuda_visible_devices": "", "rc": done.returncode,
+            "wall_s_with_worker_start": wall, "output_tail": done.stdout[-3000:] + done.stderr[-2000:],
+            "db": str(db_path)}
+
+
+def row_check(reference: Path, other: Path, sid: str) -> dict[str, Any]:
+    return compare(rows(perfdb.open_db(reference), sid), rows(perfdb.open_db(other), sid))
+
+
+def system_of(db_path: Path) -> str:
+    with sqlite3.connect(db_path) as raw:
+        return raw.execute("SELECT system_id FROM completed_jobs LIMIT 1").fetchone()[0]
+
+
+def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
+    print("\n| GPUs | workers | jobs | wall (s) | cluster start (s) | probe (s) | jobs/s | speedup | scaling eff. "
+          "| per-GPU eff. | keys/statuses as 1 GPU | medians > 10 % apart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        speed = base["wall_s"] / r["wall_s"]
+        c = r.get("versus_one_gpu", {})
+        same = (c.get("only_a") == c.get("only_b") == c.get("status_differs") == 0) if c else "(itself)"
+        print(f"| {r['gpus']} | {r['workers']} | {r['jobs']} | {r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
+              f"{r['probe_s']:.1f} | {r['jobs'] / r['wall_s']:.2f} | {speed:.2f}x | {speed / r['gpus']:.0%} | "
+              f"{r['per_gpu_efficiency']:.0%} | {same} | {c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("project", type=Path)
+    parser.add_argument("--build-dir", type=Path)
+    parser.add_argument("--gpus", default="4,2,1", help="GPU counts, largest first (each a prefix of the visible GPUs)")
+    parser.add_argument("--sample", type=int, default=1, metavar="N", help="every N-th job of each executable")
+    parser.add_argument("--kill-after-s", type=float, default=0.0)
+    parser.add_argument("--scheduler-file", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scaling-bench")))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="benanza-scaling-"))
+    visible = visible_gpus()
+    counts = [int(g) for g in args.gpus.split(",")]
+    if max(counts) > len(visible):
+        print(f"cluster_scaling.py: {max(counts)} GPUs asked for, {len(visible)} visible", file=sys.stderr)
+        return 1
+    t0 = time.perf_counter()
+    build = runner.build(args.project, args.build_dir, jobs=os.cpu_count())
+    build_s = time.perf_counter() - t0
+    project = args.project if args.sample <= 1 else sampled_project(args.project, args.sample)
+    result: dict[str, Any] = {"project": str(args.project), "sample_every": args.sample, "build_s": build_s,
+                              "visible_gpus": visible, "runs": []}
+    for g in counts:
+        run = one_run(project, build, args.out / f"gpus{g}.db", visible[:g])
+        result["runs"].append(run)
+        print(f"{g} GPU(s): {run['jobs']} jobs in {run['wall_s']:.1f} s (start {run['cluster_start_s']:.1f} s), "
+              f"errors {run['errors'][:2]}", flush=True)
+    base = next((r for r in result["runs"] if r["gpus"] == 1), result["runs"][-1])
+    sid = system_of(Path(base["db"]))
+    for run in result["runs"]:
+        if run is not base:
+            run["versus_one_gpu"] = row_check(Path(base["db"]), Path(run["db"]), sid)
+    widest = max(result["runs"], key=lambda r: r["gpus"])
+    if args.kill_after_s:
+        kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s)
+        kill["versus_same_gpus"] = row_check(Path(widest["db"]), Path(kill["db"]), sid)
+        kill["wall_cost_s"] = kill["wall_s"] - widest["wall_s"]
+        result["killed_run"] = kill
+        c = kill["versus_same_gpus"]
+        print(f"\nworker {kill['killed'].get('address')} SIGKILLed at {kill['killed'].get('at_s', 0):.1f} s: "
+              f"{kill['jobs']} jobs, {kill['completed_jobs_rows']} completed_jobs rows, duplicates measured "
+              f"{kill['duplicates']} (written once), keys only left/right {c['only_a']}/{c['only_b']}, statuses "
+              f"differ {c['status_differs']}, integrity {kill['integrity_check']}, restarts {kill['restarts']}, "
+              f"wall {kill['wall_s']:.1f} s ({kill['wall_cost_s']:+.1f} s against the run without the kill), "
+              f"errors {kill['errors'][:2]}", flush=True)
+    if args.scheduler_file:
+        sf = scheduler_file_run(project, build, args.out / "scheduler_file.db", widest["devices"], work)
+        if sf["rc"] == 0:
+            sf["versus_local"] = row_check(Path(widest["db"]), Path(sf["db"]), sid)
+        result["scheduler_file_run"] = sf
+        print(f"\n--scheduler-file, client without a GPU: rc {sf['rc']}, {sf['wall_s_with_worker_start']:.1f} s "
+              f"(workers' start included); rows vs --cluster local: {sf.get('versus_local')}\n"
+              f"{sf['output_tail'][-1500:]}", flush=True)
+    (args.out / "scaling.json").write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nbuild {build_s:.0f} s; {base['jobs']} jobs per run" + (f" (every {args.sample}th job)" if args.sample > 1
+                                                                      else ""))
+    print_table(sorted(result["runs"], key=lambda r: r["gpus"]), base)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
