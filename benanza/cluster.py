@@ -190,7 +190,7 @@ class _Writer:
             if perfdb.upsert_system(self.db, msg["system"]) != sid:
                 raise BenanzaError(f"worker {msg['sender']['name']}: system {sid} does not match its fields")
         outcome = runner.JobOutcome(job, str(msg["status"]), str(msg["message"]),
-                                    [Result.from_dict(r) for r in msg["results"]])
+                                    [Result.from_dict(r) for r in msg["results"]], dict(msg.get("phases", {})))
         perfdb.record_job(self.db, sid, job.key, job.executable, outcome.status, outcome.message, outcome.results,
                           force=self.force)
         self.written.add((sid, job.key))

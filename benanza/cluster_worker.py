@@ -118,7 +118,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     def stream(outcome: runner.JobOutcome, summary: runner.RunSummary) -> None:
         msg = {"shard": shard.name, "executable": outcome.job.executable, "index": outcome.job.index,
                "status": outcome.status, "message": outcome.message,
-               "results": [asdict(r) for r in outcome.results], "system_id": summary.system_id,
+               "results": [asdict(r) for r in outcome.results], "phases": dict(outcome.phases),
+               "system_id": summary.system_id,
                "system": merge_system(shard_runner.system, shard_runner.system_line), "sender": who}
         worker.log_event(topic, msg)  # the results first: a job marked done is a job sent
         worker.log_event(done_topic, {"index": outcome.job.index})

@@ -79,12 +79,12 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
     start_s = time.perf_counter() - up
     tally, killed = Tally(), {}
     try:
-        db = perfdb.open_db(db_path)
         pids = dask.client.run(os.getpid)  # worker address -> its process (the nanny's child)
         box: dict[str, Any] = {}
 
-        def campaign() -> None:
+        def campaign() -> None:  # the database opened in the thread that writes it (sqlite3's rule)
             try:
+                db = perfdb.open_db(db_path)
                 box["summary"] = cluster.run_campaign(project, db, dask.client, build_dir=build, progress=tally)
             except BaseException as exc:
                 box["error"] = exc
@@ -199,10 +199,13 @@ def main() -> int:
     build = runner.build(args.project, args.build_dir, jobs=os.cpu_count())
     build_s = time.perf_counter() - t0
     project = args.project if args.sample <= 1 else sampled_project(args.project, args.sample)
+    for entry in args.project.iterdir():  # the sample is a project too (`benanza run` checks its CMakeLists.txt)
+        if project != args.project and not (project / entry.name).exists():
+            (project / entry.name).symlink_to(entry.resolve())
     result: dict[str, Any] = {"project": str(args.project), "sample_every": args.sample, "build_s": build_s,
                               "visible_gpus": visible, "runs": []}
-    for g in counts:
-        run = one_run(project, build, args.out / f"gpus{g}.db", visible[:g])
+    for i, g in enumerate(counts):  # a count given twice: the second run is the noise floor
+        run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g])
         result["runs"].append(run)
         print(f"{g} GPU(s): {run['jobs']} jobs in {run['wall_s']:.1f} s (start {run['cluster_start_s']:.1f} s), "
               f"errors {run['errors'][:2]}", flush=True)

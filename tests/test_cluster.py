@@ -109,9 +109,15 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     plans = {"bench_fake": ["slow"] * 8 + ["mixed", "segv", "ok"], "bench_other": ["ok"] * 4}
     project = fresh_project(home, plans)
     db = perfdb.open_db(home / "campaign.db")
-    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2)
+    outcomes: list[runner.JobOutcome] = []
+    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2,
+                                   progress=lambda outcome, _report: outcomes.append(outcome))
     assert summary.errors == [] and summary.duplicates == 0
     assert {s["gpu"] for s in summary.systems.values()} == {"Fake A", "Fake B"}
+    # each job's phases reach the client (a campaign's per-GPU efficiency is read from them): every
+    # executable process a shard started timed its start, and every job its database write
+    assert sum("process_start" in o.phases for o in outcomes) >= summary.shards
+    assert all("db_write" in o.phases for o in outcomes)
     # each system measured every job once; the segfault is recorded as a crash, its results so far kept
     expected = collections.Counter({(f"{exe}-layer{i:03d}", "crashed" if b == "segv" else "ok"): 1
                                     for exe, behaviours in plans.items() for i, b in enumerate(behaviours)})
