@@ -22,7 +22,7 @@ from benanza.compare import compare as _compare
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.layer import Model
-from benanza.paths import readable_db, shipped_db
+from benanza.store.shipped import readable_db, shipped_db
 
 PathLike = str | Path
 

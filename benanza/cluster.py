@@ -30,12 +30,12 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from benanza import db as perfdb
 from benanza import runner
 from benanza.cluster_worker import Shard, probe_worker, run_shard
 from benanza.errors import BenanzaError
 from benanza.library import L2
 from benanza.records import Result
+from benanza.store import db as perfdb
 
 INSTALL_HINT = "pip install 'benanza[dask]'"
 SHARDS_PER_WORKER = 4  # shards per worker of a system: late shards even out uneven jobs

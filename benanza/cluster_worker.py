@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benanza import db as perfdb
 from benanza import runner
+from benanza.store import db as perfdb
 from benanza.system import fingerprint, merge_system
 
 

@@ -96,27 +96,17 @@ def library_keys(model: Model) -> set[str]:
     return {layer.key for layer in model.layers if any(api != Api.COPY for api in layer.apis)}
 
 
-def measured_keys(db: Database, system_id: str, keys: Iterable[str], precisions: Iterable[Precision]) -> set[str]:
-    """The keys among ``keys`` with at least one ok benchmark on the system in one of ``precisions``."""
-    keys, dtypes = sorted(set(keys)), sorted(p.value for p in precisions)
-    found: set[str] = set()
-    for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
-        chunk = keys[start:start + 500]
-        sql = (f"SELECT DISTINCT layer_key FROM benchmarks WHERE system_id = ? AND status = 'ok' "
-               f"AND layer_key IN ({','.join('?' * len(chunk))}) AND dtype IN ({','.join('?' * len(dtypes))})")
-        found |= {row[0] for row in db.execute(sql, [system_id, *chunk, *dtypes]).fetchall()}
-    return found
-
-
 def check_database(db: Database, db_path: Path, system: dict[str, Any], model: Model, model_path: Path,
                    precisions: Iterable[Precision], seq_len: int | None = None) -> None:
     """The database must hold measurements for at least half of the model's library layers at
     this batch and in these precisions. The refusal names the database the user gave (the shipped
     one by default) and a command that runs as written: a compressed database is read-only, so it
     measures into a new perf.db."""
+    from benanza.store import db as perfdb  # sqlite-utils: not for a cached analysis
+
     precisions = sorted(set(precisions), key=list(Precision).index)
     wanted = library_keys(model)
-    have = measured_keys(db, system["id"], wanted, precisions)
+    have = perfdb.measured_keys(db, system["id"], wanted, precisions)
     if wanted and len(have) < MIN_COVERAGE * len(wanted):
         precision_list = ",".join(p.value for p in precisions)
         held = "none" if not have else f"only {len(have)}"

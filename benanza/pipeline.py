@@ -9,7 +9,6 @@ translates flags into calls of these.
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -23,15 +22,12 @@ from benanza.errors import BenanzaError
 from benanza.guards import check_bundle_model, model_stem
 from benanza.library import Precision
 from benanza.model.layer import Model
-from benanza.paths import perfdb_dir, readable_db, shipped_db
+from benanza.paths import perfdb_dir
 from benanza.profile.bundle import Bundle, bundle_seq_len, read_bundle
 from benanza.records import ExecutedCall
 
 if TYPE_CHECKING:
-    from sqlite_utils import Database
-
     from benanza.analyze.inputs import Inputs, WhatIf
-    from benanza.plan import Benchmark
     from benanza.profile.mapping import Mapping
 
 # onnx (model loading), sqlite-utils (the database), the planner, codegen and the bundle mapping are
@@ -65,24 +61,6 @@ def load(path: Path, batches: list[int], seq_len: int | None = None) -> tuple[li
         models += loaded
         errors += errs
     return models, errors
-
-
-def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Benchmark], bool] | None:
-    """The database's "already measured" predicate for one system (None: skip nothing): the
-    system ``pick_system`` picks, or nothing to skip in a database that holds no system yet."""
-    from benanza import db as perfdb
-
-    if db_path is None:
-        return None
-    if not db_path.is_file():
-        raise BenanzaError(f"{db_path}: no such database")
-    try:
-        database = perfdb.open_db(readable_db(db_path), readonly=True)
-    except FileNotFoundError as exc:
-        raise BenanzaError(str(exc)) from None
-    if system is None and not perfdb.systems(database):
-        return None
-    return perfdb.measured(database, pick_system(database, system, str(db_path))["id"])
 
 
 def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
@@ -119,39 +97,6 @@ def generate_project(models: list[Path], out: Path, precisions: tuple[str, ...],
         return None
     codegen.generate(p, out, command)
     return out
-
-
-def seed_database(db_path: Path, here: dict) -> bool:
-    """Start a new database as a copy of the shipped one when that was measured on this very
-    system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
-    so the GPU run measures only what it lacks instead of hours of benchmarks again."""
-    from benanza import db as perfdb
-
-    if db_path.exists():
-        return False
-    shipped = shipped_db()
-    if perfdb.system_id(here) not in {s["id"] for s in perfdb.systems(perfdb.open_db(shipped, readonly=True))}:
-        return False
-    partial = db_path.with_suffix(".partial")
-    shutil.copyfile(shipped, partial)
-    partial.replace(db_path)
-    return True
-
-
-def pick_system(db: Database, wanted: str | None, where: str) -> dict[str, Any]:
-    """The system to analyze against: ``wanted`` (id, id prefix or GPU name) or the only one."""
-    from benanza import db as perfdb
-
-    rows = perfdb.systems(db)
-    if wanted:
-        rows = [s for s in rows if s["id"].startswith(wanted) or wanted.lower() in str(s.get("gpu", "")).lower()]
-    if not rows:
-        known = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in perfdb.systems(db)) or "none"
-        raise BenanzaError(f"{where}: no system matching '{wanted or '*'}' in the database (it holds: {known})")
-    if len(rows) > 1:
-        names = ", ".join(f"{s['id'][:12]} ({s.get('gpu')})" for s in rows)
-        raise BenanzaError(f"{where}: several systems match, choose one with --system: {names}")
-    return rows[0]
 
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
@@ -212,11 +157,12 @@ def _prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_n
              precisions: list[Precision] | None, apis: str, db_label: str | None,
              seq_len: int | None = None) -> tuple[Inputs, Mapping | None]:
     """The analysis's inputs and the bundle's mapping, after every guard passed (``analyze_model``)."""
-    from benanza import db as perfdb
     from benanza.analyze.inputs import Constraints
     from benanza.analyze.sources import check_same_system, inputs_from_db, run_precisions
     from benanza.model.onnx_import import load_model
     from benanza.profile.mapping import map_bundle_report
+    from benanza.store import db as perfdb
+    from benanza.store.systems import pick_system
 
     bundle = read_bundle(bundle_path) if bundle_path else None
     if bundle is not None:

@@ -209,7 +209,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
     """Jobs for every layer and fusion of ``models`` in each precision, deduped by key.
 
     ``apis`` restricts the APIs (None: all); ``skip`` is a predicate on a Benchmark
-    (e.g. ``benanza.db.measured(db, system)``) or a set of benchmark names already
+    (e.g. ``benanza.store.db.measured(db, system)``) or a set of benchmark names already
     measured: a job whose benchmarks are all measured is dropped.  ``ceilings`` (or
     ``Api.CEILING`` among ``apis``) adds the system-peak jobs (``bench_ceilings``).
     """

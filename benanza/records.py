@@ -161,7 +161,7 @@ class Profile:
 
 # ---------------------------------------------------------------- the schema of a measurement
 # One definition, applied to every harness line the runner reads (``checked_result``) and to every
-# benchmarks row the database reads, merges or exports (``benanza.db``): a row that no harness line
+# benchmarks row the database reads, merges or exports (``benanza.store.db``): a row that no harness line
 # could have produced is refused, never used (a negative, zero, NaN or text median once gave
 # LBL_seq -999.999 ms with exit code 0).
 

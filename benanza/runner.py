@@ -36,11 +36,11 @@ from typing import Any
 from sqlite_utils import Database
 
 from benanza import build_cache, job_table
-from benanza import db as perfdb
 from benanza.apis import has_weights
 from benanza.errors import BenanzaError
 from benanza.library import L2, Status
 from benanza.records import MANIFEST, MANIFEST_SCHEMA, Result, checked_result
+from benanza.store import db as perfdb
 from benanza.system import merge_system
 
 MAX_LINE_BYTES = 1 << 20  # a longer "line" is garbage, not something to buffer forever

@@ -14,9 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir
 from benanza.pipeline import analyze_model, bundle_model
 from benanza.profile.bundle import read_bundle
+from benanza.store.shipped import shipped_db
 
 
 def advice(bundle: Path, models: Path) -> dict[str, object]:

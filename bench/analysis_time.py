@@ -31,10 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir
 from benanza.pipeline import bundle_model
 from benanza.profile.bundle import read_bundle
 from benanza.profile.parse_cache import CACHE_DIR
+from benanza.store.shipped import shipped_db
 
 BENANZA = Path(sys.executable).parent / "benanza"
 PACKAGE = Path(__file__).resolve().parent.parent / "benanza"

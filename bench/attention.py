@@ -41,11 +41,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza import codegen, runner, system
-from benanza.db import open_db
 from benanza.library import Api, Fusion, Precision
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
 from benanza.plan import plan
+from benanza.store.db import open_db
 
 # The unfused chain's calls (cublasGemmEx's 66 algorithms are left out: cuBLASLt's heuristic
 # list is what frameworks call), the fused call, and the copy bound of the non-library layers.

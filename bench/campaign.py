@@ -49,9 +49,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benanza import db as perfdb
 from benanza import runner
 from benanza.library import L2
+from benanza.store import db as perfdb
 
 PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "warmup", "timed", "check", "db_write",
           "other")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from benanza import cluster, runner
-from benanza import db as perfdb
+from benanza.store import db as perfdb
 
 FAKE = Path(__file__).resolve().parent.parent / "tests" / "data" / "fake_bench"
 

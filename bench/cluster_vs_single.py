@@ -28,9 +28,9 @@ from typing import Any
 import onnx
 
 from benanza import cluster, runner, system
-from benanza import db as perfdb
 from benanza.errors import BenanzaError
 from benanza.pipeline import generate_project
+from benanza.store import db as perfdb
 
 ZOO_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 NOISE = (0.05, 0.10)  # relative median differences counted in the table

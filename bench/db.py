@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benanza import db as perfdb
 from benanza.records import Result
+from benanza.store import db as perfdb
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 SYSTEM = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",

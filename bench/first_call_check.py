@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_cold_weights import large_weights_model, rows
 
 from benanza import codegen, runner
-from benanza import db as perfdb
 from benanza.library import L2, Api, Precision
 from benanza.plan import plan
+from benanza.store import db as perfdb
 
 
 def build(out: Path, context_h: str | None) -> Path:

@@ -50,15 +50,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/exports.py
 
 from benanza import codegen, runner, system
 from benanza.apis import has_weights
-from benanza.db import open_db
 from benanza.errors import BenanzaError
 from benanza.guards import model_digest
 from benanza.library import L2, Fusion, Precision
 from benanza.model.onnx_import import load_model
-from benanza.pipeline import analyze_model, profile_calls, skip_predicate
+from benanza.pipeline import analyze_model, profile_calls
 from benanza.plan import plan, plan_executed
 from benanza.profile.capture import capture
 from benanza.profile.mapping import kernel_time_mapped, summary
+from benanza.store.db import open_db
+from benanza.store.systems import skip_predicate
 
 SEQ = 128
 # The executed-calls step (4.) starts only with this much budget left: its build (the harness's

@@ -670,7 +670,7 @@ def _write(out: Path, meta: dict[str, Any], cells: list[dict[str, Any]]) -> None
 
 # ---------------------------------------------------------------- report (asks benanza for the bound)
 def cmd_report(args) -> None:
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     try:
         data = json.loads(Path(args.cells).read_text())

@@ -35,10 +35,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from benanza import db as perfdb
 from benanza.cli import main
 from benanza.errors import BenanzaError
 from benanza.records import Result
+from benanza.store import db as perfdb
 
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
         "cuda_runtime": "13.0", "cudnn_version": "9.19.0", "cublas_version": "13.1.0", "bandwidth_gbs": 3014.0}

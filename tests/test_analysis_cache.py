@@ -15,9 +15,10 @@ import pytest
 from conftest import LIGHT
 
 from benanza import analysis_cache, pipeline
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir
 from benanza.profile.parse_cache import CACHE_DIR
 from benanza.report import to_json
+from benanza.store.shipped import shipped_db
 
 BUNDLE = perfdb_dir() / "bundles" / "resnet50_b1_ort_fp32"
 MODEL = LIGHT / "light_resnet50.onnx"

@@ -25,7 +25,6 @@ from test_analyze_fixtures import (
 )
 
 from benanza import SCHEMA_VERSION
-from benanza import db as perfdb
 from benanza.analyze import (
     ApiFamily,
     Ceilings,
@@ -50,6 +49,7 @@ from benanza.analyze.sources import ceilings, inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import Layer, bias_add
 from benanza.records import ROOFLINE, Result
+from benanza.store import db as perfdb
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
 ROOF_POOL = 8192 / 2e9  # 4096 read + 4096 written

@@ -11,9 +11,10 @@ from conftest import LIGHT
 
 from benanza import system
 from benanza.cli import main
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir
 from benanza.pipeline import analyze_model
 from benanza.report.fmt import cell
+from benanza.store.shipped import shipped_db
 
 
 @pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU quickstart measures first")

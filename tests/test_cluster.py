@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from benanza import cluster, runner
-from benanza import db as perfdb
 from benanza.cli import main
+from benanza.store import db as perfdb
 
 distributed = pytest.importorskip("distributed", reason="needs benanza[test]'s dask/distributed")
 

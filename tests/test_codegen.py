@@ -227,8 +227,8 @@ def test_cli_generate(tmp_path: Path) -> None:
 def test_cli_generate_skips_what_the_database_holds(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from benanza import db as perfdb
     from benanza.cli import main
+    from benanza.store import db as perfdb
 
     model = LIGHT / "light_squeezenet.onnx"
     full = plan([load_model(model, batch=1)], ["fp32"], apis=[Api.CONV_FWD])

@@ -12,11 +12,11 @@ from pathlib import Path
 from conftest import builds_and_runs_on_a_gpu
 
 from benanza import codegen, runner
-from benanza import db as perfdb
 from benanza.library import L2, Api, Precision
 from benanza.model.graph import build_graph
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.plan import plan
+from benanza.store import db as perfdb
 
 F32 = "float32"
 

@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from benanza import SCHEMA_VERSION
-from benanza import db as perfdb
 from benanza.cli import main
 from benanza.errors import BenanzaError
 from benanza.model.layer import Tensor, layer_key
 from benanza.records import Result
+from benanza.store import db as perfdb
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
@@ -257,7 +257,7 @@ def test_export_csv_and_info(tmp_path: Path, mem: perfdb.Database) -> None:
 
 WRITER = textwrap.dedent("""
     import sys
-    from benanza import db
+    from benanza.store import db
     from benanza.records import Result
     d = db.open_db(sys.argv[1])
     sid = db.upsert_system(d, {"gpu": "G", "sm_count": 1})

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from test_runner import ROOT, TIMEOUT_S, fake_build, job_statuses, make_project, plan_env  # noqa: F401
 
-from benanza import db as perfdb
 from benanza import runner
 from benanza.records import checked_result
+from benanza.store import db as perfdb
 
 BAD_LINES = ("badtype", "bigint", "nan", "negative", "listfield")
 
@@ -95,7 +95,8 @@ def test_checked_result_refuses(line: dict) -> None:
 RUN_SCRIPT = textwrap.dedent("""
     import signal, sys
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from benanza import db, runner
+    from benanza import runner
+    from benanza.store import db
     runner.run(sys.argv[1], db.open_db(sys.argv[2]), timeout_s=30, build_dir=sys.argv[3])
 """)
 

@@ -15,15 +15,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "benanza.model.layer": ("onnx", "benanza.plan", "benanza.analyze", "benanza.profile"),
     "benanza.model.graph": ("onnx", "benanza.plan", "benanza.analyze", "benanza.profile"),
     "benanza.model.costs": ("onnx", "benanza.plan", "benanza.analyze", "benanza.profile"),
-    "benanza.plan": ("onnx", "benanza.analyze", "benanza.profile", "benanza.codegen", "benanza.cli", "benanza.db"),
+    "benanza.plan": ("onnx", "benanza.analyze", "benanza.profile", "benanza.codegen", "benanza.cli", "benanza.store"),
     "benanza.codegen": ("onnx", "benanza.analyze", "benanza.profile", "benanza.cli", "benanza.runner"),
-    "benanza.db": ("benanza.plan", "benanza.analyze", "benanza.profile", "benanza.cli", "benanza.runner"),
+    "benanza.store.db": ("benanza.plan", "benanza.analyze", "benanza.profile", "benanza.cli", "benanza.runner"),
     "benanza.runner": ("benanza.plan", "benanza.analyze", "benanza.profile", "benanza.cli"),
     "benanza.profile.mapping": ("onnx", "torch", "benanza.analyze", "benanza.cli", "benanza.profile.capture"),
     "benanza.analyze": ("onnx", "benanza.cli", "benanza.report", "benanza.plan", "benanza.codegen"),
     "benanza.report": ("onnx", "benanza.cli", "benanza.profile"),
     # ``benanza analyze`` loads only what a cached analysis needs (issue 17: < 1 s after the first call)
-    "benanza.cli.analyze": ("onnx", "numpy", "sqlite_utils", "jinja2", "benanza.db", "benanza.runner",
+    "benanza.cli.analyze": ("onnx", "numpy", "sqlite_utils", "jinja2", "benanza.store.db", "benanza.runner",
                             "benanza.codegen", "benanza.plan", "benanza.cli.run", "benanza.cli.generate"),
 }
 

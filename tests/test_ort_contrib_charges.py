@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benanza import db as perfdb
 from benanza.analyze.choose import Choice, Policy, RooflineRow, Source, choose, executed_row, roofline_copy_ms
 from benanza.analyze.execution import GroupKind, execution_bound
 from benanza.analyze.inputs import Constraints
@@ -28,6 +27,7 @@ from benanza.profile.contrib import contrib_calls
 from benanza.profile.mapping import contrib_charges, ort_node_layers
 from benanza.profile.ort_profile import read_ort_profile
 from benanza.records import ANY, ROOFLINE, LayerProfile, Profile, checked_result
+from benanza.store import db as perfdb
 
 ort = pytest.importorskip("onnxruntime")
 from ort_cpu import EXPORTS, ort_nodes, profiling_session  # noqa: E402 (after the skip: it needs onnxruntime)

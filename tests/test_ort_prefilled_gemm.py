@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from benanza import codegen, job_table
-from benanza import db as perfdb
 from benanza.analyze.choose import Choice, Miss, Policy, choose, choose_fused
 from benanza.analyze.execution import GroupKind, execution_bound
 from benanza.analyze.inputs import Constraints
@@ -25,6 +24,7 @@ from benanza.model.onnx_import import load_model
 from benanza.plan import plan_executed
 from benanza.profile.mapping import contrib_charges, ort_node_layers
 from benanza.records import ExecutedCall, LayerProfile, Profile, checked_result
+from benanza.store import db as perfdb
 
 pytest.importorskip("onnxruntime")
 from ort_cpu import EXPORTS, ort_nodes  # after the skip: it needs onnxruntime

@@ -21,12 +21,12 @@ from click.testing import CliRunner
 from conftest import LIGHT
 from rich.console import Console
 
-from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli import main
 from benanza.cli.run import summary_table
 from benanza.errors import BenanzaError
 from benanza.library import L2, Api, Status
+from benanza.store import db as perfdb
 
 DATA = Path(__file__).parent / "data" / "fake_bench"
 ROOT = Path(__file__).resolve().parent.parent
@@ -282,7 +282,8 @@ def test_harness_error_events(fake_build: Path, plan_env: Path, monkeypatch: pyt
 
 RUN_SCRIPT = textwrap.dedent("""
     import sys
-    from benanza import db, runner
+    from benanza import runner
+    from benanza.store import db
     summary = runner.run(sys.argv[1], db.open_db(sys.argv[2]), timeout_s=5, build_dir=sys.argv[3])
     print(summary.ran, summary.skipped, summary.errors)
 """)

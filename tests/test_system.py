@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from benanza import db as perfdb
 from benanza import system
+from benanza.store import db as perfdb
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = bool(system._driver_probe(0, "")["usable"])

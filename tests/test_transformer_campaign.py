@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benanza import db as perfdb
 from benanza.library import L2, Api
 from benanza.plan import Benchmark
 from benanza.records import checked_result
+from benanza.store import db as perfdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import transformer_campaign as tc  # bench/ is no package: after the path insert

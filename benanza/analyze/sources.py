@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from benanza import db as perfdb
 from benanza.analyze.inputs import Ceilings, Inputs, Profile
 from benanza.errors import BenanzaError
 from benanza.library import Precision, Status
 from benanza.model.layer import Model, bias_add, separate_bias
+from benanza.store import db as perfdb
 
 if TYPE_CHECKING:
     from sqlite_utils import Database

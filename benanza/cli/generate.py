@@ -22,9 +22,10 @@ from benanza.cli.options import (
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision
-from benanza.pipeline import load, profile_calls, skip_predicate
+from benanza.pipeline import load, profile_calls
 from benanza.plain_text import labelled, plain
 from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
+from benanza.store.systems import skip_predicate
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {

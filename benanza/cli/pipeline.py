@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from benanza import db as perfdb
 from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
@@ -16,6 +15,7 @@ from benanza.errors import BenanzaError
 from benanza.pipeline import analyze_model
 from benanza.plain_text import plain
 from benanza.report import print_report
+from benanza.store import db as perfdb
 
 
 @main.command("pipeline")

@@ -10,7 +10,6 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from benanza import db as perfdb
 from benanza import runner, system
 from benanza.analyze.tables import Report
 from benanza.cli.main import console, err_console, friendly_errors, main
@@ -18,14 +17,16 @@ from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions
 from benanza.cli.progress import build, generate, working
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
-from benanza.paths import shipped_db
-from benanza.pipeline import analyze_model, seed_database, shipped_bundle
+from benanza.pipeline import analyze_model, shipped_bundle
 from benanza.plain_text import line, plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
 from benanza.report import print_report, write_html
 from benanza.report.fmt import cell
 from benanza.report.headline import figures, top_gaps
+from benanza.store import db as perfdb
+from benanza.store.shipped import shipped_db
+from benanza.store.systems import seed_database
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)

@@ -12,7 +12,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from benanza import cluster, runner, system
-from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
@@ -21,6 +20,7 @@ from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
 from benanza.plain_text import labelled, plain
+from benanza.store import db as perfdb
 
 # Summary rows: label -> RunSummary field (jobs first, then the results' own statuses).
 SUMMARY_ROWS = (

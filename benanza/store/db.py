@@ -667,6 +667,18 @@ def best_latency_per_layer(db: Database, system: str, model: str, batch: int, dt
     return best
 
 
+def measured_keys(db: Database, system_id: str, keys: Iterable[str], precisions: Iterable[Any]) -> set[str]:
+    """The keys among ``keys`` with at least one ok benchmark on the system in one of ``precisions``."""
+    keys, dtypes = sorted(set(keys)), sorted(str(p) for p in precisions)
+    found: set[str] = set()
+    for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+        chunk = keys[start:start + 500]
+        sql = (f"SELECT DISTINCT layer_key FROM benchmarks WHERE system_id = ? AND status = 'ok' "
+               f"AND layer_key IN ({','.join('?' * len(chunk))}) AND dtype IN ({','.join('?' * len(dtypes))})")
+        found |= {row[0] for row in db.execute(sql, [system_id, *chunk, *dtypes]).fetchall()}
+    return found
+
+
 def results_for(db: Database, system: str, keys: Iterable[str]) -> dict[str, list[Result]]:
     """Every stored row (any status) of these layer or fusion keys on one system, as Results.
 
