@@ -84,8 +84,8 @@ def generate_project(models: list[Path], out: Path, precisions: tuple[str, ...],
     """Plan and generate one benchmark project for all ``models`` (the runner skips what is
     measured); with ``skip`` (a database's ``measured`` predicate) only the jobs it lacks,
     and None when it holds them all (without ``skip``, no jobs is an error, never None)."""
-    from benanza import codegen
-    from benanza import plan as planner
+    from benanza.generate import codegen
+    from benanza.generate import plan as planner
     from benanza.model.onnx_import import load_model
 
     loaded = [load_model(m, batch, seq_len) for m in models]

@@ -49,9 +49,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benanza import runner
 from benanza.library import L2
+from benanza.measure import runner
 from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "warmup", "timed", "check", "db_write",
           "other")
@@ -227,7 +228,7 @@ def main() -> int:
     recorder = Recorder(None if args.time_limit is None else time.perf_counter() + args.time_limit)
     try:
         run_dir = args.project if args.sample <= 1 else sampled_project(args.project, args.sample)
-        summary = runner.run(run_dir, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
+        summary = runner.run(run_dir, DatabaseSink(perfdb.open_db(args.db)), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
                              max_engines=args.max_engines,
                              harness_args=harness_options(args) + shlex.split(args.harness))

@@ -48,17 +48,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/exports.py
 
-from benanza import codegen, runner, system
 from benanza.apis import has_weights
 from benanza.errors import BenanzaError
+from benanza.generate import codegen
+from benanza.generate.plan import plan, plan_executed
 from benanza.guards import model_digest
 from benanza.library import L2, Fusion, Precision
+from benanza.measure import runner, system
 from benanza.model.onnx_import import load_model
 from benanza.pipeline import analyze_model, profile_calls
-from benanza.plan import plan, plan_executed
 from benanza.profile.capture import capture
 from benanza.profile.mapping import kernel_time_mapped, summary
-from benanza.store.db import open_db
+from benanza.store.db import DatabaseSink, open_db
 from benanza.store.systems import skip_predicate
 
 SEQ = 128
@@ -129,7 +130,7 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
     fingerprint = system.fingerprint(bandwidth=True)
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
-    s = runner.run(project, open_db(db_path), timeout_s=timeout_s, build_dir=build, system=fingerprint,
+    s = runner.run(project, DatabaseSink(open_db(db_path)), timeout_s=timeout_s, build_dir=build, system=fingerprint,
                    max_engines=max_engines, max_reps=max_reps,
                    harness_args=("--max-ms", str(max_ms), "--race", str(race)))
     out.update({"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,
@@ -185,7 +186,7 @@ def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: P
         if left < 20:
             out[l2.value] = "skipped: time budget spent"
             continue
-        s = runner.run(project, open_db(db_path), timeout_s=min(timeout_s, left), build_dir=build,
+        s = runner.run(project, DatabaseSink(open_db(db_path)), timeout_s=min(timeout_s, left), build_dir=build,
                        system=fingerprint, l2=l2.value, max_reps=max_reps,
                        harness_args=("--max-ms", str(max_ms), "--race", str(race)))
         out[l2.value] = {"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza import system
 from benanza.cli import main
+from benanza.measure import system
 from benanza.paths import perfdb_dir
 from benanza.pipeline import analyze_model
 from benanza.report.fmt import cell

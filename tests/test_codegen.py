@@ -13,13 +13,14 @@ import networkx as nx
 import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
-from benanza import codegen, job_table
+from benanza.apis import job_table
 from benanza.apis.base import JobFields
 from benanza.errors import BenanzaError
+from benanza.generate import codegen
+from benanza.generate.plan import Plan, plan
 from benanza.library import Api, ConvFwdAlgo
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.plan import Plan, plan
 from benanza.records import Result
 
 NASTY = 'conv "quoted" \\back\\slash\nnew line */ /* ??= `$(rm -rf /)`'

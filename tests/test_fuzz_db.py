@@ -125,7 +125,7 @@ WRITER = textwrap.dedent("""
     d = db.open_db(path)
     sid = db.upsert_system(d, {"gpu": "G", "sm_count": 1})
     for i in range(n):
-        key = db.JobKey(f"{tag}-{i}", "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]')
+        key = JobKey(f"{tag}-{i}", "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]')
         r = Result(f"{tag}-{i}", "cudnnConvolutionForward", "0", "fp32", "fma", "none", "ok", median_ms=0.1)
         db.record_job(d, sid, key, "bench", "ok", "", [r])
 """)

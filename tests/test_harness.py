@@ -14,8 +14,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from benanza import paths, runner
+from benanza import paths
 from benanza.library import L2
+from benanza.measure import runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import campaign

@@ -12,19 +12,21 @@ import pytest
 
 # module -> prefixes of modules it must not load
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "benanza.model.layer": ("onnx", "benanza.plan", "benanza.analyze", "benanza.profile"),
-    "benanza.model.graph": ("onnx", "benanza.plan", "benanza.analyze", "benanza.profile"),
-    "benanza.model.costs": ("onnx", "benanza.plan", "benanza.analyze", "benanza.profile"),
-    "benanza.plan": ("onnx", "benanza.analyze", "benanza.profile", "benanza.codegen", "benanza.cli", "benanza.store"),
-    "benanza.codegen": ("onnx", "benanza.analyze", "benanza.profile", "benanza.cli", "benanza.runner"),
-    "benanza.store.db": ("benanza.plan", "benanza.analyze", "benanza.profile", "benanza.cli", "benanza.runner"),
-    "benanza.runner": ("benanza.plan", "benanza.analyze", "benanza.profile", "benanza.cli"),
+    "benanza.model.layer": ("onnx", "benanza.generate.plan", "benanza.analyze", "benanza.profile"),
+    "benanza.model.graph": ("onnx", "benanza.generate.plan", "benanza.analyze", "benanza.profile"),
+    "benanza.model.costs": ("onnx", "benanza.generate.plan", "benanza.analyze", "benanza.profile"),
+    "benanza.generate.plan": ("onnx", "benanza.analyze", "benanza.profile", "benanza.generate.codegen", "benanza.cli",
+                              "benanza.store"),
+    "benanza.generate.codegen": ("onnx", "benanza.analyze", "benanza.profile", "benanza.cli", "benanza.measure.runner"),
+    "benanza.store.db": ("benanza.generate.plan", "benanza.analyze", "benanza.profile", "benanza.cli",
+                         "benanza.measure.runner"),
+    "benanza.measure.runner": ("benanza.generate.plan", "benanza.analyze", "benanza.profile", "benanza.cli"),
     "benanza.profile.mapping": ("onnx", "torch", "benanza.analyze", "benanza.cli", "benanza.profile.capture"),
-    "benanza.analyze": ("onnx", "benanza.cli", "benanza.report", "benanza.plan", "benanza.codegen"),
+    "benanza.analyze": ("onnx", "benanza.cli", "benanza.report", "benanza.generate.plan", "benanza.generate.codegen"),
     "benanza.report": ("onnx", "benanza.cli", "benanza.profile"),
     # ``benanza analyze`` loads only what a cached analysis needs (issue 17: < 1 s after the first call)
-    "benanza.cli.analyze": ("onnx", "numpy", "sqlite_utils", "jinja2", "benanza.store.db", "benanza.runner",
-                            "benanza.codegen", "benanza.plan", "benanza.cli.run", "benanza.cli.generate"),
+    "benanza.cli.analyze": ("onnx", "numpy", "sqlite_utils", "jinja2", "benanza.store.db", "benanza.measure",
+                            "benanza.generate", "benanza.cli.run", "benanza.cli.generate"),
 }
 
 

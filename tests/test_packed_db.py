@@ -17,6 +17,7 @@ from benanza import SCHEMA_VERSION
 from benanza.cli import main
 from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir
+from benanza.records import JobKey
 from benanza.store import db as perfdb
 from benanza.store import packed as packed_db
 from benanza.store.packed import PACKED_SUFFIX
@@ -38,7 +39,7 @@ def measured(tmp_path: Path) -> Path:
     db = perfdb.open_db(path)
     system = perfdb.upsert_system(db, H100)
     key = conv_key([1, 1, 1, 1])
-    job = perfdb.JobKey(key, "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]', "NCHW")
+    job = JobKey(key, "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]', "NCHW")
     perfdb.record_job(db, system, job, "bench_conv_fwd", "ok", "", [
         result(key, "IMPLICIT_GEMM", median=0.1 + 0.2, notes={"named": "conv «ü» \u2028 1", "tflops": 1e-300}),
         result(key, "FFT", median=math.ulp(0.0)),  # the smallest double

@@ -17,12 +17,12 @@ from conftest import LIGHT
 
 from benanza.analyze import OverheadKind, Report
 from benanza.apis import NAMED_CONFIG_APIS
+from benanza.generate.plan import plan_executed
 from benanza.library import NO_COPY_OPS, Api, Precision
 from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
 from benanza.pipeline import analyze_model, model_stem, shipped_bundle
-from benanza.plan import plan_executed
 from benanza.profile.bundle import read_bundle
 from benanza.profile.mapping import Mapping, executed_calls, kernel_time_mapped, map_bundle_report
 from benanza.store import db as perfdb

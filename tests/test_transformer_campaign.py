@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from benanza.generate.plan import Benchmark
 from benanza.library import L2, Api
-from benanza.plan import Benchmark
 from benanza.records import checked_result
 from benanza.store import db as perfdb
 

@@ -22,7 +22,7 @@ MISSING_LIBRARY = re.compile(r"benanza: (BZ_\w+) not found")
 def build(project: Path, build_dir: Path | None = None, jobs: int | None = None, cache: bool | None = None) -> Path:
     """``runner.build_project`` under a progress line, then one line saying what the build cache gave; a
     missing cuDNN/cuBLAS becomes one line naming the fix."""
-    from benanza import runner  # imported by the commands that build, not by every command
+    from benanza.measure import runner
 
     with err_console.status(Text(one_line(f"building {project} (CMake + Ninja; a first build takes minutes)"))):
         try:

@@ -48,7 +48,7 @@ def skip_predicate(db_path: Path | None, system: str | None) -> Callable[[Any], 
 
 def seed_database(db_path: Path, here: dict) -> bool:
     """Start a new database as a copy of the shipped one when that was measured on this very
-    system (same ``db.system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
+    system (same ``system_id``: GPU, driver, CUDA, cuDNN, cuBLAS): its results hold here,
     so the GPU run measures only what it lacks instead of hours of benchmarks again."""
     if db_path.exists():
         return False

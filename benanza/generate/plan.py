@@ -6,7 +6,7 @@ drops those that make no sense or are already measured (logging why), and turns
 the rest into jobs through each API's builder (``benanza.apis``: one small function per
 API that turns a layer or fusion into the plain numbers its template needs; adding an
 API is one module there plus one template, see docs/GENERATOR.md); generation
-(``benanza.codegen``) never filters on the side.
+(``benanza.generate.codegen``) never filters on the side.
 """
 
 from __future__ import annotations
