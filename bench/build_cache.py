@@ -35,7 +35,7 @@ from benanza.generate import codegen
 from benanza.generate.plan import plan, plan_executed
 from benanza.measure import build_cache, runner
 from benanza.model.onnx_import import load_model
-from benanza.pipeline import profile_calls
+from benanza.workflows.measure import profile_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 

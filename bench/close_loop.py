@@ -394,7 +394,7 @@ def cuda_graph_prediction(report: Any) -> dict[str, Any]:
 
 def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
     """The analysis of the bundle (the run before the change) and the saving it predicts."""
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     report, _ = analyze_model(model_path, db_path, bundle, apis=exp.apis)
     s = report.summary
@@ -976,7 +976,7 @@ def _predicted(exp: Experiment, model: Path, bundle: Path, db_path: Path) -> dic
     if exp.predicted_by != "what-if tf32 saving":
         return {"predicted_ms": None, "error": error}
     from benanza.library import Precision
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     try:
         report, _ = analyze_model(model, db_path, None, batch=exp.batch, precisions=[Precision.FP32], apis=exp.apis)

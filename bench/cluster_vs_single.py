@@ -29,9 +29,9 @@ import onnx
 
 from benanza.errors import BenanzaError
 from benanza.measure import cluster, runner, system
-from benanza.pipeline import generate_project
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
+from benanza.workflows.measure import generate_project
 
 ZOO_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 NOISE = (0.05, 0.10)  # relative median differences counted in the table

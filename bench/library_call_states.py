@@ -22,9 +22,10 @@ from typing import Any
 from benanza.analyze.choose import Policy, choose, executed_ms, executed_row
 from benanza.analyze.core import _library_call_layers, _mapped
 from benanza.library import L2
-from benanza.pipeline import _prepare, bundle_model
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import bundle_model
 from benanza.records import Result
+from benanza.workflows.prepare import prepare
 
 STATES = (L2.WARM, L2.COLD_WEIGHTS, L2.COLD)
 
@@ -40,7 +41,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def bundle_rows(model_path: Path, db_path: Path, bundle: Path) -> list[dict[str, Any]]:
-    inputs, _ = _prepare(model_path, db_path, bundle, None, None, None, "both", None)
+    inputs, _ = prepare(model_path, db_path, bundle, None, None, None, "both", None)
     executed = {layer.index: choose(layer, inputs, Policy.AS_EXECUTED) for layer in inputs.model.layers}
     rows = []
     for layer, measured, calls, _ in _library_call_layers(_mapped(inputs.model, inputs, executed), executed):

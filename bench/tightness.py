@@ -76,11 +76,11 @@ def by_cause(rows: list[Row]) -> None:
 def graph_conv_bounds(rows: list[Row], models: Path, db_path: Path) -> list[Row]:
     """The batch >= 64 cells' bound with the legacy convolution rows left out."""
     from benanza.analyze import Constraints, analyze
-    from benanza.analyze.sources import inputs_from_db
     from benanza.library import Api, Precision
     from benanza.model.onnx_import import load_model
     from benanza.store import db as perfdb
     from benanza.store.systems import pick_system
+    from benanza.workflows.prepare import inputs_from_db
 
     legacy_conv = {Api.CONV_FWD.value, Api.CONV_BIAS_ACT.value}
     db = perfdb.open_db(db_path, readonly=True)

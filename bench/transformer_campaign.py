@@ -52,15 +52,16 @@ from benanza.apis import has_weights
 from benanza.errors import BenanzaError
 from benanza.generate import codegen
 from benanza.generate.plan import plan, plan_executed
-from benanza.guards import model_digest
 from benanza.library import L2, Fusion, Precision
 from benanza.measure import runner, system
 from benanza.model.onnx_import import load_model
-from benanza.pipeline import analyze_model, profile_calls
+from benanza.profile.bundle import model_digest
 from benanza.profile.capture import capture
 from benanza.profile.mapping import kernel_time_mapped, summary
 from benanza.store.db import DatabaseSink, open_db
 from benanza.store.systems import skip_predicate
+from benanza.workflows.analysis import analyze_model
+from benanza.workflows.measure import profile_calls
 
 SEQ = 128
 # The executed-calls step (4.) starts only with this much budget left: its build (the harness's

@@ -18,9 +18,9 @@ from benanza.library import Precision
 from benanza.model.layer import bias_add, separate_bias
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
-from benanza.pipeline import analyze_model
 from benanza.store import db as perfdb
 from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 BUNDLES = perfdb_dir() / "bundles"
 FP32 = (Precision.FP32,)

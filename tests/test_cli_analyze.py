@@ -16,9 +16,9 @@ from conftest import LIGHT
 from benanza.cli import main
 from benanza.measure import system
 from benanza.measure.system import SYSTEM_ID_FIELDS, system_id
-from benanza.pipeline import analyze_model
 from benanza.profile.bundle import write_meta
 from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 RESNET = LIGHT / "light_resnet50.onnx"
 

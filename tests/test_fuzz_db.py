@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza.analyze.sources import CEILING_KEY
+from benanza.apis.ceilings import CEILING_KEY
 from benanza.cli import main
 from benanza.errors import BenanzaError
 from benanza.model.layer import bias_add, separate_bias

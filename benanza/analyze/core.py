@@ -12,7 +12,7 @@ from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose
 from benanza.analyze.dag import critical_path, layer_graph
 from benanza.analyze.execution import Bounds, Execution, GroupKind
 from benanza.analyze.fixes import fix_for
-from benanza.analyze.inputs import Ceilings, Inputs, LayerProfile
+from benanza.analyze.inputs import Ceilings, Inputs
 from benanza.analyze.peaks import HBM, L2_LEVEL, effective_ceilings, fewer_flops
 from benanza.analyze.physical import physical_peaks
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes, speed_of_light
@@ -20,7 +20,7 @@ from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
 from benanza.library import L2, Fusion, Precision
 from benanza.model.layer import Layer, Model
-from benanza.records import ANY, ROOFLINE, ExecutedCall
+from benanza.records import ANY, ROOFLINE, ExecutedCall, LayerProfile
 
 AllChoices = dict[Policy, dict[int, Choice | Miss]]
 Mapped = list[tuple[Layer, LayerProfile, float]]  # layer, its profile, as-executed ms
@@ -37,7 +37,7 @@ FEWER_FLOPS = "fewer FLOPs (Winograd/FFT)"  # the roofline table's limit of a be
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
 # The command that benchmarks a run's calls the database lacks, in a note; the caller that knows the
-# files (pipeline.analyze_model) writes the concrete command in its place (guards.executed_calls_command).
+# files (workflows.analysis.analyze_model) writes the concrete command in its place (executed_calls_command).
 MEASURE_EXECUTED_CALLS = "benanza generate MODEL --from-profile BUNDLE --db DB --out DIR"
 E2E_STATS = ("mean", "p90", "min", "max", "runs")  # beside the median, as the bundle recorded them (no p99 there)
 # Groups charged their bytes at the measured bandwidth (or FLOPs at the peak), not a measured row.

@@ -23,9 +23,9 @@ from benanza.errors import BenanzaError
 from benanza.generate import codegen
 from benanza.generate.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
 from benanza.library import Api, Precision
-from benanza.pipeline import load, profile_calls
 from benanza.plain_text import labelled, plain
 from benanza.store.systems import skip_predicate
+from benanza.workflows.measure import load, profile_calls
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {

@@ -12,11 +12,11 @@ from benanza.cli.progress import build, generate
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.measure import runner, system
-from benanza.pipeline import analyze_model
 from benanza.plain_text import plain
 from benanza.report import print_report
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
+from benanza.workflows.analysis import analyze_model
 
 
 @main.command("pipeline")

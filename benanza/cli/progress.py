@@ -46,11 +46,11 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None,
 
 def generate(models: list[Path], out: Path, precisions: tuple[str, ...], batch: int | None,
              **options: Any) -> Path | None:
-    """``pipeline.generate_project`` under a progress line."""
-    from benanza import pipeline  # the planner and onnx load on the first generate, not at every command
+    """``workflows.measure.generate_project`` under a progress line."""
+    from benanza.workflows.measure import generate_project
 
     with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
-        return pipeline.generate_project(models, out, precisions, batch, **options)
+        return generate_project(models, out, precisions, batch, **options)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from benanza.analyze.headline import figures, top_gaps
 from benanza.analyze.tables import Report
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions
@@ -18,17 +19,17 @@ from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.measure import runner, system
 from benanza.measure.system import system_id
-from benanza.pipeline import analyze_model, shipped_bundle
 from benanza.plain_text import line, plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
+from benanza.profile.catalog import shipped_bundle
 from benanza.report import print_report, write_html
 from benanza.report.fmt import cell
-from benanza.report.headline import figures, top_gaps
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
 from benanza.store.shipped import shipped_db
 from benanza.store.systems import seed_database
+from benanza.workflows.analysis import analyze_model
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)

@@ -1,4 +1,4 @@
-"""benanza.pipeline: the library functions the CLI, bench/ and tests share."""
+"""benanza.store.systems: which system of a database a command reads (generate --db and analyze alike)."""
 
 from __future__ import annotations
 
