@@ -41,3 +41,13 @@ def top_gaps(report: Report, n: int = 3) -> list[tuple[str, float, str]]:
     rows = [r for r in (table.rows if table else ()) if r.get("kind") == "gap" and (r.get("ms") or 0) > 0]
     rows.sort(key=lambda r: -r["ms"])
     return [(r["step"], r["ms"], r.get("fix") or "see docs/METRICS.md") for r in rows[:n]]
+
+
+def library_call_ratio(batch: int, summary: dict[str, Any]) -> tuple[Any, Any]:
+    """The library-call check a campaign table shows: at batch 1 under cold L2 (each call after kernels
+    that left L2 full of dirty lines, timed by its kernels' durations: docs/METRICS.md), warm
+    otherwise; (ratio, layers)."""
+    if batch == 1:
+        return summary.get("as-executed cold L2 / measured, library calls"), summary.get("library-call layers, cold L2")
+    return (summary.get("as-executed / measured, library calls"),
+            summary.get("library-call layers (as-executed check)"))

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
+from benanza.apis import has_weights
 from benanza.errors import BenanzaError
+from benanza.library import L2
 from benanza.store import db as perfdb
 from benanza.store.shipped import readable_db, shipped_db
 
@@ -59,3 +62,18 @@ def seed_database(db_path: Path, here: dict) -> bool:
     shutil.copyfile(shipped, partial)
     partial.replace(db_path)
     return True
+
+
+def held_in_states(db_path: Path, states: tuple[L2, ...]) -> Callable[[Any], bool] | None:
+    """What ``plan_executed`` may drop: the calls whose rows the database holds in every L2 state of
+    ``states`` (warm among them); cold-weights rows only for calls with weights (``--l2 cold-weights``
+    runs no others). None: the database holds no system yet, so nothing to drop."""
+    held_row = skip_predicate(db_path, None)
+    if held_row is None:
+        return None
+
+    def held(bench: Any) -> bool:
+        return all(held_row({**asdict(bench), "l2": l2.value}) for l2 in states
+                   if l2 is not L2.COLD_WEIGHTS or has_weights(bench.api))
+
+    return held
