@@ -118,7 +118,7 @@ def test_damaged_files_and_bad_versions_are_one_line_errors(tmp_path: Path) -> N
 WRITER = textwrap.dedent("""
     import sys, time
     from benanza.store import db
-    from benanza.records import Result
+    from benanza.records import JobKey, Result
     path, tag, start, n = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
     while time.time() < start:
         pass
