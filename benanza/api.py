@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from benanza.analyze.compare import Comparison
+from benanza.analyze.compare import compare as _compare
 from benanza.analyze.inputs import WhatIf
 from benanza.analyze.tables import Report
-from benanza.compare import Comparison
-from benanza.compare import compare as _compare
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.model.layer import Model
-from benanza.paths import readable_db, shipped_db
+from benanza.store.shipped import readable_db, shipped_db
 
 PathLike = str | Path
 
@@ -58,7 +58,7 @@ def analyze(model: PathLike, profile: PathLike | None = None, db: PathLike | Non
             seq_len: int | None = None, what_if: Iterable[str] | None = None) -> Report:
     """``benanza analyze``: the bound, gaps and tables of ``model`` against ``db`` (default: the shipped
     H100 database), with a profile bundle's run when ``profile`` is given."""
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     whatifs = None if what_if is None else [WhatIf(w) for w in what_if]
     report, _ = analyze_model(Path(model), database(db), None if profile is None else Path(profile), system, batch,
@@ -71,9 +71,9 @@ def compare(bundles: Sequence[PathLike], model: PathLike | None = None, db: Path
             system: str | None = None) -> Comparison:
     """``benanza compare BUNDLE...``: one model's analyses side by side, labelled by bundle name; the
     model is found by the bundles' content hash (``bundles.locate_model``) unless given."""
-    from benanza import bundles as bundle_store
-    from benanza.pipeline import analyze_model
+    from benanza.profile import catalog
     from benanza.profile.bundle import read_bundle
+    from benanza.workflows.analysis import analyze_model
 
     if len(bundles) < 2:
         raise BenanzaError(f"compare: needs at least two analyses, got {len(bundles)}")
@@ -85,14 +85,14 @@ def compare(bundles: Sequence[PathLike], model: PathLike | None = None, db: Path
     for bundle in map(Path, bundles):
         if not bundle.is_dir():
             raise BenanzaError(f"{bundle}: not a profile bundle directory (give bundles, or one model and --system)")
-        found = bundle_store.locate_model(read_bundle(bundle), where)
+        found = catalog.locate_model(read_bundle(bundle), where)
         sides.append((bundle.name, analyze_model(found, path, bundle, system, db_label=label)[0]))
     return _compare(sides)
 
 
 def compare_systems(model: PathLike, systems: Sequence[str], db: PathLike | None = None) -> Comparison:
     """``benanza compare MODEL --system A --system B``: one model's bound on several systems of ``db``."""
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     if len(systems) < 2:
         raise BenanzaError(f"{model}: comparing one model needs two --system or more")

@@ -161,7 +161,7 @@ class Profile:
 
 # ---------------------------------------------------------------- the schema of a measurement
 # One definition, applied to every harness line the runner reads (``checked_result``) and to every
-# benchmarks row the database reads, merges or exports (``benanza.db``): a row that no harness line
+# benchmarks row the database reads, merges or exports (``benanza.store.db``): a row that no harness line
 # could have produced is refused, never used (a negative, zero, NaN or text median once gave
 # LBL_seq -999.999 ms with exit code 0).
 
@@ -246,3 +246,23 @@ class ManifestJob:
     layout: str
     shapes: Any  # the builder's readable description
     algorithms: list[str]
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """A manifest job's identity (the key of a completed job in the database); ``algorithms`` is the
+    canonical JSON list."""
+
+    layer_key: str
+    api: str
+    dtype: str
+    fusion: str
+    l2: str
+    algorithms: str
+    layout: str = ""
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any], l2: str) -> JobKey:
+        algos = json.dumps(sorted(str(a) for a in job.get("algorithms", ["*"])), separators=(",", ":"))
+        return cls(str(job["layer_key"]), str(job["api"]), str(job["dtype"]), str(job.get("fusion", "none")),
+                   l2, algos, str(job.get("layout") or ""))

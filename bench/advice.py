@@ -14,9 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-from benanza.paths import perfdb_dir, shipped_db
-from benanza.pipeline import analyze_model, bundle_model
+from benanza.paths import perfdb_dir
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import bundle_model
+from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 
 def advice(bundle: Path, models: Path) -> dict[str, object]:

@@ -5,7 +5,7 @@
 
 Targets (issue 17, a CPU-only 2-core machine): `analyze` of a shipped batch-64 bundle < 10 s on
 the first call and < 1 s after it (the parsed bundle parts and the analysis's prepared inputs are
-cached: benanza/profile/parse_cache.py, benanza/analysis_cache.py); `generate` of the zoo at batches
+cached: benanza/profile/parse_cache.py, benanza/workflows/analysis_cache.py); `generate` of the zoo at batches
 1,8 in fp32, tf32, fp16 < 5 s. Each command runs as its own process, as a user would run it, so
 interpreter start and imports count ("import" rows: `python -c 'import benanza.cli.analyze'`, and
 a bare interpreter). The first call copies the bundle to a temporary directory and points
@@ -31,10 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benanza.paths import perfdb_dir, shipped_db
-from benanza.pipeline import bundle_model
+from benanza.paths import perfdb_dir
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import bundle_model
 from benanza.profile.parse_cache import CACHE_DIR
+from benanza.store.shipped import shipped_db
 
 BENANZA = Path(sys.executable).parent / "benanza"
 PACKAGE = Path(__file__).resolve().parent.parent / "benanza"

@@ -32,8 +32,8 @@ OUTPUTS = ("json", "csv", "trace")
 
 def _cases(zoo: Path) -> dict[str, list[str]]:
     sys.path.insert(0, str(ROOT))
-    from benanza.pipeline import bundle_model
     from benanza.profile.bundle import read_bundle
+    from benanza.profile.catalog import bundle_model
 
     cases = {"resnet50_no_profile": [str(zoo / "resnet50.onnx"), "--batch", "64"]}
     for bundle in sorted((ROOT / "perfdb" / "bundles").iterdir()):

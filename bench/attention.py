@@ -40,12 +40,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from benanza import codegen, runner, system
-from benanza.db import open_db
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.library import Api, Fusion, Precision
+from benanza.measure import runner, system
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
-from benanza.plan import plan
+from benanza.store.db import DatabaseSink, open_db
 
 # The unfused chain's calls (cublasGemmEx's 66 algorithms are left out: cuBLASLt's heuristic
 # list is what frameworks call), the fused call, and the copy bound of the non-library layers.
@@ -186,7 +187,7 @@ def main() -> None:
         sys.exit(f"no usable NVIDIA GPU ({fingerprint['reason']})")
     db_path = out / "attention.db"
     db = open_db(db_path)
-    summary = runner.run(project, db, timeout_s=args.timeout, build_dir=build, system=fingerprint,
+    summary = runner.run(project, DatabaseSink(db), timeout_s=args.timeout, build_dir=build, system=fingerprint,
                          max_engines=args.max_engines)
     print(f"ran in {time.monotonic() - t0:.1f} s: {summary.ok} ok of {summary.results} results, "
           f"{summary.check_failed} check_failed, errors: {summary.errors or 'none'}", flush=True)

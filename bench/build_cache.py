@@ -30,11 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benanza import build_cache, codegen, runner
 from benanza.cli.generate import parse_apis
+from benanza.generate import codegen
+from benanza.generate.plan import plan, plan_executed
+from benanza.measure import build_cache, runner
 from benanza.model.onnx_import import load_model
-from benanza.pipeline import profile_calls
-from benanza.plan import plan, plan_executed
+from benanza.workflows.measure import profile_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from benanza.library import Precision
-from benanza.pipeline import analyze_model, bundle_model
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import bundle_model
+from benanza.workflows.analysis import analyze_model
 
 COLUMNS = ("bundle", "framework", "batch", "dtype", "end-to-end (ms)", "GPU busy (ms)", "memcpy/memset (ms)",
            "LBL_seq (ms)", "LBL_par (ms)", "BR_seq vs busy", "BR_par vs e2e", "BR_par vs busy",

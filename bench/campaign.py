@@ -49,9 +49,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benanza import db as perfdb
-from benanza import runner
 from benanza.library import L2
+from benanza.measure import runner
+from benanza.measure.campaign import harness_options, sampled_project, scaled_wall
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "warmup", "timed", "check", "db_write",
           "other")
@@ -144,39 +146,6 @@ def print_report(per_exe: dict[str, dict[str, Any]], overall: dict[str, Any], ca
               f"{j['status']}; most in {LABELS.get(top, top)}: {j['phases_s'][top]:.2f} s)")
 
 
-def sampled_project(project: Path, every: int) -> Path:
-    """A project directory beside PROJECT whose manifest holds every `every`-th job of each executable
-    (spread over its models, batches and precisions); it runs with PROJECT's build directory."""
-    manifest = runner.load_manifest(project)
-    position: dict[str, int] = defaultdict(int)
-    kept = []
-    for job in manifest["jobs"]:
-        n = position[job["executable"]]
-        position[job["executable"]] += 1
-        if n % every == 0:
-            kept.append(job)
-    out = project.parent / f"{project.name}.sample{every}"
-    out.mkdir(exist_ok=True)
-    (out / "manifest.json").write_text(json.dumps({**manifest, "jobs": kept}))
-    return out
-
-
-def scaled_wall(exe_totals: dict[str, Any], every: int) -> float:
-    """An executable's whole-campaign wall from its 1/`every` sample: `every` x its jobs' time, but its
-    process start once (a process runs all of an executable's jobs, sampled or not)."""
-    start = exe_totals["phases_s"]["process_start"]
-    return (exe_totals["wall_s"] - start) * every + start
-
-
-def harness_options(args: argparse.Namespace) -> list[str]:
-    """The harness options this script sets, as separate words: the harness reads `--race 1.5`, not `--race=1.5`."""
-    words: list[str] = []
-    for name, value in (("race", args.race), ("job_budget_s", args.job_budget_s), ("plan_threads", args.plan_threads)):
-        if value is not None:
-            words += [f"--{name.replace('_', '-')}", f"{value:g}"]
-    return words
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path, help="generated benchmark project (written with --generate)")
@@ -227,10 +196,11 @@ def main() -> int:
     recorder = Recorder(None if args.time_limit is None else time.perf_counter() + args.time_limit)
     try:
         run_dir = args.project if args.sample <= 1 else sampled_project(args.project, args.sample)
-        summary = runner.run(run_dir, perfdb.open_db(args.db), timeout_s=args.timeout, force=args.force,
+        summary = runner.run(run_dir, DatabaseSink(perfdb.open_db(args.db)), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
                              max_engines=args.max_engines,
-                             harness_args=harness_options(args) + shlex.split(args.harness))
+                             harness_args=harness_options(args.race, args.job_budget_s,
+                                                          args.plan_threads) + shlex.split(args.harness))
     except Enough:
         summary = None
         print(f"--time-limit {args.time_limit:g} s reached: stopped after {len(recorder.jobs)} jobs")

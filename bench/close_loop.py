@@ -303,11 +303,11 @@ def folded_bn_prediction(report: Any, model_path: Path, batch: int, db_path: Pat
     """Saving of folding every BatchNormalization that directly follows a conv (its only reader):
     the BN layers' as-executed rows go, a bias add per conv comes (its DB row in fp32, else its
     bytes at the system's bandwidth, counted and named)."""
-    from benanza import db as perfdb
     from benanza.analyze.choose import fastest, usable
     from benanza.model.layer import bias_add
     from benanza.model.onnx_import import load_model
-    from benanza.pipeline import pick_system
+    from benanza.store import db as perfdb
+    from benanza.store.systems import pick_system
 
     model = load_model(model_path, batch)
     rows = {r["#"]: r for r in report.tables["layers"].rows}
@@ -394,7 +394,7 @@ def cuda_graph_prediction(report: Any) -> dict[str, Any]:
 
 def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
     """The analysis of the bundle (the run before the change) and the saving it predicts."""
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     report, _ = analyze_model(model_path, db_path, bundle, apis=exp.apis)
     s = report.summary
@@ -951,7 +951,7 @@ def measure_db(exps: list[Experiment], args: argparse.Namespace, out: Path, db_p
     if not exports:
         return
     if not db_path.exists():
-        from benanza.paths import shipped_db
+        from benanza.store.shipped import shipped_db
 
         shutil.copyfile(shipped_db(), db_path)
     t0 = time.perf_counter()
@@ -976,7 +976,7 @@ def _predicted(exp: Experiment, model: Path, bundle: Path, db_path: Path) -> dic
     if exp.predicted_by != "what-if tf32 saving":
         return {"predicted_ms": None, "error": error}
     from benanza.library import Precision
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     try:
         report, _ = analyze_model(model, db_path, None, batch=exp.batch, precisions=[Precision.FP32], apis=exp.apis)
@@ -1003,7 +1003,7 @@ def predict_all(exps: list[Experiment], args: argparse.Namespace, out: Path, db_
 def run_experiments(args: argparse.Namespace) -> list[Outcome]:
     import torch
 
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     if not torch.cuda.is_available():
         sys.exit("close_loop.py: no usable CUDA GPU (use --dry-run for the plan)")
@@ -1165,7 +1165,7 @@ def print_row(o: Outcome, header: list[bool] = [True]) -> None:  # noqa: B006 (p
 
 def dry_run(args: argparse.Namespace) -> None:
     """The plan, and the predictions from shipped bundles of the same name where there are some."""
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     db_path = Path(args.db) if args.db else shipped_db()
     out = Path(args.out or "OUT")

@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benanza import cluster, runner
-from benanza import db as perfdb
+from benanza.measure import cluster, runner
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 FAKE = Path(__file__).resolve().parent.parent / "tests" / "data" / "fake_bench"
 
@@ -59,7 +60,7 @@ def main() -> int:
         os.environ["FAKE_BENCH_PLAN"] = str(project)  # the workers inherit it
 
         start = time.perf_counter()
-        alone = runner.run(project, perfdb.open_db(root / "single.db"), build_dir=build)
+        alone = runner.run(project, DatabaseSink(perfdb.open_db(root / "single.db")), build_dir=build)
         single_s = time.perf_counter() - start
         print(f"single process:   {args.jobs} jobs in {single_s:6.2f} s = {alone.ran / single_s:7.0f} jobs/s")
 
@@ -70,7 +71,8 @@ def main() -> int:
         up_s = time.perf_counter() - up
         try:
             begin = time.perf_counter()
-            summary = cluster.run_campaign(project, perfdb.open_db(root / "cluster.db"), client, build_dir=build,
+            summary = cluster.run_campaign(project, DatabaseSink(perfdb.open_db(root / "cluster.db")), client,
+                                           build_dir=build,
                                            shard_jobs=args.shard_jobs or None)
             cluster_s = time.perf_counter() - begin
         finally:

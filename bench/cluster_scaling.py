@@ -38,13 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/campaign.py, bench/cluster_vs_single.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/cluster_vs_single.py
 
-from campaign import sampled_project
 from cluster_vs_single import compare, rows
 
-from benanza import cluster, runner
-from benanza import db as perfdb
+from benanza.measure import cluster, runner
+from benanza.measure.campaign import sampled_project
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 
 class Tally:
@@ -84,8 +85,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
 
         def campaign() -> None:  # the database opened in the thread that writes it (sqlite3's rule)
             try:
-                db = perfdb.open_db(db_path)
-                box["summary"] = cluster.run_campaign(project, db, dask.client, build_dir=build, progress=tally)
+                sink = DatabaseSink(perfdb.open_db(db_path))
+                box["summary"] = cluster.run_campaign(project, sink, dask.client, build_dir=build, progress=tally)
             except BaseException as exc:
                 box["error"] = exc
 

@@ -27,10 +27,11 @@ from typing import Any
 
 import onnx
 
-from benanza import cluster, runner, system
-from benanza import db as perfdb
 from benanza.errors import BenanzaError
-from benanza.pipeline import generate_project
+from benanza.measure import cluster, runner, system
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
+from benanza.workflows.measure import generate_project
 
 ZOO_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 NOISE = (0.05, 0.10)  # relative median differences counted in the table
@@ -59,7 +60,7 @@ def compare(a: dict, b: dict) -> dict[str, Any]:
 def single(project: Path, build: Path, db_path: Path, fp: dict, max_engines: int | None) -> tuple[float, Any]:
     db = perfdb.open_db(db_path)
     start = time.perf_counter()
-    summary = runner.run(project, db, system=fp, build_dir=build, max_engines=max_engines)
+    summary = runner.run(project, DatabaseSink(db), system=fp, build_dir=build, max_engines=max_engines)
     return time.perf_counter() - start, summary
 
 
@@ -110,7 +111,8 @@ def main() -> int:
     try:
         db = perfdb.open_db(work / "cluster.db")
         begin = time.perf_counter()
-        campaign = cluster.run_campaign(project, db, dask.client, build_dir=build, max_engines=args.max_engines)
+        campaign = cluster.run_campaign(project, DatabaseSink(db), dask.client, build_dir=build,
+                                        max_engines=args.max_engines)
         cluster_s = time.perf_counter() - begin
         workers = len(cluster.workers_of(dask.client))
     finally:

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import onnx
 
-from benanza import codegen
 from benanza.cli.generate import parse_apis
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.model.onnx_import import load_models
-from benanza.plan import plan
 
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benanza import db as perfdb
-from benanza.records import Result
+from benanza.records import JobKey, Result
+from benanza.store import db as perfdb
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 SYSTEM = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
@@ -65,7 +65,7 @@ def main() -> None:
         def per_job() -> None:
             for job in jobs:
                 first = job[0]
-                key = perfdb.JobKey.of({"layer_key": first.layer_key, "api": first.api, "dtype": first.dtype}, "warm")
+                key = JobKey.of({"layer_key": first.layer_key, "api": first.api, "dtype": first.dtype}, "warm")
                 perfdb.record_job(db, sid, key, "bench_graph_conv", "ok", "", job)
 
         timed(f"insert {len(flat)} results, one transaction per job ({len(jobs)})", per_job)

@@ -22,10 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_cold_weights import large_weights_model, rows
 
-from benanza import codegen, runner
-from benanza import db as perfdb
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.library import L2, Api, Precision
-from benanza.plan import plan
+from benanza.measure import runner
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 
 def build(out: Path, context_h: str | None) -> Path:
@@ -47,8 +49,8 @@ def check(project: Path, db_path: Path) -> tuple[int, int, list[str]]:
     keys = {layer.key for layer in large_weights_model().layers}
     db = perfdb.open_db(db_path)
     options = {"build_dir": project / "build", "timeout_s": 300.0, "max_reps": 30}
-    cold = runner.run(project, db, l2=L2.COLD_WEIGHTS.value, **options)
-    warm = runner.run(project, db, **options)
+    cold = runner.run(project, DatabaseSink(db), l2=L2.COLD_WEIGHTS.value, **options)
+    warm = runner.run(project, DatabaseSink(db), **options)
     by_call = {(r.layer_key, r.algorithm): r for r in rows(db, warm.system_id, keys, L2.WARM) if r.ok}
     one_call = sum(1 for r in by_call.values() if r.notes.get("coarse") == "slow call")
     pairs = [(c, by_call[(c.layer_key, c.algorithm)]) for c in rows(db, cold.system_id, keys, L2.COLD_WEIGHTS)

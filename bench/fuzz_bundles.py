@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from hostile_bundles import BAD, TIMEOUT_S, mutants, run_commands
 
-from benanza.paths import shipped_db
+from benanza.store.shipped import shipped_db
 
 
 def main() -> int:

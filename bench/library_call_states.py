@@ -4,7 +4,7 @@ benchmarks in each L2 state, and whether the benchmark ran the framework's kerne
     python bench/library_call_states.py --db perf.db --models DIR BUNDLE [BUNDLE ...] [--json out.json]
 
 For each bundle (its model ``DIR/<model>.onnx``), over the layers of the library-call check
-(``analyze.core._library_call_layers``: exact logged cuDNN/cuBLAS calls, the framework's own kernels
+(``analyze.core.library_call_layers``: exact logged cuDNN/cuBLAS calls, the framework's own kernels
 and copies left out): the framework's library-kernel time and its longest kernel; each call's
 warm, cold-weights and cold-L2 rows (``choose.executed_ms``); the cold-L2 row's own longest
 kernel (CUPTI, ``notes["kernel"]``) and whether it is the framework's. Prints one summary line
@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from benanza.analyze.choose import Policy, choose, executed_ms, executed_row
-from benanza.analyze.core import _library_call_layers, _mapped
+from benanza.analyze.core import library_call_layers, mapped_rows
 from benanza.library import L2
-from benanza.pipeline import _prepare, bundle_model
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import bundle_model
 from benanza.records import Result
+from benanza.workflows.prepare import prepare
 
 STATES = (L2.WARM, L2.COLD_WEIGHTS, L2.COLD)
 
@@ -40,10 +41,10 @@ def _same(a: str, b: str) -> bool:
 
 
 def bundle_rows(model_path: Path, db_path: Path, bundle: Path) -> list[dict[str, Any]]:
-    inputs, _ = _prepare(model_path, db_path, bundle, None, None, None, "both", None)
+    inputs, _ = prepare(model_path, db_path, bundle, None, None, None, "both", None)
     executed = {layer.index: choose(layer, inputs, Policy.AS_EXECUTED) for layer in inputs.model.layers}
     rows = []
-    for layer, measured, calls, _ in _library_call_layers(_mapped(inputs.model, inputs, executed), executed):
+    for layer, measured, calls, _ in library_call_layers(mapped_rows(inputs.model, inputs, executed), executed):
         kernels = [k for k in inputs.profile.layers[layer.index].kernels if not k.copy]
         longest = max(kernels, key=lambda k: k.dur_us).name if kernels else ""
         row: dict[str, Any] = {"layer": layer.name, "op": layer.op, "measured (ms)": measured,

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from benanza.analyze import Report
 from benanza.library import Precision
-from benanza.pipeline import analyze_model, bundle_model
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import bundle_model
+from benanza.workflows.analysis import analyze_model
 
 COLUMNS = ("model", "batch", "change", "predicted (ms)", "as-executed LBL before → after (ms)",
            "realized GPU busy (ms)", "realized end-to-end (ms)")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benanza import runner
+from benanza.measure import runner
 
 # Executables whose jobs measure several algorithms (one-algorithm APIs have nothing to race).
 RACED_EXECUTABLES = ("bench_conv_fwd", "bench_conv_bias_act", "bench_gemm_ex", "bench_lt_matmul", "bench_graph_conv",

@@ -75,12 +75,12 @@ def by_cause(rows: list[Row]) -> None:
 
 def graph_conv_bounds(rows: list[Row], models: Path, db_path: Path) -> list[Row]:
     """The batch >= 64 cells' bound with the legacy convolution rows left out."""
-    from benanza import db as perfdb
     from benanza.analyze import Constraints, analyze
-    from benanza.analyze.sources import inputs_from_db
     from benanza.library import Api, Precision
     from benanza.model.onnx_import import load_model
-    from benanza.pipeline import pick_system
+    from benanza.store import db as perfdb
+    from benanza.store.systems import pick_system
+    from benanza.workflows.prepare import inputs_from_db
 
     legacy_conv = {Api.CONV_FWD.value, Api.CONV_BIAS_ACT.value}
     db = perfdb.open_db(db_path, readonly=True)
@@ -115,7 +115,7 @@ def main() -> None:
         raise SystemExit(f"{args.report}: not a validate.py report ({exc})") from None
     by_cause(rows)
     if args.graph_conv:
-        from benanza.paths import shipped_db
+        from benanza.store.shipped import shipped_db
 
         big = graph_conv_bounds(rows, args.models, args.db or shipped_db())
         values = [r["BR_seq graph conv"] for r in big]

@@ -16,7 +16,7 @@ import torch
 
 from benanza.model.onnx_import import load_model
 from benanza.profile.capture import materialize
-from benanza.profile.capture_child import _node_ranges
+from benanza.profile.capture_child import node_ranges
 from benanza.profile.kineto import read_kineto_trace
 from benanza.profile.node_layers import torch_range_layers
 from benanza.profile.onnx_torch import convert_named
@@ -26,7 +26,7 @@ for src in sys.argv[1:]:
     tmp = Path(tempfile.mkdtemp())
     mat = materialize(src, 1, tmp / "m.onnx")
     mod, names = convert_named(str(mat.path))
-    _node_ranges(mod, names)
+    node_ranges(mod, names)
     side = 299 if "inception" in src else 224
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, torch.no_grad():
         with torch.profiler.record_function(RUN_RANGE):

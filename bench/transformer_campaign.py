@@ -42,23 +42,25 @@ import tarfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/exports.py
 
-from benanza import codegen, runner, system
-from benanza.apis import has_weights
-from benanza.db import open_db
+from benanza.analyze.headline import library_call_ratio
 from benanza.errors import BenanzaError
-from benanza.guards import model_digest
+from benanza.generate import codegen
+from benanza.generate.plan import plan, plan_executed
 from benanza.library import L2, Fusion, Precision
+from benanza.measure import runner, system
 from benanza.model.onnx_import import load_model
-from benanza.pipeline import analyze_model, profile_calls, skip_predicate
-from benanza.plan import plan, plan_executed
+from benanza.profile.bundle import model_digest
 from benanza.profile.capture import capture
 from benanza.profile.mapping import kernel_time_mapped, summary
+from benanza.store.db import DatabaseSink, open_db
+from benanza.store.systems import held_in_states
+from benanza.workflows.analysis import analyze_model
+from benanza.workflows.measure import profile_calls
 
 SEQ = 128
 # The executed-calls step (4.) starts only with this much budget left: its build (the harness's
@@ -128,7 +130,7 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
     fingerprint = system.fingerprint(bandwidth=True)
     if not fingerprint["usable"]:
         raise BenanzaError(f"no usable NVIDIA GPU ({fingerprint['reason']})")
-    s = runner.run(project, open_db(db_path), timeout_s=timeout_s, build_dir=build, system=fingerprint,
+    s = runner.run(project, DatabaseSink(open_db(db_path)), timeout_s=timeout_s, build_dir=build, system=fingerprint,
                    max_engines=max_engines, max_reps=max_reps,
                    harness_args=("--max-ms", str(max_ms), "--race", str(race)))
     out.update({"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,
@@ -136,21 +138,6 @@ def benchmark(models: dict[str, Path], batches: list[int], dtypes: list[str], pr
                 "gpu": fingerprint.get("gpu")})
     print(f"[{clock.used():.0f} s] ran: {s.ok} ok of {s.results}, {s.check_failed} check_failed", flush=True)
     return out
-
-
-def _executed_skip(db_path: Path, states: tuple[L2, ...]):
-    """What ``plan_executed`` may drop: the calls whose rows the database holds in every L2 state of
-    ``states`` (warm among them); cold-weights rows only for calls with weights (``--l2 cold-weights``
-    runs no others)."""
-    held_row = skip_predicate(db_path, None)
-    if held_row is None:
-        return None
-
-    def held(bench: Any) -> bool:
-        return all(held_row({**asdict(bench), "l2": l2.value}) for l2 in states
-                   if l2 is not L2.COLD_WEIGHTS or has_weights(bench.api))
-
-    return held
 
 
 def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: Path, clock: Clock, timeout_s: float,
@@ -167,7 +154,7 @@ def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: P
     calls = [c for bundle, model in bundles for c in profile_calls(model, (bundle,))]
     if states is None:
         states = BATCH1_STATES if any(read_batch(bundle) == 1 for bundle, _ in bundles) else (L2.WARM,)
-    p = plan_executed(calls, skip=_executed_skip(db_path, states))
+    p = plan_executed(calls, skip=held_in_states(db_path, states))
     out.update({"calls": len(calls), "jobs": len(p.jobs), "dropped": p.drop_reasons()})
     print(f"[{clock.used():.0f} s] executed calls: {len(calls)} logged, {len(p.jobs)} job(s) to measure", flush=True)
     if not p.jobs:
@@ -184,7 +171,7 @@ def measure_executed(bundles: list[tuple[Path, Path]], project: Path, db_path: P
         if left < 20:
             out[l2.value] = "skipped: time budget spent"
             continue
-        s = runner.run(project, open_db(db_path), timeout_s=min(timeout_s, left), build_dir=build,
+        s = runner.run(project, DatabaseSink(open_db(db_path)), timeout_s=min(timeout_s, left), build_dir=build,
                        system=fingerprint, l2=l2.value, max_reps=max_reps,
                        harness_args=("--max-ms", str(max_ms), "--race", str(race)))
         out[l2.value] = {"results": s.results, "ok": s.ok, "check_failed": s.check_failed, "errors": s.errors,
@@ -288,15 +275,6 @@ def archives(bundles: list[Path], results: Path) -> list[str]:
                 tar.addfile(info, io.BytesIO(blob))
         written.append(path.name)
     return written
-
-
-def library_call_ratio(batch: int, a: dict[str, Any]) -> tuple[Any, Any]:
-    """The library-call check the table shows: at batch 1 under cold L2 (each call after kernels
-    that left L2 full of dirty lines, timed by its kernels' durations: docs/METRICS.md), warm
-    otherwise; (ratio, layers)."""
-    if batch == 1:
-        return a.get("as-executed cold L2 / measured, library calls"), a.get("library-call layers, cold L2")
-    return a.get("as-executed / measured, library calls"), a.get("library-call layers (as-executed check)")
 
 
 def _with_layers(value: Any, layers: Any) -> str:

@@ -670,7 +670,7 @@ def _write(out: Path, meta: dict[str, Any], cells: list[dict[str, Any]]) -> None
 
 # ---------------------------------------------------------------- report (asks benanza for the bound)
 def cmd_report(args) -> None:
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     try:
         data = json.loads(Path(args.cells).read_text())
@@ -701,7 +701,7 @@ def _report_rows(data: dict[str, Any], db: Path, models: Path) -> list[dict[str,
     """One row per cell: the bound of the cell's model, batch, sequence length and precisions, and BR."""
     from benanza.errors import BenanzaError
     from benanza.library import Precision
-    from benanza.pipeline import analyze_model
+    from benanza.workflows.analysis import analyze_model
 
     cache: dict[tuple[str, int, tuple[str, ...], int | None], dict[str, Any] | str] = {}
     rows = []

@@ -25,8 +25,8 @@ from typing import Any
 import onnx
 import pytest
 
-from benanza import codegen
-from benanza.plan import Plan
+from benanza.generate import codegen
+from benanza.generate.plan import Plan
 
 # The nine light ONNX zoo models that ship inside the onnx package (light_*.onnx).
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -37,7 +37,7 @@ CXX = shutil.which("g++") or shutil.which("c++")
 
 @pytest.fixture(scope="session", autouse=True)
 def private_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Builds under test never read or fill the user's build cache (benanza/build_cache.py): a hit
+    """Builds under test never read or fill the user's build cache (benanza/measure/build_cache.py): a hit
     left by an earlier run would let a build pass without compiling. One empty cache per session."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BENANZA_BUILD_CACHE_DIR", str(tmp_path_factory.mktemp("build_cache")))

@@ -35,10 +35,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from benanza import db as perfdb
 from benanza.cli import main
 from benanza.errors import BenanzaError
-from benanza.records import Result
+from benanza.records import JobKey, Result
+from benanza.store import db as perfdb
 
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
         "cuda_runtime": "13.0", "cudnn_version": "9.19.0", "cublas_version": "13.1.0", "bandwidth_gbs": 3014.0}
@@ -69,7 +69,7 @@ def base_db(path: Path, rows: int = 24) -> Path:
                     workspace_bytes=1024, notes={"gbs": 10.0})
         bad = Result(f"k{i:03d}", "cudnnConvolutionForward", "7", "fp16", "fma", "none", "not_supported",
                      message="CUDNN_STATUS_NOT_SUPPORTED")
-        key = perfdb.JobKey(f"k{i:03d}", "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]')
+        key = JobKey(f"k{i:03d}", "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]')
         perfdb.record_job(db, sid, key, "bench_conv", "ok", "", [ok] if i % 7 == 3 else [ok, bad])
     db.close()
     return path

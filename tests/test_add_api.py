@@ -41,11 +41,11 @@ SCRIPT = '''
 import json, sys
 sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("_editable")]
 import benanza
-from benanza import codegen
+from benanza.generate import codegen
 from benanza.apis import REGISTRY
 from benanza.library import OP_APIS, Api
 from benanza.model.onnx_import import load_model
-from benanza.plan import plan
+from benanza.generate.plan import plan
 model = load_model(sys.argv[1])
 p = plan([model], ["fp32"])
 manifest = codegen.generate(p, sys.argv[2], "benanza generate test_add_api")

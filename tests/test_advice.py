@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 from conftest import LIGHT
 
-from benanza import db as perfdb
 from benanza.analyze import Report
 from benanza.analyze.inputs import WhatIf
 from benanza.library import Precision
 from benanza.model.layer import bias_add, separate_bias
 from benanza.model.onnx_import import load_model
-from benanza.paths import perfdb_dir, shipped_db
-from benanza.pipeline import analyze_model
+from benanza.paths import perfdb_dir
+from benanza.store import db as perfdb
+from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 BUNDLES = perfdb_dir() / "bundles"
 FP32 = (Precision.FP32,)

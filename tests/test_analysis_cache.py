@@ -1,4 +1,4 @@
-"""The analyzer's prepared inputs are cached (benanza/analysis_cache.py): a later call on the same
+"""The analyzer's prepared inputs are cached (benanza/workflows/analysis_cache.py): a later call on the same
 files reads them back and reports the same; a changed bundle file, model or database misses."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import LIGHT
 
-from benanza import analysis_cache, pipeline
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir
 from benanza.profile.parse_cache import CACHE_DIR
 from benanza.report import to_json
+from benanza.store.shipped import shipped_db
+from benanza.workflows import analysis, analysis_cache
+from benanza.workflows import prepare as preparation
 
 BUNDLE = perfdb_dir() / "bundles" / "resnet50_b1_ort_fp32"
 MODEL = LIGHT / "light_resnet50.onnx"
@@ -28,13 +30,13 @@ def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
     """Each call of the uncached preparation (model load, mapping, database reads), by bundle."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     calls: list[Path] = []
-    prepare = pipeline._prepare
+    prepare = preparation.prepare
 
     def counting(model: Path, db: Path, bundle: Path | None, *args: object) -> object:
         calls.append(bundle)
         return prepare(model, db, bundle, *args)
 
-    monkeypatch.setattr(pipeline, "_prepare", counting)
+    monkeypatch.setattr(preparation, "prepare", counting)
     return calls
 
 
@@ -42,22 +44,22 @@ def test_a_later_call_reads_the_cache_and_a_changed_bundle_file_misses(tmp_path:
     bundle = Path(shutil.copytree(BUNDLE, tmp_path / BUNDLE.name, ignore=shutil.ignore_patterns(CACHE_DIR)))
     model = Path(shutil.copy(MODEL, tmp_path / MODEL.name))
     db = shipped_db()
-    first, mapping = pipeline.analyze_model(model, db, bundle)
+    first, mapping = analysis.analyze_model(model, db, bundle)
     assert counted == [bundle]
     assert len(list(analysis_cache.user_cache_dir().glob(f"{analysis_cache.PREFIX}*"))) == 1
     assert not (bundle / CACHE_DIR).exists()  # never written into the bundle
-    again, mapping_again = pipeline.analyze_model(model, db, bundle)
+    again, mapping_again = analysis.analyze_model(model, db, bundle)
     assert counted == [bundle]  # read back: no model load, no mapping, no database read
     assert to_json(again) == to_json(first) and mapping_again == mapping
-    assert to_json(first) == to_json(pipeline.analyze_model(model, db, bundle, cache=False)[0])
+    assert to_json(first) == to_json(analysis.analyze_model(model, db, bundle, cache=False)[0])
     # the same meta.json, written again with other whitespace: another file content, parsed and mapped again
     meta = bundle / "meta.json"
     meta.write_text(json.dumps(json.loads(meta.read_text()), indent=4) + "\n")
-    assert to_json(pipeline.analyze_model(model, db, bundle)[0]) == to_json(first)
+    assert to_json(analysis.analyze_model(model, db, bundle)[0]) == to_json(first)
     assert len(counted) == 3
     # the model file written again with the same bytes: keyed by content, still a hit
     model.write_bytes(model.read_bytes())
-    pipeline.analyze_model(model, db, bundle)
+    analysis.analyze_model(model, db, bundle)
     assert len(counted) == 3
     # a damaged entry does not load (and is then recomputed and rewritten)
     for stored in analysis_cache.user_cache_dir().glob(f"{analysis_cache.PREFIX}*"):
@@ -134,6 +136,6 @@ def test_a_missing_model_or_bundle_is_still_one_line(tmp_path: Path) -> None:
     from benanza.errors import BenanzaError
 
     with pytest.raises(BenanzaError, match=r"nope\.onnx"):
-        pipeline.analyze_model(tmp_path / "nope.onnx", shipped_db())
+        analysis.analyze_model(tmp_path / "nope.onnx", shipped_db())
     with pytest.raises(BenanzaError, match="no_bundle"):
-        pipeline.analyze_model(MODEL, shipped_db(), tmp_path / "no_bundle")
+        analysis.analyze_model(MODEL, shipped_db(), tmp_path / "no_bundle")

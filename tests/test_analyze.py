@@ -25,19 +25,15 @@ from test_analyze_fixtures import (
 )
 
 from benanza import SCHEMA_VERSION
-from benanza import db as perfdb
 from benanza.analyze import (
     ApiFamily,
     Ceilings,
     Choice,
     Constraints,
-    ExecutedCall,
     Inputs,
-    LayerProfile,
     Miss,
     MissingReason,
     Policy,
-    Profile,
     Source,
     analyze,
     choose,
@@ -46,10 +42,11 @@ from benanza.analyze.choose import executed_row
 from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.execution import GroupKind
 from benanza.analyze.roofline import bound_ms
-from benanza.analyze.sources import ceilings, inputs_from_db
 from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import Layer, bias_add
-from benanza.records import ROOFLINE, Result
+from benanza.records import ROOFLINE, ExecutedCall, LayerProfile, Profile, Result
+from benanza.store import db as perfdb
+from benanza.workflows.prepare import ceilings, inputs_from_db
 
 ROOF_CONCAT = 16384 / 2e9  # concat moves 8192 + 8192 bytes at 2000 GB/s = 2e9 B/ms
 ROOF_POOL = 8192 / 2e9  # 4096 read + 4096 written
@@ -733,7 +730,7 @@ def test_unknown_profile_layer_does_not_break():
 
 
 def test_run_precisions_come_from_the_recorded_settings():
-    from benanza.analyze.sources import run_precisions
+    from benanza.workflows.prepare import run_precisions
 
     fp32, tf32 = frozenset({Precision.FP32}), frozenset({Precision.FP32, Precision.TF32})
     assert run_precisions("onnxruntime", "fp32", {"use_tf32": 0})[0] == fp32

@@ -7,20 +7,11 @@ in the tests; they are not measurements of any GPU.
 
 from __future__ import annotations
 
-from benanza.analyze import (
-    Ceilings,
-    ExecutedCall,
-    Inputs,
-    KernelSpan,
-    LayerProfile,
-    OverheadKind,
-    Profile,
-    UnmappedWork,
-)
+from benanza.analyze import Ceilings, Inputs
 from benanza.library import PRECISIONS, Activation, Api, Fusion, Precision
 from benanza.model.graph import build_graph
 from benanza.model.layer import FusionCandidate, Layer, Model, Tensor
-from benanza.records import Result
+from benanza.records import ExecutedCall, KernelSpan, LayerProfile, OverheadKind, Profile, Result, UnmappedWork
 
 NASTY = '<script>alert("pool")</script>&\'"</td>'
 F32 = "float32"

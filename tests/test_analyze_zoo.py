@@ -13,12 +13,12 @@ import time
 import pytest
 from conftest import LIGHT
 
-from benanza.analyze import Ceilings, ExecutedCall, Inputs, LayerProfile, Policy, Profile, analyze
+from benanza.analyze import Ceilings, Inputs, Policy, analyze
 from benanza.analyze.roofline import bound_ms
 from benanza.apis import REGISTRY
 from benanza.library import Api, Fusion, Precision
 from benanza.model.layer import Model
-from benanza.records import Result
+from benanza.records import ExecutedCall, LayerProfile, Profile, Result
 
 RESNET50 = LIGHT / "light_resnet50.onnx"
 CEIL = Ceilings(bandwidth_gbs=3000.0, flops={Precision.FP32: 50e12, Precision.TF32: 400e12})  # made up

@@ -9,12 +9,12 @@ import pytest
 from conftest import LIGHT
 from tiny_transformers import bert_block, gpt2_block
 
-from benanza import codegen, job_table
-from benanza.apis import REGISTRY
+from benanza.apis import REGISTRY, job_table
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.library import Api
 from benanza.model.onnx_import import load_model
 from benanza.paths import templates_dir
-from benanza.plan import plan
 
 
 def test_registry_covers_every_api_once() -> None:

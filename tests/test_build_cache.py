@@ -1,4 +1,4 @@
-"""benanza.build_cache through runner.build_project: an executable built once is copied into the next
+"""benanza.measure.build_cache through runner.build_project: an executable built once is copied into the next
 project that would build it byte for byte, without CMake; a corrupt entry is rebuilt, never run; the
 key moves with everything that goes into the compile and not with where the project lies."""
 
@@ -13,11 +13,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT, NVCC
 
-from benanza import build_cache, codegen, runner
 from benanza.cli import main
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.library import Api
+from benanza.measure import build_cache, runner
 from benanza.model.onnx_import import load_model
-from benanza.plan import plan
 
 # -O0: nothing built here runs on a GPU; only the cache's behaviour is under test (conftest.CHECK_ONLY_BUILD)
 QUICK = "-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_CUDA_FLAGS_DEBUG=-O0"

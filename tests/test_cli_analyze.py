@@ -13,11 +13,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza import system
 from benanza.cli import main
-from benanza.paths import shipped_db
-from benanza.pipeline import analyze_model
+from benanza.measure import system
+from benanza.measure.system import SYSTEM_ID_FIELDS, system_id
 from benanza.profile.bundle import write_meta
+from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 RESNET = LIGHT / "light_resnet50.onnx"
 
@@ -118,12 +119,12 @@ def test_a_bundle_from_another_gpu_or_cudnn_is_refused(field: str, value: str, t
 def test_a_gpu_quickstart_starts_from_the_shipped_database_only_on_its_own_system(tmp_path: Path) -> None:
     """On the system the shipped database was measured on, a GPU quickstart copies it and
     measures only what it lacks; on any other (another GPU, another cuDNN) it measures all."""
-    from benanza import db as perfdb
-    from benanza.pipeline import seed_database
+    from benanza.store import db as perfdb
+    from benanza.store.systems import seed_database
 
     (row,) = perfdb.systems(perfdb.open_db(shipped_db()))
-    here = {f: row[f] for f in perfdb.SYSTEM_ID_FIELDS}
-    assert perfdb.system_id(here) == row["id"]
+    here = {f: row[f] for f in SYSTEM_ID_FIELDS}
+    assert system_id(here) == row["id"]
     for field, value in (("gpu", "NVIDIA A100-SXM4-80GB"), ("cudnn_version", "9.10.2")):
         assert not seed_database(tmp_path / f"{field}.db", {**here, field: value})
         assert not (tmp_path / f"{field}.db").exists()

@@ -106,8 +106,8 @@ def two_system_database(path: Path) -> None:
     the time: a real database with two systems, whose comparison is known in advance."""
     import sqlite3
 
-    from benanza import db as perfdb
-    from benanza.paths import shipped_db
+    from benanza.store import db as perfdb
+    from benanza.store.shipped import shipped_db
 
     perfdb.open_db(path).close()
     conn = sqlite3.connect(path)

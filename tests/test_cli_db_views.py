@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benanza import db as perfdb
 from benanza.cli import main
-from benanza.paths import perfdb_dir, shipped_db
+from benanza.paths import perfdb_dir
+from benanza.store import db as perfdb
+from benanza.store.shipped import shipped_db
 
 READABLE = ["model", "batch", "layer", "node", "op", "shape", "api", "algorithm", "dtype", "fusion", "l2", "status",
             "median_ms", "gpu", "layer_key", "system_id"]

@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza import system
 from benanza.cli import main
-from benanza.paths import perfdb_dir, shipped_db
-from benanza.pipeline import analyze_model
+from benanza.measure import system
+from benanza.paths import perfdb_dir
 from benanza.report.fmt import cell
+from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 
 @pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU quickstart measures first")

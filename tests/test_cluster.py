@@ -1,4 +1,4 @@
-"""Campaigns on a Dask cluster (benanza/cluster.py) with REAL processes: a distributed cluster of
+"""Campaigns on a Dask cluster (benanza/measure/cluster.py) with REAL processes: a distributed cluster of
 three worker processes (two playing GPU "Fake A", one "Fake B") runs the fake benchmark
 executable of tests/data/fake_bench, which speaks the harness's stdout protocol."""
 
@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benanza import cluster, runner
-from benanza import db as perfdb
 from benanza.cli import main
+from benanza.measure import cluster, runner
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 distributed = pytest.importorskip("distributed", reason="needs benanza[test]'s dask/distributed")
 
@@ -110,8 +111,8 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     project = fresh_project(home, plans)
     db = perfdb.open_db(home / "campaign.db")
     outcomes: list[runner.JobOutcome] = []
-    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2,
-                                   progress=lambda outcome, _report: outcomes.append(outcome))
+    summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                                   shard_jobs=2, progress=lambda outcome, _report: outcomes.append(outcome))
     assert summary.errors == [] and summary.duplicates == 0
     assert {s["gpu"] for s in summary.systems.values()} == {"Fake A", "Fake B"}
     # each job's phases reach the client (a campaign's per-GPU efficiency is read from them): every
@@ -132,7 +133,7 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     monkeypatch.setenv("FAKE_BENCH_PLAN", str(project))
     monkeypatch.setenv("FAKE_BENCH_GPU", "Fake A")
     single = perfdb.open_db(home / "single.db")
-    alone = runner.run(project, single, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    alone = runner.run(project, DatabaseSink(single), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert alone.system_id in summary.systems
     assert rows_by_system(db)["Fake A"] == rows_by_system(single)["Fake A"]
     assert len(rows_by_system(single)["Fake A"]) == 2 * 15 - 1  # the segfault's job printed 1 of 2
@@ -153,7 +154,8 @@ def test_workers_killed_mid_shard_lose_only_their_running_job(
             os.kill(worker.pid, signal.SIGKILL)  # 3 slow jobs of its 4-job shard still to go
             killed[worker.gpu] = (worker.pid, outcome.job.index + 1)
 
-    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=4,
+    summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                                   shard_jobs=4,
                                    progress=kill_mid_shard)
     assert set(killed) == {"Fake A", "Fake B"}
     assert summary.errors == []
@@ -197,7 +199,8 @@ def test_resume_after_the_client_is_killed(fake_build: Path, home: Path, client:
     db = perfdb.open_db(db_path)
     before = db.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
     assert 4 <= before < 20
-    summary = cluster.run_campaign(project, db, client, timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2)
+    summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                                   shard_jobs=2)
     assert summary.errors == []
     assert (summary.total.skipped, summary.total.ran) == (before, 20 - before)
     expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(10)})

@@ -13,13 +13,14 @@ import networkx as nx
 import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
-from benanza import codegen, job_table
+from benanza.apis import job_table
 from benanza.apis.base import JobFields
 from benanza.errors import BenanzaError
+from benanza.generate import codegen
+from benanza.generate.plan import Plan, plan
 from benanza.library import Api, ConvFwdAlgo
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.plan import Plan, plan
 from benanza.records import Result
 
 NASTY = 'conv "quoted" \\back\\slash\nnew line */ /* ??= `$(rm -rf /)`'
@@ -227,8 +228,8 @@ def test_cli_generate(tmp_path: Path) -> None:
 def test_cli_generate_skips_what_the_database_holds(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from benanza import db as perfdb
     from benanza.cli import main
+    from benanza.store import db as perfdb
 
     model = LIGHT / "light_squeezenet.onnx"
     full = plan([load_model(model, batch=1)], ["fp32"], apis=[Api.CONV_FWD])

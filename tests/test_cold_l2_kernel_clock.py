@@ -11,12 +11,14 @@ from pathlib import Path
 
 from conftest import builds_and_runs_on_a_gpu
 
-from benanza import codegen, runner
-from benanza import db as perfdb
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.library import L2, Api, Precision
+from benanza.measure import runner
 from benanza.model.graph import build_graph
 from benanza.model.layer import Layer, Model, Tensor
-from benanza.plan import plan
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 F32 = "float32"
 
@@ -38,8 +40,8 @@ def test_cold_l2_calls_are_timed_by_their_kernels_on_a_gpu(tmp_path: Path,
     build = cmake_build(out)
     db = perfdb.open_db(tmp_path / "perf.db")
     options = {"build_dir": build, "timeout_s": 300.0, "max_reps": 30}
-    cold = runner.run(out, db, l2=L2.COLD.value, **options)
-    warm = runner.run(out, db, **options)
+    cold = runner.run(out, DatabaseSink(db), l2=L2.COLD.value, **options)
+    warm = runner.run(out, DatabaseSink(db), **options)
     assert cold.errors == [] and warm.errors == []
     got = {(r.layer_key, r.algorithm, r.l2): r for rs in perfdb.results_for(db, cold.system_id,
                                                                              {long_fc.key, qkv.key}).values()

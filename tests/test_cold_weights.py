@@ -11,13 +11,15 @@ from pathlib import Path
 
 from conftest import builds_and_runs_on_a_gpu
 
-from benanza import codegen, runner
-from benanza import db as perfdb
+from benanza.generate import codegen
+from benanza.generate.plan import plan
 from benanza.library import L2, Api, Precision
+from benanza.measure import runner
 from benanza.model.graph import build_graph
 from benanza.model.layer import Layer, Model, Tensor
-from benanza.plan import plan
 from benanza.records import Result
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 F32 = "float32"
 CONV_WEIGHT_BYTES = 512 * 512 * 3 * 3 * 4
@@ -55,7 +57,7 @@ def test_cold_weights_rotate_large_weights_on_a_gpu(tmp_path: Path, cmake_build:
     db = perfdb.open_db(tmp_path / "perf.db")
     options = {"build_dir": build, "timeout_s": 300.0, "max_reps": 30}  # every engine config: fp32 leaves out TF32
 
-    cold = runner.run(out, db, l2=L2.COLD_WEIGHTS.value, **options)
+    cold = runner.run(out, DatabaseSink(db), l2=L2.COLD_WEIGHTS.value, **options)
     assert cold.errors == [] and (cold.jobs, cold.weightless, cold.completed) == (3, 1, 2)
     keys = {conv.key, relu.key, fc.key}
     measured = rows(db, cold.system_id, keys, L2.COLD_WEIGHTS)
@@ -74,7 +76,7 @@ def test_cold_weights_rotate_large_weights_on_a_gpu(tmp_path: Path, cmake_build:
     assert any(r.ok and r.algorithm == "CUBLAS_GEMM_DEFAULT" for r in measured if r.layer_key == fc.key)
 
     # the warm rows beside them: reading weights from HBM is never faster than from L2
-    warm = runner.run(out, db, **options)
+    warm = runner.run(out, DatabaseSink(db), **options)
     assert warm.errors == [] and (warm.weightless, warm.completed) == (0, 3)
     by_call = {(r.layer_key, r.algorithm): r for r in rows(db, warm.system_id, keys, L2.WARM) if r.ok}
     pairs = [(by_call[(r.layer_key, r.algorithm)], r) for r in measured if r.ok and (r.layer_key, r.algorithm)

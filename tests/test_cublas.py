@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
-from benanza import codegen
 from benanza.apis.base import Unsupported
 from benanza.apis.ceilings import CEILING_KEY
 from benanza.apis.gemm import GEMM_EX_ALGORITHMS, GemmShape, gemm_ex_job, gemm_shape, lt_matmul_job, sgemv_job
 from benanza.apis.graph import graph_matmul_job
+from benanza.generate import codegen
+from benanza.generate.plan import Plan, plan
 from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.graph import build_graph, find_fusions
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.plan import Plan, plan
 from benanza.records import Result
 
 ZOO_MODELS = sorted(LIGHT.glob("light_*.onnx"))

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
-from benanza import codegen
 from benanza.apis.base import Unsupported
 from benanza.apis.copy import COPY_ALGORITHM
 from benanza.apis.cudnn_ops import (
@@ -36,11 +35,12 @@ from benanza.apis.cudnn_ops import (
     broadcast4,
     dims4,
 )
+from benanza.generate import codegen
+from benanza.generate.plan import Plan, plan
 from benanza.library import NO_COPY_OPS, Activation, Api, Math, Precision
 from benanza.model.graph import build_graph, find_fusions
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.plan import Plan, plan
 from benanza.records import Result
 
 ZOO_MODELS = sorted(LIGHT.glob("light_*.onnx"))

@@ -16,11 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 from benanza import SCHEMA_VERSION
-from benanza import db as perfdb
 from benanza.cli import main
 from benanza.errors import BenanzaError
+from benanza.measure.system import system_id
 from benanza.model.layer import Tensor, layer_key
-from benanza.records import Result
+from benanza.records import JobKey, Result
+from benanza.store import db as perfdb
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cc": "9.0", "cuda_driver": "13.0",
@@ -97,7 +98,7 @@ def test_inserts_are_idempotent_and_immutable_unless_forced(mem: perfdb.Database
 
 def test_system_id_is_stable_and_rows_only_fill_gaps(mem: perfdb.Database) -> None:
     sid = perfdb.upsert_system(mem, {**H100, "bandwidth_gbs": None})
-    assert sid == perfdb.system_id(H100) != perfdb.system_id(A100)
+    assert sid == system_id(H100) != system_id(A100)
     assert perfdb.upsert_system(mem, {**H100, "bandwidth_gbs": 3000.0, "sm_clock_khz": 1}) == sid
     (row,) = perfdb.systems(mem)
     assert row["bandwidth_gbs"] == 3000.0 and row["sm_clock_khz"] == 1980000  # filled, not overwritten
@@ -115,7 +116,7 @@ def test_exact_key_matching_never_treats_zero_as_any(mem: perfdb.Database) -> No
     assert not measured(result(pad1, "A")) and not measured(result(asym, "A"))
     assert not measured(result(pad0, "B")) and not measured(result(pad0, "A", dtype="fp16"))
     assert not measured(result(pad0, "A", l2="cold"))
-    assert not perfdb.measured(mem, perfdb.system_id(A100))(result(pad0, "A"))
+    assert not perfdb.measured(mem, system_id(A100))(result(pad0, "A"))
 
     mem["model_layers"].insert_all([{"model": "m", "batch": 1, "idx": 0, "node_name": "conv0", "layer_key": pad1}])
     assert perfdb.best_latency_per_layer(mem, sid, "m", 1) == {}  # pad 0's time is never used for pad 1
@@ -127,7 +128,7 @@ def test_enumerated_jobs_are_measured_by_their_job_identity(mem: perfdb.Database
            "algorithms": ["*"]}
     measured = perfdb.measured(mem, sid)
     assert not measured({**job, "algorithm": "*"})
-    perfdb.record_job(mem, sid, perfdb.JobKey.of(job, "warm"), "bench_graph_conv", "ok", "", [])
+    perfdb.record_job(mem, sid, JobKey.of(job, "warm"), "bench_graph_conv", "ok", "", [])
     measured = perfdb.measured(mem, sid)
     assert measured({**job, "algorithm": "*"})
     assert not measured({**job, "algorithms": ["eng0"]})  # another algorithm list is another job
@@ -176,7 +177,7 @@ def make_db(path: Path, system: dict, keys: list[str]) -> str:
     sid = perfdb.upsert_system(db, system)
     perfdb.store_manifest_layers(db, [{"key": k, "op": "Conv"} for k in keys])
     perfdb.insert_results(db, sid, [result(k, a, 0.1) for k in keys for a in ("A", "B")])
-    perfdb.record_job(db, sid, perfdb.JobKey.of({"layer_key": keys[0], "api": "x", "dtype": "fp32"}, "warm"),
+    perfdb.record_job(db, sid, JobKey.of({"layer_key": keys[0], "api": "x", "dtype": "fp32"}, "warm"),
                       "bench", "ok", "", [])
     db.close()
     return sid
@@ -257,7 +258,7 @@ def test_export_csv_and_info(tmp_path: Path, mem: perfdb.Database) -> None:
 
 WRITER = textwrap.dedent("""
     import sys
-    from benanza import db
+    from benanza.store import db
     from benanza.records import Result
     d = db.open_db(sys.argv[1])
     sid = db.upsert_system(d, {"gpu": "G", "sm_count": 1})
@@ -321,7 +322,7 @@ def test_one_measurement_in_two_layouts_is_two_rows(mem: perfdb.Database) -> Non
     assert measured(nhwc) and measured(nchw) and not measured(result(key, "A", dtype="fp16", layout=""))
     job = {"layer_key": key, "api": "cudnn_frontend::graph::conv_fprop", "dtype": "fp16", "fusion": "none",
            "algorithms": ["*"], "layout": "NHWC"}
-    perfdb.record_job(mem, sid, perfdb.JobKey.of(job, "warm"), "bench_graph_conv", "ok", "", [])
+    perfdb.record_job(mem, sid, JobKey.of(job, "warm"), "bench_graph_conv", "ok", "", [])
     measured = perfdb.measured(mem, sid)
     assert measured({**job, "algorithm": "*"}) and not measured({**job, "algorithm": "*", "layout": "NCHW"})
 

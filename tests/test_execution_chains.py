@@ -17,17 +17,17 @@ import pytest
 from conftest import LIGHT
 from test_analyze_fixtures import CEILINGS, SYSTEM, R, t
 
-from benanza import db as perfdb
 from benanza.analyze import Constraints, Inputs, analyze
 from benanza.analyze.dag import layer_graph
 from benanza.analyze.execution import Execution, GroupKind, execution_bound
 from benanza.analyze.peaks import effective_ceilings
-from benanza.analyze.sources import inputs_from_db
 from benanza.library import Api, Fusion, Precision
 from benanza.model.graph import build_graph, find_fusions
 from benanza.model.layer import Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.paths import shipped_db
+from benanza.store import db as perfdb
+from benanza.store.shipped import shipped_db
+from benanza.workflows.prepare import inputs_from_db
 
 B_PER_MS = 2e9  # CEILINGS' 2000 GB/s
 FP32 = Constraints(precisions=frozenset({Precision.FP32}))

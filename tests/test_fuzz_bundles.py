@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hostile_bundles import BAD, mutants, run_commands
 
-from benanza.paths import shipped_db
+from benanza.store.shipped import shipped_db
 
 SEED = 38
 CLASSES = ("meta", "trace", "log", "name")

@@ -21,14 +21,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza import db as perfdb
-from benanza.analyze.sources import CEILING_KEY
+from benanza.apis.ceilings import CEILING_KEY
 from benanza.cli import main
 from benanza.errors import BenanzaError
 from benanza.model.layer import bias_add, separate_bias
 from benanza.model.onnx_import import load_model
-from benanza.paths import shipped_db
 from benanza.records import Result
+from benanza.store import db as perfdb
+from benanza.store.shipped import shipped_db
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -117,15 +117,15 @@ def test_damaged_files_and_bad_versions_are_one_line_errors(tmp_path: Path) -> N
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from benanza import db
-    from benanza.records import Result
+    from benanza.store import db
+    from benanza.records import JobKey, Result
     path, tag, start, n = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
     while time.time() < start:
         pass
     d = db.open_db(path)
     sid = db.upsert_system(d, {"gpu": "G", "sm_count": 1})
     for i in range(n):
-        key = db.JobKey(f"{tag}-{i}", "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]')
+        key = JobKey(f"{tag}-{i}", "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]')
         r = Result(f"{tag}-{i}", "cudnnConvolutionForward", "0", "fp32", "fma", "none", "ok", median_ms=0.1)
         db.record_job(d, sid, key, "bench", "ok", "", [r])
 """)
@@ -146,7 +146,7 @@ def test_two_processes_create_and_write_one_database(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if ".creating" in p.name]
 
 
-MERGE = "import sys; from benanza import db; db.merge(sys.argv[1], sys.argv[2:])"
+MERGE = "import sys; from benanza.store import db; db.merge(sys.argv[1], sys.argv[2:])"
 
 
 def test_kill_9_mid_merge_is_all_or_nothing(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_kill_9_mid_merge_is_all_or_nothing(tmp_path: Path) -> None:
 
 FULL_DISK = textwrap.dedent("""
     import sys
-    from benanza import db
+    from benanza.store import db
     from benanza.records import Result
     d = db.open_db(sys.argv[1])
     sid = db.upsert_system(d, {"gpu": "G", "sm_count": 1})

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from test_runner import ROOT, TIMEOUT_S, fake_build, job_statuses, make_project, plan_env  # noqa: F401
 
-from benanza import db as perfdb
-from benanza import runner
+from benanza.measure import runner
 from benanza.records import checked_result
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 BAD_LINES = ("badtype", "bigint", "nan", "negative", "listfield")
 
@@ -51,7 +52,7 @@ def test_bad_result_lines_are_garbage_and_the_run_goes_on(fake_build: Path, plan
     behaviours = ["ok", *BAD_LINES, "badstart", "partial", "ok", "fork", "ok"]
     project = make_project(plan_env, {"bench_fake": behaviours})
     db = perfdb.open_db(plan_env / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert summary.errors == [] and summary.ran == len(behaviours)
     statuses = job_statuses(db)
     expected = {f"bench_fake-layer{i:03d}": s for i, s in enumerate(
@@ -95,8 +96,9 @@ def test_checked_result_refuses(line: dict) -> None:
 RUN_SCRIPT = textwrap.dedent("""
     import signal, sys
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from benanza import db, runner
-    runner.run(sys.argv[1], db.open_db(sys.argv[2]), timeout_s=30, build_dir=sys.argv[3])
+    from benanza.measure import runner
+    from benanza.store import db
+    runner.run(sys.argv[1], db.DatabaseSink(db.open_db(sys.argv[2])), timeout_s=30, build_dir=sys.argv[3])
 """)
 
 
@@ -132,7 +134,7 @@ def test_killed_runner_leaves_no_process_and_resumes(fake_build: Path, plan_env:
     db = perfdb.open_db(db_path)
     kept = job_statuses(db)
     assert kept == {"bench_fake-layer000": "ok", "bench_fake-layer001": "ok", "bench_fake-layer002": "ok"}
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert summary.skipped == 3 and summary.ran == 2
     assert job_statuses(db)["bench_fake-layer003"] == "timeout" and job_statuses(db)["bench_fake-layer004"] == "ok"
     assert db["benchmarks"].count == 2 * 4 + 1  # 4 ok jobs of 2 results, the hang's first result

@@ -26,15 +26,17 @@ import onnx
 import pytest
 from conftest import LIGHT, NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 
-from benanza import codegen, job_table, paths
+from benanza import paths
+from benanza.apis import job_table
 from benanza.apis.base import Unsupported
 from benanza.apis.engine_config import engine_config_name, parse_engine_config_name
 from benanza.apis.graph import GRAPH_POINTWISE, graph_conv_job, graph_matmul_job
+from benanza.generate import codegen
+from benanza.generate.plan import Plan, plan, plan_executed
 from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.graph import build_graph, find_fusions
 from benanza.model.layer import FusionCandidate, Layer, Model, Tensor
 from benanza.model.onnx_import import load_model
-from benanza.plan import Plan, plan, plan_executed
 from benanza.profile.cudnn_log import read_cudnn_log
 from benanza.records import ExecutedCall, Result
 

@@ -15,10 +15,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from benanza.apis.base import Unsupported
 from benanza.apis.graph_pointwise import graph_pointwise_job
+from benanza.generate.plan import plan
 from benanza.library import Api, Fusion, Precision
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
-from benanza.plan import plan
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 

@@ -4,21 +4,18 @@ copies of a cold-weights weight ring and the calls per timed launch (docs/GENERA
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
-from benanza import paths, runner
+from benanza import paths
 from benanza.library import L2
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import campaign
+from benanza.measure import runner
+from benanza.measure.campaign import harness_options
 
 SITE = Path(onnx.__file__).parent.parent / "nvidia"
 INCLUDES = (SITE / "cudnn" / "include", SITE / "cu13" / "include", Path("/usr/local/cuda/include"))
@@ -153,10 +150,9 @@ def test_racing_refines_only_what_can_still_win(policy_tool: Path) -> None:
     assert reasons([], [*lines, "j 4001 1.2"]) == \
         ["-", "raced", "raced", "raced", "-", "-", "job budget", "job budget", "-", "-", "job budget"]  # 1.3, 4 s
     assert reasons(["--prefetch-jobs", "3"], lines) == reasons([], lines)  # known, and no policy of its own
-    # bench/campaign.py's --race / --job-budget-s / --plan-threads reach the harness as it parses them
+    # a campaign's --race / --job-budget-s / --plan-threads reach the harness as it parses them
     # (it once passed "--race=1.5", which every executable refused with its usage line)
-    campaign_args = argparse.Namespace(race=1.5, job_budget_s=10.0, plan_threads=2)
-    assert reasons(campaign.harness_options(campaign_args), lines) == \
+    assert reasons(harness_options(race=1.5, job_budget_s=10.0, plan_threads=2), lines) == \
         reasons(["--race", "1.5", "--job-budget-s", "10"], lines)
     for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"], ["--plan-threads", "x"],
                 ["--prefetch-jobs", "0"], ["--prefetch-jobs", "x"]):

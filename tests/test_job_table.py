@@ -1,4 +1,4 @@
-"""Job tables (benanza/job_table.py writes them, csrc/benanza/job_table.h reads them): any text round-trips,
+"""Job tables (benanza/apis/job_table.py writes them, csrc/benanza/job_table.h reads them): any text round-trips,
 and a malformed table is refused in one line naming its file and line, before any job runs."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import host_tool
 
-from benanza import job_table
+from benanza.apis import job_table
+from benanza.apis.job_table import ENGINES, KEY, PRECISION, Column, Kind, Vocabulary, choice, ints
 from benanza.errors import BenanzaError
-from benanza.job_table import ENGINES, KEY, PRECISION, Column, Kind, Vocabulary, choice, ints
 
 MODES = Vocabulary("Mode", ("RELU", "TANH"))
 COLUMNS = (KEY, PRECISION, ints("dims", 3), Column("alpha", Kind.REAL32), Column("coef", Kind.REAL),

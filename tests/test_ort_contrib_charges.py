@@ -17,17 +17,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benanza import db as perfdb
 from benanza.analyze.choose import Choice, Policy, RooflineRow, Source, choose, executed_row, roofline_copy_ms
 from benanza.analyze.execution import GroupKind, execution_bound
 from benanza.analyze.inputs import Constraints
-from benanza.analyze.sources import inputs_from_db
 from benanza.library import Api, Fusion, Precision
 from benanza.model.onnx_import import load_model
 from benanza.profile.contrib import contrib_calls
 from benanza.profile.mapping import contrib_charges, ort_node_layers
 from benanza.profile.ort_profile import read_ort_profile
 from benanza.records import ANY, ROOFLINE, LayerProfile, Profile, checked_result
+from benanza.store import db as perfdb
+from benanza.workflows.prepare import inputs_from_db
 
 ort = pytest.importorskip("onnxruntime")
 from ort_cpu import EXPORTS, ort_nodes, profiling_session  # noqa: E402 (after the skip: it needs onnxruntime)

@@ -14,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from benanza import codegen, job_table
-from benanza import db as perfdb
 from benanza.analyze.choose import Choice, Miss, Policy, choose, choose_fused
 from benanza.analyze.execution import GroupKind, execution_bound
 from benanza.analyze.inputs import Constraints
-from benanza.analyze.sources import inputs_from_db
+from benanza.apis import job_table
+from benanza.generate import codegen
+from benanza.generate.plan import plan_executed
 from benanza.library import Api, Fusion, Precision
 from benanza.model.onnx_import import load_model
-from benanza.plan import plan_executed
 from benanza.profile.mapping import contrib_charges, ort_node_layers
 from benanza.records import ExecutedCall, LayerProfile, Profile, checked_result
+from benanza.store import db as perfdb
+from benanza.workflows.prepare import inputs_from_db
 
 pytest.importorskip("onnxruntime")
 from ort_cpu import EXPORTS, ort_nodes  # after the skip: it needs onnxruntime

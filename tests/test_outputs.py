@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza import db as perfdb
 from benanza.cli import main
+from benanza.store import db as perfdb
 
 MODEL = LIGHT / "light_squeezenet.onnx"
 

@@ -1,4 +1,4 @@
-"""The shipped database form (benanza/packed_db.py): a packed database unpacks to the same rows,
+"""The shipped database form (benanza/store/packed.py): a packed database unpacks to the same rows,
 value for value; a file that is not one is refused in one line naming it; the shipped file is one."""
 
 from __future__ import annotations
@@ -13,17 +13,21 @@ import pytest
 from click.testing import CliRunner
 from test_db import H100, conv_key, result
 
-from benanza import SCHEMA_VERSION, packed_db
-from benanza import db as perfdb
+from benanza import SCHEMA_VERSION
 from benanza.cli import main
 from benanza.errors import BenanzaError
-from benanza.paths import PACKED_SUFFIX, perfdb_dir, readable_db
+from benanza.paths import perfdb_dir
+from benanza.records import JobKey
+from benanza.store import db as perfdb
+from benanza.store import packed as packed_db
+from benanza.store.packed import PACKED_SUFFIX
+from benanza.store.shipped import readable_db
 
 
 def rows(path: Path) -> dict[str, list[tuple]]:
     conn = sqlite3.connect(path)
     try:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in packed_db.PACKED_TABLES}
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in packed_db.packed_tables()}
     finally:
         conn.close()
 
@@ -35,7 +39,7 @@ def measured(tmp_path: Path) -> Path:
     db = perfdb.open_db(path)
     system = perfdb.upsert_system(db, H100)
     key = conv_key([1, 1, 1, 1])
-    job = perfdb.JobKey(key, "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]', "NCHW")
+    job = JobKey(key, "cudnnConvolutionForward", "fp32", "none", "warm", '["*"]', "NCHW")
     perfdb.record_job(db, system, job, "bench_conv_fwd", "ok", "", [
         result(key, "IMPLICIT_GEMM", median=0.1 + 0.2, notes={"named": "conv «ü» \u2028 1", "tflops": 1e-300}),
         result(key, "FFT", median=math.ulp(0.0)),  # the smallest double

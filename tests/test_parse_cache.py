@@ -108,7 +108,7 @@ def test_large_parts_say_that_they_are_parsed(tmp_path: Path, user_cache: Path, 
 
 
 def test_unpacking_the_shipped_database_says_so_once(user_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     db = shipped_db()
     assert db.is_relative_to(user_cache.parent) and "unpacking" in capsys.readouterr().err

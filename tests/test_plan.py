@@ -7,10 +7,10 @@ import pytest
 from conftest import LIGHT
 
 from benanza.apis.base import JobFields
+from benanza.generate.plan import JOB_BUILDERS, plan
 from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
 from benanza.model.layer import Layer, Model, Tensor, bias_add
 from benanza.model.onnx_import import load_model
-from benanza.plan import JOB_BUILDERS, plan
 
 
 def conv_layer(name: str, x: tuple[int, ...], k: int, r: int, pads: list[int], stride: int = 1, dil: int = 1,

@@ -12,16 +12,16 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT
 
-from benanza import codegen, job_table
-from benanza.apis import NAMED_CONFIG_APIS
+from benanza.apis import NAMED_CONFIG_APIS, job_table
 from benanza.apis.engine_config import engine_config_name
 from benanza.apis.graph import with_named_configs
 from benanza.cli.main import main
+from benanza.generate import codegen
+from benanza.generate.plan import ALREADY_MEASURED, UNNAMED, plan_executed
 from benanza.library import Api, Precision
 from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
-from benanza.plan import ALREADY_MEASURED, UNNAMED, plan_executed
 from benanza.profile.bundle import read_bundle
 from benanza.profile.mapping import executed_calls
 from benanza.records import ExecutedCall

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from conftest import LIGHT
 from onnx import TensorProto, numpy_helper
 
-from benanza import system
 from benanza.cli import main
 from benanza.errors import BenanzaError
 from benanza.library import Precision
+from benanza.measure import system
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Framework, read_bundle
 from benanza.profile.capture import LOG_ENV, AlgoSearch, capture, child_command, run_child

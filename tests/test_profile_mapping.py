@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from conftest import LIGHT
 from onnx import TensorProto, helper, numpy_helper
 
-from benanza.analyze.inputs import OverheadKind, Profile
 from benanza.cli import main
 from benanza.library import Api, Fusion
 from benanza.model.layer import Model
@@ -34,6 +33,7 @@ from benanza.profile.mapping import map_bundle, map_bundle_report
 from benanza.profile.node_layers import ort_node_layers, top_level_ops
 from benanza.profile.ort_profile import NodeEvent, OrtRun
 from benanza.profile.signatures import layer_signature
+from benanza.records import OverheadKind, Profile
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 ZFNET_CUDNN = SAMPLES / "ort1.31_zfnet512_cudnn_api.log.gz"

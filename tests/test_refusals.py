@@ -140,7 +140,7 @@ def test_a_full_output_is_one_line(args: list[str], tmp_path: Path) -> None:
 
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full here")
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     args = [str(shipped_db()) if a == "DB" else a for a in args]
     with open("/dev/full", "w") as full:
@@ -151,7 +151,7 @@ def test_a_full_output_is_one_line(args: list[str], tmp_path: Path) -> None:
 
 def test_a_merge_into_a_place_that_refuses_writes_is_one_line(tmp_path: Path) -> None:
     """A read-only place (here /sys, refused even to root): one line naming the path, the input untouched."""
-    from benanza.paths import shipped_db
+    from benanza.store.shipped import shipped_db
 
     if not Path("/sys").is_dir():
         pytest.skip("no /sys here")

@@ -1,5 +1,5 @@
 """The runner against a REAL benchmark executable (tests/data/fake_bench/fake_bench.c, built
-with CMake + Ninja by benanza.runner.build) that speaks the stdout protocol and crashes,
+with CMake + Ninja by benanza.measure.runner.build) that speaks the stdout protocol and crashes,
 hangs or prints garbage on the jobs its plan file says."""
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from click.testing import CliRunner
 from conftest import LIGHT
 from rich.console import Console
 
-from benanza import db as perfdb
-from benanza import runner, system
 from benanza.cli import main
 from benanza.cli.run import summary_table
 from benanza.errors import BenanzaError
 from benanza.library import L2, Api, Status
+from benanza.measure import runner, system
+from benanza.measure.system import system_id
+from benanza.records import JobKey
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 DATA = Path(__file__).parent / "data" / "fake_bench"
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +89,7 @@ def test_timeout_bounds_silence_not_the_whole_job(fake_build: Path, plan_env: Pa
     """A job that keeps printing results (many engine configs) outlives the timeout; a silent one does not."""
     project = make_project(plan_env, {"bench_fake": ["steady", "hang"]}, n_algorithms=3)
     db = perfdb.open_db(plan_env / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert (summary.completed, summary.timeout) == (1, 1)
     assert job_statuses(db) == {"bench_fake-layer000": "ok", "bench_fake-layer001": "timeout"}
     assert db.execute("SELECT COUNT(*) FROM benchmarks WHERE layer_key = 'bench_fake-layer000'").fetchone()[0] == 3
@@ -99,7 +102,7 @@ def test_every_outcome_is_recorded_once(fake_build: Path, plan_env: Path) -> Non
     db = perfdb.open_db(plan_env / "perf.db")
     seen = []
     started = time.monotonic()
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build,
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build,
                          progress=lambda outcome, s: seen.append(outcome.status))
     assert time.monotonic() - started < 10
 
@@ -141,12 +144,12 @@ def test_every_outcome_is_recorded_once(fake_build: Path, plan_env: Path) -> Non
 def test_rerun_skips_completed_and_force_reruns(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "segv", "garbage", "ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
-    first = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    first = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     rows = db["benchmarks"].count
-    again = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    again = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert (again.skipped, again.ran, again.results) == (4, 0, 0)
     assert db["benchmarks"].count == rows and db["completed_jobs"].count == 4
-    forced = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, force=True)
+    forced = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build, force=True)
     assert (forced.skipped, forced.ran) == (0, 4) and forced.results == first.results
     assert db["benchmarks"].count == rows and db["completed_jobs"].count == 4
 
@@ -157,7 +160,8 @@ def test_each_outcome_says_where_its_time_went(fake_build: Path, plan_env: Path)
     project = make_project(plan_env, {"bench_fake": ["ok", "ok", "segv", "ok"], "bench_other": ["ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
     outcomes: list[runner.JobOutcome] = []
-    runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, progress=lambda o, _s: outcomes.append(o))
+    runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build, progress=lambda o,
+               _s: outcomes.append(o))
     started = [(o.job.executable, o.job.index) for o in outcomes if "process_start" in o.phases]
     assert started == [("bench_fake", 0), ("bench_fake", 3), ("bench_other", 0)]  # restarted after the crash
     assert all(o.phases["db_write"] >= 0 for o in outcomes)
@@ -168,8 +172,8 @@ def test_each_outcome_says_where_its_time_went(fake_build: Path, plan_env: Path)
 def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
-    runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
-    cold = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2="cold")
+    runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
+    cold = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build, l2="cold")
     assert cold.ran == 2 and cold.skipped == 0
     assert dict(db.execute("SELECT l2, COUNT(*) FROM benchmarks GROUP BY l2").fetchall()) == {"cold": 4, "warm": 4}
 
@@ -180,14 +184,14 @@ def test_cold_weights_runs_only_the_jobs_of_apis_with_weights(fake_build: Path, 
     project = make_project(plan_env, {"bench_fake": ["ok", "ok"], "bench_other": ["ok", "ok", "ok"]},
                            apis={"bench_other": Api.POOLING.value})
     db = perfdb.open_db(plan_env / "perf.db")
-    cold_w = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2=L2.COLD_WEIGHTS.value)
+    cold_w = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build, l2=L2.COLD_WEIGHTS.value)
     assert (cold_w.jobs, cold_w.weightless, cold_w.ran, cold_w.skipped, cold_w.results) == (5, 3, 2, 0, 4)
     assert sorted(db.execute("SELECT layer_key, l2 FROM completed_jobs").fetchall()) == [
         ("bench_fake-layer000", "cold-weights"), ("bench_fake-layer001", "cold-weights")]
     assert dict(db.execute("SELECT l2, COUNT(*) FROM benchmarks GROUP BY l2").fetchall()) == {"cold-weights": 4}
-    again = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build, l2=L2.COLD_WEIGHTS.value)
+    again = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build, l2=L2.COLD_WEIGHTS.value)
     assert (again.weightless, again.skipped, again.ran) == (3, 2, 0)
-    warm = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    warm = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert (warm.weightless, warm.skipped, warm.ran) == (0, 0, 5)
     assert dict(db.execute("SELECT l2, COUNT(*) FROM completed_jobs GROUP BY l2").fetchall()) == {
         "cold-weights": 2, "warm": 5}
@@ -204,8 +208,8 @@ def test_run_summary_says_what_cold_weights_left_out() -> None:
                if left_out in line]
     assert line.replace(left_out, "").strip(" │|") == "3"
     assert left_out not in rendered(runner.RunSummary(jobs=5, ran=5))
-    conv = perfdb.JobKey("k", Api.CONV_FWD.value, "fp32", "none", "cold-weights", "[]")
-    pool = perfdb.JobKey("p", Api.POOLING.value, "fp32", "none", "cold-weights", "[]")
+    conv = JobKey("k", Api.CONV_FWD.value, "fp32", "none", "cold-weights", "[]")
+    pool = JobKey("p", Api.POOLING.value, "fp32", "none", "cold-weights", "[]")
     jobs = {"bench_conv_fwd": [runner.ScheduledJob("bench_conv_fwd", 0, conv)],
             "bench_pooling": [runner.ScheduledJob("bench_pooling", 0, pool)]}
     assert runner.jobs_to_run(jobs, L2.COLD_WEIGHTS.value) == {"bench_conv_fwd": jobs["bench_conv_fwd"],
@@ -218,19 +222,20 @@ def test_relative_project_and_build_paths(fake_build: Path, plan_env: Path, monk
     make_project(plan_env, {"bench_fake": ["ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
     monkeypatch.chdir(plan_env)
-    summary = runner.run(Path("project"), db, timeout_s=TIMEOUT_S, build_dir=os.path.relpath(fake_build, plan_env))
+    summary = runner.run(Path("project"), DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=os.path.relpath(fake_build,
+                                                                                                           plan_env))
     assert summary.errors == [] and summary.completed == 1
 
 
 def test_fixed_system_id_and_fingerprint_merge(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build,
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build,
                          system={"gpu": "overridden by the executable", "sm_clock_khz": 1980000})
     (system,) = perfdb.systems(db)
     assert system["gpu"] == "Fake GPU" and system["sm_clock_khz"] == 1980000
-    assert summary.system_id == system["id"] == perfdb.system_id(system)
-    fixed = runner.run(project, db, system_id="given", timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert summary.system_id == system["id"] == system_id(system)
+    fixed = runner.run(project, DatabaseSink(db), system_id="given", timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert fixed.ran == 1 and perfdb.completed_jobs(db, "given")
 
 
@@ -239,7 +244,7 @@ def test_executable_that_cannot_start_records_nothing(fake_build: Path, tmp_path
     project = make_project(tmp_path, {"bench_fake": ["ok", "ok"]})
     monkeypatch.setenv("FAKE_BENCH_PLAN", str(tmp_path / "nowhere"))
     db = perfdb.open_db(tmp_path / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert len(summary.errors) == 1 and "exited with code 2" in summary.errors[0]
     assert "cannot read the plan file" in summary.errors[0]
     assert summary.ran == 0 and db["completed_jobs"].count == 0 and db["benchmarks"].count == 0
@@ -248,7 +253,7 @@ def test_executable_that_cannot_start_records_nothing(fake_build: Path, tmp_path
 def test_job_never_reached_is_retried_then_reported(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "skip", "ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert summary.completed == 2 and summary.restarts == 1
     assert summary.errors and "before starting a job" in summary.errors[0]
     assert sorted(job_statuses(db)) == ["bench_fake-layer000", "bench_fake-layer002"]
@@ -257,7 +262,7 @@ def test_job_never_reached_is_retried_then_reported(fake_build: Path, plan_env: 
 def test_hang_between_jobs_blames_no_job(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "endhang", "ok", "endhang"]})
     db = perfdb.open_db(plan_env / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     # a hang between jobs blames no job: the executable restarts with the jobs after it
     assert set(job_statuses(db).values()) == {"ok"} and len(job_statuses(db)) == 4
     assert summary.errors == [] and summary.restarts == 1 and summary.timeout == 0
@@ -266,7 +271,7 @@ def test_hang_between_jobs_blames_no_job(fake_build: Path, plan_env: Path) -> No
 def test_harness_error_events(fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "error", "sticky", "ok"]})
     db = perfdb.open_db(plan_env / "perf.db")
-    summary = runner.run(project, db, timeout_s=TIMEOUT_S, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert (summary.completed, summary.job_errors, summary.crashed, summary.restarts) == (2, 1, 1, 1)
     jobs = {r["layer_key"]: r for r in db.query("SELECT * FROM completed_jobs")}
     assert jobs["bench_fake-layer001"]["status"] == "failed" and jobs["bench_fake-layer001"]["results"] == 2
@@ -276,14 +281,15 @@ def test_harness_error_events(fake_build: Path, plan_env: Path, monkeypatch: pyt
     assert "CUDA context lost" in sticky["message"]
 
     monkeypatch.setenv("FAKE_BENCH_NO_DEVICE", "1")
-    failed = runner.run(project, perfdb.open_db(":memory:"), timeout_s=TIMEOUT_S, build_dir=fake_build)
+    failed = runner.run(project, DatabaseSink(perfdb.open_db(":memory:")), timeout_s=TIMEOUT_S, build_dir=fake_build)
     assert failed.ran == 0 and "no usable CUDA device" in failed.errors[0]
 
 
 RUN_SCRIPT = textwrap.dedent("""
     import sys
-    from benanza import db, runner
-    summary = runner.run(sys.argv[1], db.open_db(sys.argv[2]), timeout_s=5, build_dir=sys.argv[3])
+    from benanza.measure import runner
+    from benanza.store import db
+    summary = runner.run(sys.argv[1], db.DatabaseSink(db.open_db(sys.argv[2])), timeout_s=5, build_dir=sys.argv[3])
     print(summary.ran, summary.skipped, summary.errors)
 """)
 
@@ -316,7 +322,7 @@ def test_killed_runner_resumes_without_loss_or_duplicates(fake_build: Path, plan
     assert 3 <= kept < n_jobs
     assert db["benchmarks"].count == kept * n_algos  # results and job marks were committed together
 
-    summary = runner.run(project, db, timeout_s=5, build_dir=fake_build)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=5, build_dir=fake_build)
     assert summary.skipped == kept and summary.ran == n_jobs - kept and summary.crashed == 0
     assert db["completed_jobs"].count == n_jobs
     assert db["benchmarks"].count == n_jobs * n_algos
@@ -350,20 +356,20 @@ def test_build_failure_names_the_project_and_shows_the_compiler(tmp_path: Path) 
 def test_bad_projects_are_one_line_errors(fake_build: Path, tmp_path: Path) -> None:
     db = perfdb.open_db(":memory:")
     with pytest.raises(BenanzaError, match=r"manifest\.json: no such file"):
-        runner.run(tmp_path, db)
+        runner.run(tmp_path, DatabaseSink(db))
     (tmp_path / "manifest.json").write_text('{"schema": 99}')
     with pytest.raises(BenanzaError, match="manifest schema 99"):
-        runner.run(tmp_path, db)
+        runner.run(tmp_path, DatabaseSink(db))
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"schema": 1, "executables": {}, "jobs": [{"executable": "bench_x", "job": 0, "layer_key": "k",
                                                    "api": "a", "dtype": "fp32"}]}))
     with pytest.raises(BenanzaError, match="names executable 'bench_x'"):
-        runner.run(tmp_path, db)
+        runner.run(tmp_path, DatabaseSink(db))
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"schema": 1, "executables": {"bench_x": {}}, "jobs": [{"executable": "bench_x", "job": 0, "layer_key": "k",
                                                                "api": "a", "dtype": "fp32"}]}))
     with pytest.raises(BenanzaError, match="no executable bench_x"):
-        runner.run(tmp_path, db, build_dir=fake_build)
+        runner.run(tmp_path, DatabaseSink(db), build_dir=fake_build)
     with pytest.raises(BenanzaError, match=r"CMakeLists\.txt: no such file"):
         runner.build(tmp_path)
 

@@ -15,17 +15,20 @@ from pathlib import Path
 import pytest
 from conftest import LIGHT
 
-from benanza import db as perfdb
-from benanza.analyze import OverheadKind, Report
+from benanza.analyze import Report
 from benanza.apis import NAMED_CONFIG_APIS
+from benanza.generate.plan import plan_executed
 from benanza.library import NO_COPY_OPS, Api, Precision
 from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
-from benanza.paths import perfdb_dir, shipped_db
-from benanza.pipeline import analyze_model, model_stem, shipped_bundle
-from benanza.plan import plan_executed
+from benanza.paths import perfdb_dir
 from benanza.profile.bundle import read_bundle
+from benanza.profile.catalog import model_stem, shipped_bundle
 from benanza.profile.mapping import Mapping, executed_calls, kernel_time_mapped, map_bundle_report
+from benanza.records import OverheadKind
+from benanza.store import db as perfdb
+from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
 
 BUNDLES = sorted(p for p in (perfdb_dir() / "bundles").iterdir() if p.is_dir())
 SYSTEM = "46ce012553693050"  # the H100 every shipped bundle was recorded on

@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from benanza import db as perfdb
-from benanza import system
+from benanza.measure import system
+from benanza.measure.system import system_id
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = bool(system._driver_probe(0, "")["usable"])
@@ -35,7 +35,7 @@ def test_normalize_spellings() -> None:
     native = system.normalize({**NATIVE_INFO, **{"cudnn_version": 91900, "cublas_version": 130100}})
     assert native["cc"] == "9.0" and native["uuid"] == "GPU-x"
     assert native["theoretical_bandwidth_gbs"] == pytest.approx(3352.3, rel=1e-3)  # H100 SXM HBM3 spec
-    assert perfdb.system_id(line) == perfdb.system_id(native)  # same machine, same id, with or without extension
+    assert system_id(line) == system_id(native)  # same machine, same id, with or without extension
     assert system.normalize({"cc": "sm_80"})["cc"] == "8.0" and system.normalize({"cc": 8.6})["cc"] == "8.6"
     assert system.normalize({"cudnn_version": "9.19.0"})["cudnn_version"] == "9.19.0"
 

@@ -17,7 +17,7 @@ pytest.importorskip("onnx2torch")
 
 from benanza.model.onnx_import import load_model  # noqa: E402
 from benanza.profile.capture import materialize  # noqa: E402
-from benanza.profile.capture_child import _node_ranges  # noqa: E402
+from benanza.profile.capture_child import node_ranges  # noqa: E402
 from benanza.profile.kineto import read_kineto_trace  # noqa: E402
 from benanza.profile.node_layers import torch_range_layers  # noqa: E402
 from benanza.profile.onnx_torch import ConversionError, convert_named  # noqa: E402
@@ -33,7 +33,7 @@ def test_profiled_ranges_map_every_layer(tmp_path: Path, stem: str) -> None:
     source = EXPORTS / f"{stem}.onnx"
     mat = materialize(source, BATCH, tmp_path / "model.onnx", seq_len=SEQ)
     module, names = convert_named(str(mat.path))
-    _node_ranges(module, names)
+    node_ranges(module, names)
     proto = onnx.load(str(mat.path))
     feeds = []
     for v in proto.graph.input:

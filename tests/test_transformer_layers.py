@@ -20,13 +20,13 @@ from conftest import NVCC, builds_and_runs_on_a_gpu, listed_jobs
 from onnx import TensorProto, helper
 from tiny_transformers import bert_block, gpt2_block, rmsnorm_block, sdpa_block
 
-from benanza import codegen
 from benanza.apis.cudnn_ops import SOFTMAX_MODES
+from benanza.generate import codegen
+from benanza.generate.plan import Plan, plan
 from benanza.library import Api, Fusion, Precision
 from benanza.model.attention import describe
 from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
-from benanza.plan import Plan, plan
 from benanza.records import Result
 
 

@@ -133,8 +133,8 @@ def test_the_measuring_side_imports_nothing_from_benanza() -> None:
 
 def test_analyze_model_takes_the_sequence_length_a_bundle_free_cell_needs() -> None:
     from benanza.errors import BenanzaError
-    from benanza.paths import shipped_db
-    from benanza.pipeline import analyze_model
+    from benanza.store.shipped import shipped_db
+    from benanza.workflows.analysis import analyze_model
 
     model = EXPORTS / "tinybert_dynamo18.onnx"
     with pytest.raises(BenanzaError, match="dynamic dimension 'seq' at axis 1 with no value"):

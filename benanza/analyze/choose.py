@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from benanza.analyze.inputs import Ceilings, Constraints, ExecutedCall, Inputs
+from benanza.analyze.inputs import Ceilings, Constraints, Inputs
 from benanza.apis import has_weights, whole_call
 from benanza.library import L2, NO_COPY_OPS, Api, Fusion, Precision, Status
 from benanza.model.layer import FusionCandidate, Layer
-from benanza.records import ANY, ROOFLINE, Result
+from benanza.records import ANY, ROOFLINE, ExecutedCall, Result
 
 
 class Policy(StrEnum):

@@ -12,7 +12,7 @@ from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose
 from benanza.analyze.dag import critical_path, layer_graph
 from benanza.analyze.execution import Bounds, Execution, GroupKind
 from benanza.analyze.fixes import fix_for
-from benanza.analyze.inputs import Ceilings, Inputs, LayerProfile
+from benanza.analyze.inputs import Ceilings, Inputs
 from benanza.analyze.peaks import HBM, L2_LEVEL, effective_ceilings, fewer_flops
 from benanza.analyze.physical import physical_peaks
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes, speed_of_light
@@ -20,7 +20,7 @@ from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
 from benanza.library import L2, Fusion, Precision
 from benanza.model.layer import Layer, Model
-from benanza.records import ANY, ROOFLINE, ExecutedCall
+from benanza.records import ANY, ROOFLINE, ExecutedCall, LayerProfile
 
 AllChoices = dict[Policy, dict[int, Choice | Miss]]
 Mapped = list[tuple[Layer, LayerProfile, float]]  # layer, its profile, as-executed ms
@@ -37,7 +37,7 @@ FEWER_FLOPS = "fewer FLOPs (Winograd/FFT)"  # the roofline table's limit of a be
 # kernels (ONNX Runtime's activation after a cuDNN conv, PyTorch's fills) are framework work.
 FRAMEWORK_KERNELS = ("onnxruntime::", "at::native::")
 # The command that benchmarks a run's calls the database lacks, in a note; the caller that knows the
-# files (pipeline.analyze_model) writes the concrete command in its place (guards.executed_calls_command).
+# files (workflows.analysis.analyze_model) writes the concrete command in its place (executed_calls_command).
 MEASURE_EXECUTED_CALLS = "benanza generate MODEL --from-profile BUNDLE --db DB --out DIR"
 E2E_STATS = ("mean", "p90", "min", "max", "runs")  # beside the median, as the bundle recorded them (no p99 there)
 # Groups charged their bytes at the measured bandwidth (or FLOPs at the peak), not a measured row.
@@ -125,7 +125,7 @@ def analyze(inputs: Inputs) -> Report:
     roofed_heads = {i for i, _ in exe.unmeasured}  # once: the sum below runs over every group
     roofline_ms = sum(g.ms for g in exe.groups if g.kind in ROOFLINE_KINDS or g.layers[0] in roofed_heads)
     measured = e2e if e2e is not None else busy
-    mapped_layers = _mapped(model, inputs, choices[Policy.AS_EXECUTED])
+    mapped_layers = mapped_rows(model, inputs, choices[Policy.AS_EXECUTED])
     mapped, mapped_measured, mapped_library, mapped_executed = _as_executed_check(mapped_layers)
     lib_layers, lib_measured, lib_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED])
     lcw_layers, lcw_measured, lcw_executed = _library_call_check(mapped_layers, choices[Policy.AS_EXECUTED], inputs,
@@ -258,7 +258,7 @@ def _ceilings(ceil: Ceilings, system: dict[str, Any]) -> dict[str, Any]:
                 "source": phys.source}}
 
 
-def _mapped(model: Model, inputs: Inputs, executed: dict[int, Choice | Miss]
+def mapped_rows(model: Model, inputs: Inputs, executed: dict[int, Choice | Miss]
             ) -> Mapped:
     """The layers that have both a measured GPU time and an as-executed latency, with both."""
     prof = inputs.profile
@@ -290,7 +290,7 @@ def _library_kernel_ms(lp: LayerProfile, framework_counts: bool | None = None) -
                if framework_counts or not any(m in k.name for m in FRAMEWORK_KERNELS)) / 1e3
 
 
-def _library_call_layers(mapped_layers: Mapped, executed: dict[int, Choice | Miss]
+def library_call_layers(mapped_layers: Mapped, executed: dict[int, Choice | Miss]
                          ) -> list[tuple[Layer, float, list[ExecutedCall], Choice]]:
     """The layers of the library-call check (``_library_call_check``): (layer, its library kernels'
     ms, its exact calls, its as-executed choice)."""
@@ -323,7 +323,7 @@ def _library_call_check(mapped_layers: Mapped, executed: dict[int, Choice | Miss
     over the layers whose calls all have one; (None, None, None) when no layer uses a row of it.
     (layer count, measured ms, benchmark ms)."""
     checked, used = [], l2 is L2.WARM
-    for layer, measured, exact, choice in _library_call_layers(mapped_layers, executed):
+    for layer, measured, exact, choice in library_call_layers(mapped_layers, executed):
         if l2 is L2.WARM:
             checked.append((measured, sum(r.median_ms or 0.0 for r in (choice.result, *choice.extra))))
             continue

@@ -19,20 +19,12 @@ from benanza.analyze.choose import (
     usable,
 )
 from benanza.analyze.execution import BIAS_OPS, Execution, conv_bias_ms
-from benanza.analyze.inputs import (
-    WHAT_IFS,
-    ApiFamily,
-    Constraints,
-    Inputs,
-    OverheadKind,
-    Result,
-    WhatIf,
-    api_family,
-)
+from benanza.analyze.inputs import WHAT_IFS, ApiFamily, Constraints, Inputs, WhatIf, api_family
 from benanza.analyze.peaks import tensor_bytes
 from benanza.analyze.tables import Table
 from benanza.library import Fusion
 from benanza.model.layer import FusionCandidate, Layer, Model, Tensor
+from benanza.records import OverheadKind, Result
 
 Choices = Mapping[int, Choice | Miss]
 

@@ -16,14 +16,9 @@ from benanza.apis import REGISTRY, api_family
 from benanza.apis.base import ApiFamily
 from benanza.library import DTYPE_BYTES, PRECISIONS, Api, Precision
 from benanza.model.layer import Model
-from benanza.records import (  # noqa: F401  (the profile records, imported from here before they moved)
-    ExecutedCall,
-    KernelSpan,
-    LayerProfile,
-    OverheadKind,
+from benanza.records import (
     Profile,
     Result,
-    UnmappedWork,
 )
 
 # Which kind of library entry point each API is (ApiDef.family).
@@ -60,6 +55,10 @@ def within_tolerance(result: Result) -> bool:
 
 
 _PRECISION_VALUES = frozenset(p.value for p in Precision)
+
+
+# ``--api``: the cuDNN API families the best policy may choose from (``Constraints.families``).
+FAMILIES = {"legacy": {ApiFamily.LEGACY}, "graph": {ApiFamily.GRAPH}, "both": {ApiFamily.LEGACY, ApiFamily.GRAPH}}
 
 
 @dataclass(frozen=True)

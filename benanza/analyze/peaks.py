@@ -70,7 +70,7 @@ def effective_ceilings(model: Model, inputs: Inputs) -> tuple[Ceilings, list[str
     """One peak bandwidth per memory level and one peak FLOP/s per precision, measured, never above
     the GPU's physical peak (``physical.PHYSICAL_PEAKS``), each labelled with where it comes from
     (``Ceilings.sources``). Starts from the ceilings benchmark (and the system's bandwidth,
-    ``sources.ceilings``); a warm benchmark that beats them raises them -- the L2 level for data
+    ``workflows.prepare.ceilings``); a warm benchmark that beats them raises them -- the L2 level for data
     that fits in L2 (the system's ``l2_bytes``), HBM otherwise -- and a note says which one did.
     Not allowed to raise: a Winograd/FFT row (``fewer_flops``) a compute peak, and a row that would
     need more than the physical peak anything (a miscounted FLOP or byte count); notes say so."""

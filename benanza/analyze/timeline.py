@@ -13,9 +13,9 @@ import networkx as nx
 
 from benanza.analyze.choose import Choice, Miss
 from benanza.analyze.dag import earliest_start, lanes
-from benanza.analyze.inputs import Profile
 from benanza.analyze.tables import Span
 from benanza.model.layer import Model
+from benanza.records import Profile
 
 MEASURED = "measured run"
 BOUND = "lower bound (best, parallel)"

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from benanza.apis.graph_ops import GraphOp
-from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
+from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
 from benanza.library import PRECISIONS, Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -75,7 +75,7 @@ class ApiDef:
     family: ApiFamily
     library: str  # "cudnn", "cublas", "none"
     builder: JobBuilder | None  # layer or fusion -> the template's row; None: planned on its own (ceilings)
-    # The columns of its job table (benanza/job_table.py): the row fields the template reads at run
+    # The columns of its job table (benanza/apis/job_table.py): the row fields the template reads at run
     # time, in order. The compiled source depends on these, never on the jobs.
     columns: tuple[Column, ...] = ()
     # The algorithm spellings its template compiles in (a legacy enum table, or the one algorithm

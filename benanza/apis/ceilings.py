@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benanza.apis.base import ApiDef, ApiFamily, JobFields
-from benanza.job_table import KEY, PRECISION, Column, Kind
+from benanza.apis.job_table import KEY, PRECISION, Column, Kind
 from benanza.library import Api, Math, Precision
 
 CEILING_KEY = "ceiling"  # layer_key of the ceiling results

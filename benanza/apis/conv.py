@@ -14,7 +14,7 @@ from benanza.apis.base import (
     Unsupported,
     _layout,
 )
-from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind, choice, ints
+from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind, choice, ints
 from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
-from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind
+from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind
 from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

@@ -18,7 +18,7 @@ from benanza.apis.base import (
     JobFields,
     Unsupported,
 )
-from benanza.job_table import Column, Kind, Vocabulary, choice, ints
+from benanza.apis.job_table import Column, Kind, Vocabulary, choice, ints
 from benanza.library import ONNX_ACTIVATIONS, PRECISIONS, Activation, Api, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benanza.apis.base import _INT32_MAX, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
-from benanza.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice, ints
+from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice, ints
 from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

@@ -13,7 +13,7 @@ from benanza.apis.conv import CONV_DIMS, CONV_FUSIONS, _conv_dims, conv_bias_act
 from benanza.apis.engine_config import parse_engine_config_name
 from benanza.apis.gemm import ALPHA_BETA, GEMM_DIMS, GEMM_FUSIONS, WEIGHTS, _gemm_chain, _weights
 from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph
-from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
+from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
 from benanza.library import Activation, Api, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

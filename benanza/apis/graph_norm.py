@@ -8,7 +8,7 @@ import math
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.cudnn_ops import _one_layer
 from benanza.apis.graph_ops import is_norm_graph
-from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind
+from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

@@ -15,7 +15,7 @@ import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.graph_ops import is_pointwise_graph
-from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, ints
+from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, ints
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 

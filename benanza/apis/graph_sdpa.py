@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.graph_ops import is_sdpa_graph
-from benanza.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, ints
+from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, ints
 from benanza.library import Api, Fusion, Precision
 from benanza.model import attention
 from benanza.model.layer import FusionCandidate, Layer, Model

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from benanza.analyze.inputs import DEFAULT_WHAT_IFS
+from benanza.analyze.inputs import DEFAULT_WHAT_IFS, FAMILIES
 from benanza.atomic import STDOUT, check_output
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import (
@@ -25,9 +25,9 @@ from benanza.cli.options import (
     torch_module_option,
 )
 from benanza.cli.progress import working
-from benanza.pipeline import FAMILIES, analyze_model
 from benanza.plain_text import line
 from benanza.report import print_report, write_csv, write_html, write_json, write_trace
+from benanza.workflows.analysis import analyze_model
 
 
 @contextmanager

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from benanza import build_cache
 from benanza.cli.main import console, friendly_errors, main
+from benanza.measure import build_cache
 from benanza.plain_text import plain
 
 

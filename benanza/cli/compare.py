@@ -9,13 +9,13 @@ from rich.table import Table
 from rich.text import Text
 
 from benanza import api
-from benanza import bundles as bundle_store
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import line, one_line
+from benanza.profile import catalog
 from benanza.report import compare_report
 from benanza.report.fmt import cell
 
@@ -70,8 +70,8 @@ def bundles_cmd(local: tuple[Path, ...], tsv: bool) -> None:
     """List the shipped profile bundles (perfdb/bundles) and those under each LOCAL directory
     (default: out/bundles when it exists, where quickstart records them)."""
     roots = list(local) or [p for p in (Path("out/bundles"),) if p.is_dir()]
-    records = bundle_store.list_bundles(roots)
-    columns = bundle_store.COLUMNS
+    records = catalog.list_bundles(roots)
+    columns = catalog.COLUMNS
     if tsv:
         click.echo("\t".join(columns))
         for r in records:  # a tab or newline in a name would shift or split the row

@@ -9,14 +9,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from benanza import db as perfdb
-from benanza import packed_db
 from benanza.atomic import check_output
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, database, force_option
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
 from benanza.plain_text import plain
+from benanza.store import db as perfdb
+from benanza.store.packed import pack, unpack
 
 EXISTING_DB = ExistingPath(dir_okay=False, path_type=Path)  # .db, or .columns.xz / .db.xz for reading
 
@@ -114,7 +114,7 @@ def pack_cmd(path: Path, out: Path) -> None:
     Every table column by column, xz-compressed: exact, and about a fiftieth of the SQLite file.
     """
     with working(f"packing {path}"):
-        counts = packed_db.pack(database(path), out)
+        counts = pack(database(path), out)
     console.print(plain(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): {counts['benchmarks']} benchmarks, "
                         f"{counts['completed_jobs']} completed jobs"))
 
@@ -128,5 +128,5 @@ def unpack_cmd(packed: Path, out: Path) -> None:
     if out.exists():
         raise BenanzaError(f"{out}: already exists; unpack writes a new database")
     with working(f"unpacking {packed}"):
-        counts = packed_db.unpack(packed, out)
+        counts = unpack(packed, out)
     console.print(plain(f"wrote {out}: {counts['benchmarks']} benchmarks, {counts['completed_jobs']} completed jobs"))

@@ -9,7 +9,6 @@ from typing import Any
 import click
 from rich.table import Table
 
-from benanza import codegen
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import (
     CheckedPath,
@@ -21,10 +20,12 @@ from benanza.cli.options import (
 )
 from benanza.cli.progress import working
 from benanza.errors import BenanzaError
+from benanza.generate import codegen
+from benanza.generate.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
 from benanza.library import Api, Precision
-from benanza.pipeline import load, profile_calls, skip_predicate
 from benanza.plain_text import labelled, plain
-from benanza.plan import ALREADY_MEASURED, EXECUTABLES, UNNAMED, Plan, plan, plan_executed
+from benanza.store.systems import skip_predicate
+from benanza.workflows.measure import load, profile_calls
 
 # --api accepts the executable slug (conv_fwd) or the API's own name (cudnnConvolutionForward).
 API_NAMES: dict[str, Api] = {

@@ -12,7 +12,8 @@ import click
 from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.paths import PACKED_SUFFIX, cache_dir, perfdb_dir
+from benanza.paths import cache_dir, perfdb_dir
+from benanza.store.packed import PACKED_SUFFIX
 
 
 class InputError(click.ClickException):

@@ -6,16 +6,17 @@ from pathlib import Path
 
 import click
 
-from benanza import db as perfdb
-from benanza import runner, system
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
-from benanza.pipeline import analyze_model
+from benanza.measure import runner, system
 from benanza.plain_text import plain
 from benanza.report import print_report
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
+from benanza.workflows.analysis import analyze_model
 
 
 @main.command("pipeline")
@@ -61,7 +62,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
                                 "stopping after the build"), highlight=False)
         return
     db = perfdb.open_db(db_path)
-    summary = runner.run(project, db, timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))
+    summary = runner.run(project, DatabaseSink(db), timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))
     console.print(summary_table(summary, str(project)))
     if bundle is not None and model.is_file():
         report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)

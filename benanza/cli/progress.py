@@ -22,7 +22,7 @@ MISSING_LIBRARY = re.compile(r"benanza: (BZ_\w+) not found")
 def build(project: Path, build_dir: Path | None = None, jobs: int | None = None, cache: bool | None = None) -> Path:
     """``runner.build_project`` under a progress line, then one line saying what the build cache gave; a
     missing cuDNN/cuBLAS becomes one line naming the fix."""
-    from benanza import runner  # imported by the commands that build, not by every command
+    from benanza.measure import runner
 
     with err_console.status(Text(one_line(f"building {project} (CMake + Ninja; a first build takes minutes)"))):
         try:
@@ -46,11 +46,11 @@ def build(project: Path, build_dir: Path | None = None, jobs: int | None = None,
 
 def generate(models: list[Path], out: Path, precisions: tuple[str, ...], batch: int | None,
              **options: Any) -> Path | None:
-    """``pipeline.generate_project`` under a progress line."""
-    from benanza import pipeline  # the planner and onnx load on the first generate, not at every command
+    """``workflows.measure.generate_project`` under a progress line."""
+    from benanza.workflows.measure import generate_project
 
     with working(f"generating the benchmarks of {len(models)} model(s) into {out}"):
-        return pipeline.generate_project(models, out, precisions, batch, **options)
+        return generate_project(models, out, precisions, batch, **options)
 
 
 @contextmanager

@@ -10,22 +10,26 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from benanza import db as perfdb
-from benanza import runner, system
+from benanza.analyze.headline import figures, top_gaps
 from benanza.analyze.tables import Report
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions
 from benanza.cli.progress import build, generate, working
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
-from benanza.paths import shipped_db
-from benanza.pipeline import analyze_model, seed_database, shipped_bundle
+from benanza.measure import runner, system
+from benanza.measure.system import system_id
 from benanza.plain_text import line, plain
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import capture
+from benanza.profile.catalog import shipped_bundle
 from benanza.report import print_report, write_html
 from benanza.report.fmt import cell
-from benanza.report.headline import figures, top_gaps
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
+from benanza.store.shipped import shipped_db
+from benanza.store.systems import seed_database
+from benanza.workflows.analysis import analyze_model
 
 # Frameworks the quickstart profiles with on a GPU, in order of preference.
 FRAMEWORKS = (Framework.ONNXRUNTIME, Framework.PYTORCH)
@@ -93,12 +97,12 @@ def quickstart(models_dir: Path, out: Path, dtypes: str, verbose: bool, cluster:
                               highlight=False)
         db = perfdb.open_db(db_path)
         project = generate(models, out / "project", precisions, None,
-                                   skip=perfdb.measured(db, perfdb.system_id(here)))
+                                   skip=perfdb.measured(db, system_id(here)))
         if project is None:
             console.print(plain(f"{db_path}: holds every benchmark of these models already"), highlight=False)
         else:
             build(project)
-            summary = runner.run(project, db, timeout_s=300.0, system=here)
+            summary = runner.run(project, DatabaseSink(db), timeout_s=300.0, system=here)
             console.print(summary_table(summary, str(project)))
     else:
         db_path = shipped_db()

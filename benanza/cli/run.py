@@ -11,16 +11,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from benanza import cluster, runner, system
-from benanza import db as perfdb
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.progress import build, generate
-from benanza.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
+from benanza.measure import cluster, runner, system
+from benanza.measure.cluster import MAX_SHARD_JOBS, CampaignSummary
 from benanza.plain_text import labelled, plain
+from benanza.store import db as perfdb
+from benanza.store.db import DatabaseSink
 
 # Summary rows: label -> RunSummary field (jobs first, then the results' own statuses).
 SUMMARY_ROWS = (
@@ -109,7 +110,7 @@ def run_on_cluster(projects: list[Path], db_path: Path, address: str | None, sch
                     bar.update(task, advance=1, last=escape(f"{worker.name}: {outcome.job.executable}"
                                                             f"#{outcome.job.index} {outcome.status}"))
 
-                summary = cluster.run_campaign(project, db, dask.client, build_dir=out, progress=advance,
+                summary = cluster.run_campaign(project, DatabaseSink(db), dask.client, build_dir=out, progress=advance,
                                                on_planned=planned, **options)
             console.print(summary_table(summary.total, f"{project} on {len(summary.systems)} system(s), "
                                                        f"{summary.shards} shards"))
@@ -208,7 +209,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
             def advance(outcome: runner.JobOutcome, _: runner.RunSummary, task: int = task) -> None:
                 bar.update(task, advance=1, last=f"{outcome.job.executable}#{outcome.job.index} {outcome.status}")
 
-            summary = runner.run(project, db, timeout_s=timeout_s, force=force, l2=l2, progress=advance,
+            summary = runner.run(project, DatabaseSink(db), timeout_s=timeout_s, force=force, l2=l2, progress=advance,
                                  build_dir=out, system=fingerprint, max_reps=max_reps,
                                  max_engines=max_engines)
         console.print(summary_table(summary, f"{project} on system {summary.system_id}"))

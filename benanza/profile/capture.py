@@ -34,9 +34,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from benanza import __version__, system
+from benanza import __version__
 from benanza.errors import BenanzaError
 from benanza.library import Precision
+from benanza.measure import system
 from benanza.profile.bundle import Framework, model_digest, write_meta
 from benanza.profile.materialize import materialize, strip_weights, to_fp16
 from benanza.profile.ranges import TORCH_MODULE_FORMAT
@@ -169,7 +170,7 @@ def run_child(child: ChildRun, label: str, timeout_s: float = CHILD_TIMEOUT_S) -
 
 
 def check_gpu() -> dict[str, Any]:
-    """This machine's GPU (benanza.system's fingerprint), or the one-line 'no usable CUDA GPU' error."""
+    """This machine's GPU (benanza.measure.system's fingerprint), or the one-line 'no usable CUDA GPU' error."""
     info = system.fingerprint()
     if not info.get("usable"):
         raise BenanzaError(f"no usable CUDA GPU: {info.get('reason', 'unknown reason')}")

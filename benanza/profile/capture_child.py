@@ -162,7 +162,7 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _node_ranges(module: Any, node_names: dict[str, str]) -> None:
+def node_ranges(module: Any, node_names: dict[str, str]) -> None:
     """Wrap every converted ONNX node (a child module of onnx2torch's GraphModule) in a range named
     after the ONNX node itself (``node_names``: module name -> node name), never onnx2torch's mangling."""
     import torch
@@ -218,7 +218,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
             module, node_names = convert_named(args.model)
         except ConversionError as exc:
             raise Refused(str(exc)) from None
-        add_ranges = functools.partial(_node_ranges, node_names=node_names)
+        add_ranges = functools.partial(node_ranges, node_names=node_names)
         proto = onnx.load(args.model, load_external_data=False)
         init = {t.name for t in proto.graph.initializer}
         rng = np.random.default_rng(SEED)

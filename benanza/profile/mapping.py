@@ -1,4 +1,4 @@
-"""Map a profile bundle onto a model's layers: the analyzer's :class:`~benanza.analyze.inputs.Profile`.
+"""Map a profile bundle onto a model's layers: the analyzer's :class:`~benanza.records.Profile`.
 
 Why: a framework run speaks its own names (ONNX Runtime renames and fuses nodes,
 PyTorch reports ATen ops), the library logs speak shapes and engine configs, and

@@ -1,4 +1,4 @@
-"""Writers of a ``benanza.compare.Comparison``: terminal, CSV, HTML (they only format it)."""
+"""Writers of a ``benanza.analyze.compare.Comparison``: terminal, CSV, HTML (they only format it)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from benanza import atomic, csv_cells
-from benanza.compare import LAYER_FIGURES, Comparison
+from benanza.analyze.compare import LAYER_FIGURES, Comparison
+from benanza.analyze.headline import FIGURES
 from benanza.plain_text import one_line
 from benanza.report import plots
 from benanza.report.fmt import cell
-from benanza.report.headline import FIGURES
 from benanza.report.html import environment
 
 

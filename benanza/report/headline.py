@@ -1,6 +1,6 @@
-"""The headline of an analysis: the few figures a performance engineer reads first, and the
-largest gaps with what fixes each. Built only on ``Report.summary`` and its tables, so every
-writer (terminal, HTML, compare) shows the same figures."""
+"""The headline's formatting: the timed runs' spread and the roofline ceilings as every writer
+(terminal, HTML) shows them; the figures themselves and the largest gaps are
+``benanza.analyze.headline``'s."""
 
 from __future__ import annotations
 
@@ -8,32 +8,6 @@ from typing import Any
 
 from benanza.analyze.tables import Report
 from benanza.report.fmt import cell
-
-# (label shown, summary key, what it means); a key a report lacks is shown as "-".
-FIGURES: tuple[tuple[str, str, str], ...] = (
-    ("LBL sequential (ms)", "LBL_seq (ms)",
-     "lower-bound latency: the cheapest equivalent execution from measured implementations, one call after "
-     "another, under the run's own numerics (docs/METRICS.md)"),
-    ("LBL parallel (ms)", "LBL_par (ms)", "the same execution along the critical path of the layer graph"),
-    ("LBL measured share", "LBL_seq measured share",
-     "share of LBL_seq charged measured calls; the rest is charged bytes at the measured bandwidth (a roofline)"),
-    ("measured end-to-end (ms)", "measured end-to-end (ms)",
-     "the framework's own latency, without profiler: the median of the timed runs"),
-    ("GPU time, kernels only (ms)", "GPU busy (ms)", "time the GPU ran kernels during the profiled run"),
-    ("Benanza ratio (LBL_seq / GPU kernel time)", "Benanza ratio",
-     "lower-bound latency over the run's kernel-only GPU time; 1 means the GPU work is as fast as the vendor "
-     "libraries allow"),
-    ("predicted speedup (x)", "predicted speedup vs end-to-end (x)",
-     "measured latency over the joint estimate: every fix applied under the run's numerics (= LBL parallel)"),
-)
-
-
-MEDIAN = "measured end-to-end (ms)"  # the figure the timed runs' spread (latency_spread) stands beside
-
-
-def figures(report: Report) -> list[tuple[str, Any, str]]:
-    """(label, value or None, explanation) for each headline figure, in reading order."""
-    return [(label, report.summary.get(key), why) for label, key, why in FIGURES]
 
 
 def latency_spread(report: Report) -> str | None:
@@ -46,14 +20,6 @@ def latency_spread(report: Report) -> str | None:
         return None
     runs = s.get("end-to-end runs")
     return ", ".join(shown) + " ms" + (f" over {runs} runs" if runs else "")
-
-
-def top_gaps(report: Report, n: int = 3) -> list[tuple[str, float, str]]:
-    """The ``n`` largest positive gaps of the waterfall: (step, ms, the fix the analysis named)."""
-    table = report.tables.get("gaps")
-    rows = [r for r in (table.rows if table else ()) if r.get("kind") == "gap" and (r.get("ms") or 0) > 0]
-    rows.sort(key=lambda r: -r["ms"])
-    return [(r["step"], r["ms"], r.get("fix") or "see docs/METRICS.md") for r in rows[:n]]
 
 
 BANDWIDTHS = ("bandwidth (GB/s)", "L2-resident bandwidth (GB/s)")

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from benanza import atomic
 from benanza.analyze.core import FEWER_FLOPS
+from benanza.analyze.headline import MEDIAN, figures, top_gaps
 from benanza.analyze.tables import Report
 from benanza.report import plots
 from benanza.report.fmt import cell
-from benanza.report.headline import MEDIAN, ceiling_kind, ceilings, figures, latency_spread, top_gaps
+from benanza.report.headline import ceiling_kind, ceilings, latency_spread
 
 if TYPE_CHECKING:
     from jinja2 import Environment

@@ -6,10 +6,11 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from benanza.analyze.headline import MEDIAN, figures, top_gaps
 from benanza.analyze.tables import Report, Table
 from benanza.plain_text import line, plain
 from benanza.report.fmt import cell
-from benanza.report.headline import MEDIAN, ceilings, figures, latency_spread, top_gaps
+from benanza.report.headline import ceilings, latency_spread
 
 BAR_WIDTH = 40
 DETAIL_TABLES = ("what-if", "api totals", "fusion patterns", "overhead")

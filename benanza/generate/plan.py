@@ -6,7 +6,7 @@ drops those that make no sense or are already measured (logging why), and turns
 the rest into jobs through each API's builder (``benanza.apis``: one small function per
 API that turns a layer or fusion into the plain numbers its template needs; adding an
 API is one module there plus one template, see docs/GENERATOR.md); generation
-(``benanza.codegen``) never filters on the side.
+(``benanza.generate.codegen``) never filters on the side.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def plan(models: Iterable[Model], precisions: Iterable[Precision | str],
     """Jobs for every layer and fusion of ``models`` in each precision, deduped by key.
 
     ``apis`` restricts the APIs (None: all); ``skip`` is a predicate on a Benchmark
-    (e.g. ``benanza.db.measured(db, system)``) or a set of benchmark names already
+    (e.g. ``benanza.store.db.measured(db, system)``) or a set of benchmark names already
     measured: a job whose benchmarks are all measured is dropped.  ``ceilings`` (or
     ``Api.CEILING`` among ``apis``) adds the system-peak jobs (``bench_ceilings``).
     """

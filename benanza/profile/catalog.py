@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from benanza.errors import BenanzaError
-from benanza.guards import model_stem
 from benanza.paths import onnx_light_zoo, perfdb_dir
 from benanza.profile.bundle import META, Bundle, model_digest, read_bundle
+
+
+def model_stem(name: str) -> str:
+    """A model's name without directory, ``.onnx`` and the zoo's ``light_`` prefix."""
+    return Path(name).name.removesuffix(".onnx").removeprefix("light_")
+
 
 COLUMNS = ("bundle", "where", "model", "batch", "framework", "dtype", "median (ms)", "gpu", "path")
 
@@ -80,3 +85,14 @@ def locate_model(bundle: Bundle, given: Path | None) -> Path:
             continue
     raise BenanzaError(f"{bundle.path}: no model file of it ('{bundle.meta.model}') in "
                        f"{', '.join(str(p) for p in places) or 'any known place'}; pass the model with --model")
+
+
+def bundle_model(models: Path, bundle: Bundle) -> Path:
+    """Where the model a bundle was recorded with lies in the directory ``models`` (zoo names)."""
+    return models / f"{model_stem(bundle.meta.model)}.onnx"
+
+
+def shipped_bundle(model: Path) -> Path | None:
+    """A profile bundle shipped for this model at batch 1 (perfdb/bundles/<stem>_b1_*), if any."""
+    found = sorted((perfdb_dir() / "bundles").glob(f"{model.stem}_b1_*"))
+    return found[0] if found else None

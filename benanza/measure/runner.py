@@ -31,17 +31,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from sqlite_utils import Database
-
-from benanza import build_cache, job_table
-from benanza import db as perfdb
-from benanza.apis import has_weights
+from benanza.apis import has_weights, job_table
 from benanza.errors import BenanzaError
 from benanza.library import L2, Status
-from benanza.records import MANIFEST, MANIFEST_SCHEMA, Result, checked_result
-from benanza.system import merge_system
+from benanza.measure import build_cache
+from benanza.measure.system import merge_system, system_id
+from benanza.records import MANIFEST, MANIFEST_SCHEMA, JobKey, Result, checked_result
 
 MAX_LINE_BYTES = 1 << 20  # a longer "line" is garbage, not something to buffer forever
 MESSAGE_CHARS = 240  # how much of a garbage line or of stderr a status message keeps
@@ -183,6 +180,46 @@ def _to_cache(out: Path, chain: build_cache.Toolchain, keys: Mapping[str, str],
 # ---------------------------------------------------------------- manifest
 
 
+class Sink(Protocol):
+    """Where measurements go: the runner and the cluster hand every finished job to one (the
+    database's is ``benanza.store.db.DatabaseSink``; a cluster worker keeps a ``MemorySink``)."""
+
+    def store_manifest(self, manifest: Mapping[str, Any]) -> None:
+        """Keep the manifest's layers and models (what the jobs measure)."""
+
+    def upsert_system(self, system: Mapping[str, Any]) -> str:
+        """Keep a system (``benanza.measure.system.normalize``d fields); returns its ``system_id``."""
+
+    def completed_jobs(self, system: str) -> set[JobKey]:
+        """The jobs finished on ``system`` (whatever their status): a run skips them unless forced."""
+
+    def record_job(self, system: str, job: JobKey, executable: str, status: str, message: str,
+                   results: list[Result], force: bool = False) -> int:
+        """Keep one job's results and mark it finished, at once; returns the results kept."""
+
+
+class MemorySink:
+    """A sink that keeps only which jobs finished (a cluster worker streams its results to the client,
+    which alone writes the database)."""
+
+    def __init__(self) -> None:
+        self.done: dict[str, set[JobKey]] = {}
+
+    def store_manifest(self, manifest: Mapping[str, Any]) -> None:
+        pass
+
+    def upsert_system(self, system: Mapping[str, Any]) -> str:
+        return system_id(system)
+
+    def completed_jobs(self, system: str) -> set[JobKey]:
+        return set(self.done.get(system, ()))
+
+    def record_job(self, system: str, job: JobKey, executable: str, status: str, message: str,
+                   results: list[Result], force: bool = False) -> int:
+        self.done.setdefault(system, set()).add(job)
+        return len(results)
+
+
 @dataclass(frozen=True)
 class ScheduledJob:
     """A job the runner runs: where it is (an executable's job index, from the manifest's
@@ -191,7 +228,7 @@ class ScheduledJob:
 
     executable: str
     index: int
-    key: perfdb.JobKey
+    key: JobKey
 
 
 def load_manifest(project_dir: str | Path) -> dict[str, Any]:
@@ -215,7 +252,7 @@ def manifest_jobs(manifest: Mapping[str, Any], l2: str, where: str = MANIFEST) -
     for n, spec in enumerate(manifest.get("jobs", [])):
         try:
             exe, index = str(spec["executable"]), int(spec["job"])
-            key = perfdb.JobKey.of(spec, l2)
+            key = JobKey.of(spec, l2)
         except (KeyError, TypeError, ValueError) as exc:
             raise BenanzaError(f"{where}: job {n} is malformed (missing or bad {exc})") from exc
         if exe not in out:
@@ -509,12 +546,12 @@ class _ExecutableFailed(Exception):
 
 
 class Runner:
-    """Runs one generated project's executables into one database (see ``run``)."""
+    """Runs one generated project's executables into one sink (see ``run``)."""
 
-    def __init__(self, db: Database, build_dir: Path, timeout_s: float, force: bool, l2: str,
+    def __init__(self, sink: Sink, build_dir: Path, timeout_s: float, force: bool, l2: str,
                  system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
                  max_reps: int | None, max_engines: int | None = None, harness_args: Sequence[str] = ()) -> None:
-        self.db, self.build_dir, self.timeout_s, self.force, self.l2 = db, build_dir, timeout_s, force, l2
+        self.sink, self.build_dir, self.timeout_s, self.force, self.l2 = sink, build_dir, timeout_s, force, l2
         self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
         self.max_engines, self.harness_args = max_engines, tuple(harness_args)
         self.fixed_system = system_id is not None
@@ -530,7 +567,7 @@ class Runner:
         outcome = JobOutcome(open_job.job, status or open_job.status, message or open_job.message, open_job.results,
                              dict(open_job.phases))
         t0 = time.perf_counter()
-        perfdb.record_job(self.db, self.system_id, open_job.job.key, open_job.job.executable, outcome.status,
+        self.sink.record_job(self.system_id, open_job.job.key, open_job.job.executable, outcome.status,
                           outcome.message, outcome.results, force=self.force)
         outcome.phases["db_write"] = (time.perf_counter() - t0) * 1e3
         self._emit(outcome)
@@ -538,7 +575,7 @@ class Runner:
     def _skip_completed(self, todo: list[ScheduledJob], finished: set[int]) -> list[ScheduledJob]:
         if self.system_id is None or self.force:
             return todo
-        done = perfdb.completed_jobs(self.db, self.system_id)
+        done = self.sink.completed_jobs(self.system_id)
         for job in todo:
             if job.key in done:
                 finished.add(job.index)
@@ -561,10 +598,10 @@ class Runner:
         if self.fixed_system:
             return False
         merged = merge_system(self.system, {k: v for k, v in data.items() if k not in PROCESS_FIELDS})
-        sid = perfdb.system_id(merged)
+        sid = system_id(merged)
         if sid != self.system_id:
-            self.system_id = self.summary.system_id = perfdb.upsert_system(self.db, merged)
-            done = perfdb.completed_jobs(self.db, sid)
+            self.system_id = self.summary.system_id = self.sink.upsert_system(merged)
+            done = self.sink.completed_jobs(sid)
             return not self.force and any(j.key in done for j in todo)
         return False
 
@@ -685,16 +722,17 @@ class Runner:
         return ""
 
 
-def run(project_dir: str | Path, db: Database, system_id: str | None = None, timeout_s: float = 120.0,
+def run(project_dir: str | Path, sink: Sink, system_id: str | None = None, timeout_s: float = 120.0,
         force: bool = False, l2: str = L2.WARM.value, progress: Progress | None = None,
         build_dir: str | Path | None = None, system: Mapping[str, Any] | None = None,
         max_reps: int | None = None, max_engines: int | None = None, harness_args: Sequence[str] = ()
         ) -> RunSummary:
-    """Run every pending job of a built project into ``db``; returns what happened.
+    """Run every pending job of a built project into ``sink`` (a database: ``store.db.DatabaseSink``);
+    returns what happened.
 
     ``system_id`` None: the system is what each executable's "system" line says,
-    merged with ``system`` (e.g. ``benanza.system.fingerprint()``), and stored in
-    ``systems``. Jobs already in ``completed_jobs`` for that system are skipped unless
+    merged with ``system`` (e.g. ``benanza.measure.system.fingerprint()``), and stored
+    (``Sink.upsert_system``). Jobs the sink has completed for that system are skipped unless
     ``force`` (which re-runs them and replaces their rows). ``l2`` cold-weights runs only the
     jobs of APIs with weights (``jobs_to_run``; ``RunSummary.weightless`` counts the others).
     ``harness_args`` go to every executable as given (e.g. ``--race 1.5 --job-budget-s 10``).
@@ -710,11 +748,8 @@ def run(project_dir: str | Path, db: Database, system_id: str | None = None, tim
     missing = [name for name, todo in jobs.items() if todo and not os.access(out / name, os.X_OK)]
     if missing:
         raise BenanzaError(f"{out}: no executable {', '.join(missing)} (build the project first)")
-    if manifest.get("layers"):
-        perfdb.store_manifest_layers(db, manifest["layers"])
-    if manifest.get("models"):
-        perfdb.store_manifest_models(db, manifest["models"])
-    runner = Runner(db, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines, harness_args)
+    sink.store_manifest(manifest)
+    runner = Runner(sink, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines, harness_args)
     runner.summary.jobs = sum(len(j) for j in every.values())
     runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())
     with _groups_killed_on_exit():

@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import csv
 import functools
-import hashlib
 import json
 import math
 import os
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,8 @@ from benanza.atomic import atomic_file
 from benanza.csv_cells import cell
 from benanza.errors import BenanzaError
 from benanza.library import Status
-from benanza.records import TEXT_CAP, Result, result_problem
+from benanza.measure.system import system_id
+from benanza.records import TEXT_CAP, JobKey, Result, result_problem
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -42,12 +42,7 @@ BUSY_TIMEOUT_S = 30.0
 # The layout is part of it: a convolution measured in NHWC and in NCHW is two rows.
 RESULT_KEY = ("layer_key", "api", "algorithm", "dtype", "fusion", "l2", "layout")
 # What identifies a manifest job across regenerations of a project (job indices do not).
-JOB_KEY = ("layer_key", "api", "dtype", "fusion", "l2", "algorithms", "layout")
-
-# Columns of the systems table that make up its id: exactly the fields that every
-# benchmark executable's "system" line carries, so a run with or without the native
-# extension names the same machine the same way.
-SYSTEM_ID_FIELDS = ("gpu", "sm_count", "cc", "cuda_driver", "cuda_runtime", "cudnn_version", "cublas_version")
+JOB_KEY = tuple(f.name for f in fields(JobKey))
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -491,12 +486,6 @@ def reading(db: Database | sqlite3.Connection, name: str | None = None) -> Itera
 # ---------------------------------------------------------------- systems
 
 
-def system_id(system: Mapping[str, Any]) -> str:
-    """Stable id of a system: a hash of ``SYSTEM_ID_FIELDS`` (missing ones count as null)."""
-    canon = json.dumps([_text(system.get(f)) for f in SYSTEM_ID_FIELDS], separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()[:16]
-
-
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -515,7 +504,7 @@ _FILL_SYSTEM = (" ON CONFLICT(id) DO UPDATE SET "
 
 
 def upsert_system(db: Database, system: Mapping[str, Any]) -> str:
-    """Store a system (normalized fields, see ``benanza.system.normalize``) and return its id.
+    """Store a system (normalized fields, see ``benanza.measure.system.normalize``) and return its id.
 
     The row is immutable except that fields still null are filled in (e.g. a later
     run that measured the bandwidth).
@@ -566,25 +555,6 @@ def insert_results(db: Database, system: str, results: Iterable[Result], force: 
         before = db.conn.total_changes
         db.conn.executemany(sql, rows)
         return db.conn.total_changes - before
-
-
-@dataclass(frozen=True)
-class JobKey:
-    """A manifest job's identity (``JOB_KEY``); ``algorithms`` is the canonical JSON list."""
-
-    layer_key: str
-    api: str
-    dtype: str
-    fusion: str
-    l2: str
-    algorithms: str
-    layout: str = ""
-
-    @classmethod
-    def of(cls, job: Mapping[str, Any], l2: str) -> JobKey:
-        algos = json.dumps(sorted(str(a) for a in job.get("algorithms", ["*"])), separators=(",", ":"))
-        return cls(str(job["layer_key"]), str(job["api"]), str(job["dtype"]), str(job.get("fusion", "none")),
-                   l2, algos, str(job.get("layout") or ""))
 
 
 def record_job(db: Database, system: str, job: JobKey, executable: str, status: str, message: str,
@@ -667,6 +637,18 @@ def best_latency_per_layer(db: Database, system: str, model: str, batch: int, dt
     return best
 
 
+def measured_keys(db: Database, system_id: str, keys: Iterable[str], precisions: Iterable[Any]) -> set[str]:
+    """The keys among ``keys`` with at least one ok benchmark on the system in one of ``precisions``."""
+    keys, dtypes = sorted(set(keys)), sorted(str(p) for p in precisions)
+    found: set[str] = set()
+    for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+        chunk = keys[start:start + 500]
+        sql = (f"SELECT DISTINCT layer_key FROM benchmarks WHERE system_id = ? AND status = 'ok' "
+               f"AND layer_key IN ({','.join('?' * len(chunk))}) AND dtype IN ({','.join('?' * len(dtypes))})")
+        found |= {row[0] for row in db.execute(sql, [system_id, *chunk, *dtypes]).fetchall()}
+    return found
+
+
 def results_for(db: Database, system: str, keys: Iterable[str]) -> dict[str, list[Result]]:
     """Every stored row (any status) of these layer or fusion keys on one system, as Results.
 
@@ -727,6 +709,29 @@ def store_manifest_models(db: Database, models: Iterable[Mapping[str, Any]]) -> 
             db.conn.executemany("INSERT OR IGNORE INTO model_edges (model, batch, src, dst) VALUES (?, ?, ?, ?)",
                                 [(name, batch, int(i), int(j)) for i, j in model.get("edges", [])])
     return added
+
+
+@dataclass(frozen=True)
+class DatabaseSink:
+    """A database as the place the runner and the cluster put measurements (``measure.runner.Sink``)."""
+
+    db: Database
+
+    def store_manifest(self, manifest: Mapping[str, Any]) -> None:
+        if manifest.get("layers"):
+            store_manifest_layers(self.db, manifest["layers"])
+        if manifest.get("models"):
+            store_manifest_models(self.db, manifest["models"])
+
+    def upsert_system(self, system: Mapping[str, Any]) -> str:
+        return upsert_system(self.db, system)
+
+    def completed_jobs(self, system: str) -> set[JobKey]:
+        return completed_jobs(self.db, system)
+
+    def record_job(self, system: str, job: JobKey, executable: str, status: str, message: str,
+                   results: list[Result], force: bool = False) -> int:
+        return record_job(self.db, system, job, executable, status, message, results, force)
 
 
 # ---------------------------------------------------------------- whole-database operations

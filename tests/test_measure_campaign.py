@@ -1,16 +1,13 @@
-"""bench/campaign.py --sample: the sampled project keeps every N-th job of each executable (so the
-estimate spreads over models, batches and precisions) and the rest of the manifest as it is."""
+"""benanza.measure.campaign (bench/campaign.py --sample): the sampled project keeps every N-th job of
+each executable (so the estimate spreads over models, batches and precisions) and the rest of the
+manifest as it is."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
-
-import campaign  # noqa: E402
+from benanza.measure.campaign import sampled_project, scaled_wall
 
 
 def test_sample_keeps_every_nth_job_per_executable(tmp_path: Path) -> None:
@@ -18,7 +15,7 @@ def test_sample_keeps_every_nth_job_per_executable(tmp_path: Path) -> None:
     project.mkdir()
     jobs = [{"executable": exe, "job": i} for exe, n in (("bench_a", 7), ("bench_b", 3)) for i in range(n)]
     (project / "manifest.json").write_text(json.dumps({"schema": 1, "layers": {"k": 1}, "jobs": jobs}))
-    sampled = campaign.sampled_project(project, 3)
+    sampled = sampled_project(project, 3)
     manifest = json.loads((sampled / "manifest.json").read_text())
     assert [(j["executable"], j["job"]) for j in manifest["jobs"]] == [
         ("bench_a", 0), ("bench_a", 3), ("bench_a", 6), ("bench_b", 0)]
@@ -27,4 +24,4 @@ def test_sample_keeps_every_nth_job_per_executable(tmp_path: Path) -> None:
 
 def test_estimate_scales_the_jobs_not_the_process_start() -> None:
     exe = {"wall_s": 2.5, "phases_s": {"process_start": 0.5}}
-    assert campaign.scaled_wall(exe, 40) == 2.0 * 40 + 0.5
+    assert scaled_wall(exe, 40) == 2.0 * 40 + 0.5

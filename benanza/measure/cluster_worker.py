@@ -1,4 +1,4 @@
-"""What a Dask worker runs for a campaign (``benanza run --cluster``, ``benanza/cluster.py``):
+"""What a Dask worker runs for a campaign (``benanza run --cluster``, ``benanza/measure/cluster.py``):
 probe its GPU's system, and run one shard through the runner, streaming every finished job
 back as an event.  Split from the client side (cluster.py: shards, the one writer) because
 these functions execute in the worker processes and import only what they need there.
@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benanza import db as perfdb
-from benanza import runner
-from benanza.system import fingerprint, merge_system
+from benanza.measure import runner
+from benanza.measure.system import fingerprint, merge_system, system_id
+from benanza.records import JobKey
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def probe_worker(build_dir: str, executable: str, index: int, l2: str, timeout_s
             elif event == "system":
                 merged = merge_system(_host_system(), {k: v for k, v in data.items()
                                                        if k not in runner.PROCESS_FIELDS})
-                return {**out, "system": merged, "system_id": perfdb.system_id(merged)}
+                return {**out, "system": merged, "system_id": system_id(merged)}
     finally:
         child.close()
 
@@ -110,9 +110,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     who = _worker_identity()
     done_topic = f"{topic}:{worker.get_current_task()}"
     reported = {int(msg["index"]) for _, msg in get_client().get_events(done_topic)}
-    todo = [runner.ScheduledJob(shard.executable, int(j["index"]), perfdb.JobKey(**j["key"])) for j in jobs
+    todo = [runner.ScheduledJob(shard.executable, int(j["index"]), JobKey(**j["key"])) for j in jobs
             if int(j["index"]) not in reported]
-    scratch = perfdb.open_db(":memory:")
     sent: list[dict[str, Any]] = []
 
     def stream(outcome: runner.JobOutcome, summary: runner.RunSummary) -> None:
@@ -125,7 +124,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
         worker.log_event(done_topic, {"index": outcome.job.index})
         sent.append(msg)
 
-    shard_runner = _ShardRunner(db=scratch, build_dir=Path(build_dir), timeout_s=timeout_s, force=False, l2=l2,
+    shard_runner = _ShardRunner(sink=runner.MemorySink(), build_dir=Path(build_dir), timeout_s=timeout_s, force=False,
+                                l2=l2,
                                 system_id=None, system=_host_system(), progress=stream, max_reps=max_reps,
                                 max_engines=max_engines)
     error = ""
@@ -134,6 +134,5 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
             shard_runner.run_executable(shard.executable, todo)
         except runner._ExecutableFailed as exc:
             error = f"{who['host']} ({who['name']}): {exc}"
-    scratch.close()
     return {"messages": sent, "restarts": shard_runner.summary.restarts, "error": error, "worker": who,
             "skipped_retry": len(jobs) - len(todo)}

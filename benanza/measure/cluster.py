@@ -28,14 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
-from benanza import db as perfdb
-from benanza import runner
-from benanza.cluster_worker import Shard, probe_worker, run_shard
 from benanza.errors import BenanzaError
 from benanza.library import L2
-from benanza.records import Result
+from benanza.measure import runner
+from benanza.measure.cluster_worker import Shard, probe_worker, run_shard
+from benanza.records import JobKey, Result
 
 INSTALL_HINT = "pip install 'benanza[dask]'"
 SHARDS_PER_WORKER = 4  # shards per worker of a system: late shards even out uneven jobs
@@ -169,12 +166,12 @@ def connect(address: str | None = None, scheduler_file: Path | None = None,
 class _Writer:
     """The one writer: commits job messages from any worker, each job once."""
 
-    def __init__(self, db: Database, jobs: Mapping[str, list[runner.ScheduledJob]], force: bool,
+    def __init__(self, sink: runner.Sink, jobs: Mapping[str, list[runner.ScheduledJob]], force: bool,
                  summary: CampaignSummary, progress: CampaignProgress | None) -> None:
-        self.db, self.force, self.summary, self.progress = db, force, summary, progress
+        self.sink, self.force, self.summary, self.progress = sink, force, summary, progress
         self.by_index = {exe: {j.index: j for j in todo} for exe, todo in jobs.items()}
-        self.written: set[tuple[str, perfdb.JobKey]] = set()
-        self.streamed: set[tuple[str, perfdb.JobKey]] = set()
+        self.written: set[tuple[str, JobKey]] = set()
+        self.streamed: set[tuple[str, JobKey]] = set()
 
     def commit(self, msg: Mapping[str, Any], streamed: bool = True) -> None:
         """Write one job message; ``streamed`` False for a finished shard's copy of what it streamed."""
@@ -187,12 +184,12 @@ class _Writer:
             return
         if sid not in self.summary.systems:
             self.summary.systems[sid] = dict(msg["system"])
-            if perfdb.upsert_system(self.db, msg["system"]) != sid:
+            if self.sink.upsert_system(msg["system"]) != sid:
                 raise BenanzaError(f"worker {msg['sender']['name']}: system {sid} does not match its fields")
         outcome = runner.JobOutcome(job, str(msg["status"]), str(msg["message"]),
                                     [Result.from_dict(r) for r in msg["results"]], dict(msg.get("phases", {})))
-        perfdb.record_job(self.db, sid, job.key, job.executable, outcome.status, outcome.message, outcome.results,
-                          force=self.force)
+        self.sink.record_job(sid, job.key, job.executable, outcome.status, outcome.message, outcome.results,
+                             force=self.force)
         self.written.add((sid, job.key))
         who = msg["sender"]
         report = self.summary.workers.setdefault(
@@ -227,14 +224,15 @@ def probe(client: Any, build_dir: Path, jobs: Mapping[str, list[runner.Scheduled
     return found, errors
 
 
-def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: float = 120.0, force: bool = False,
+def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeout_s: float = 120.0, force: bool = False,
                  l2: str = L2.WARM.value, build_dir: str | Path | None = None, max_reps: int | None = None,
                  max_engines: int | None = None, shard_jobs: int | None = None,
                  progress: CampaignProgress | None = None,
                  on_planned: Callable[[int], None] | None = None) -> CampaignSummary:
-    """Run a built project's pending jobs on every worker of ``client``'s cluster into ``db``.
+    """Run a built project's pending jobs on every worker of ``client``'s cluster into ``sink`` (the
+    database's ``store.db.DatabaseSink``).
 
-    Every system among the workers measures the jobs ``db`` lacks for it (all of them with
+    Every system among the workers measures the jobs ``sink`` lacks for it (all of them with
     ``force``); its workers share them as shards. ``on_planned`` gets the number of jobs to
     run once it is known (a progress bar's total).
     """
@@ -250,10 +248,7 @@ def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: 
     summary.total.weightless = summary.total.jobs - sum(len(j) for j in jobs.values())
     if not any(jobs.values()):
         return summary
-    if manifest.get("layers"):
-        perfdb.store_manifest_layers(db, manifest["layers"])
-    if manifest.get("models"):
-        perfdb.store_manifest_models(db, manifest["models"])
+    sink.store_manifest(manifest)
 
     started = time.monotonic()
     found, summary.errors = probe(client, out, jobs, l2)
@@ -264,7 +259,7 @@ def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: 
     groups: dict[str, list[dict[str, Any]]] = {}
     for info in found:
         groups.setdefault(info["system_id"], []).append(info)
-    writer = _Writer(db, jobs, force, summary, progress)
+    writer = _Writer(sink, jobs, force, summary, progress)
     topic = f"benanza-{uuid.uuid4().hex}"
     events: queue.Queue[dict[str, Any]] = queue.Queue()
     client.subscribe_topic(topic, lambda event: events.put(event[1]))
@@ -273,8 +268,8 @@ def run_campaign(project_dir: str | Path, db: Database, client: Any, timeout_s: 
         plans: list[tuple[str, list[dict[str, Any]], list[Shard]]] = []
         for sid, workers in groups.items():
             summary.systems[sid] = workers[0]["system"]
-            perfdb.upsert_system(db, workers[0]["system"])
-            done = set() if force else perfdb.completed_jobs(db, sid)
+            sink.upsert_system(workers[0]["system"])
+            done = set() if force else sink.completed_jobs(sid)
             pending = {exe: [j for j in todo if j.key not in done] for exe, todo in jobs.items()}
             summary.total.skipped += sum(len(t) for t in jobs.values()) - sum(len(t) for t in pending.values())
             size = shard_size(sum(len(t) for t in pending.values()), len(workers), shard_jobs)

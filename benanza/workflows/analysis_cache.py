@@ -3,7 +3,7 @@
 Why: before the analysis itself, ``analyze`` loads and shape-infers the ONNX model (onnx import
 included), maps the bundle onto its layers and reads the database: about two thirds of a later
 call's time, and the same answer each time the same files are given. The entry holds exactly what
-``pipeline.analyze_model`` computed (the ``Inputs`` and the bundle ``Mapping``), stored only after
+``workflows.analysis.analyze_model`` computed (the ``Inputs`` and the bundle ``Mapping``), stored only after
 every guard passed, so a hit skips that work and nothing else changes.
 
 Key (nothing can go stale, there is no version to bump): the SHA-256 of the model file and of every
@@ -37,7 +37,7 @@ from benanza.pickled_cache import hash_file
 FORMAT = b"benanza-analysis-1\n"
 PREFIX = "analysis-"
 KEEP = 8  # entries per directory (one per database/options combination a user analyzes with)
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # the benanza package: every source file is in the key
 # Globals the unpickler may resolve: dataclasses and enums of these modules, and these classes.
 TRUSTED_MODULES = frozenset({"benanza.analyze.inputs", "benanza.apis.base", "benanza.library",
                              "benanza.model.layer", "benanza.profile.mapping", "benanza.records"})

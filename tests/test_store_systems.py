@@ -1,4 +1,4 @@
-"""benanza.pipeline: the library functions the CLI, bench/ and tests share."""
+"""benanza.store.systems: which system of a database a command reads (generate --db and analyze alike)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from benanza import db as perfdb
-from benanza.db import RESULT_KEY
 from benanza.errors import BenanzaError
-from benanza.paths import shipped_db
-from benanza.pipeline import skip_predicate
+from benanza.store import db as perfdb
+from benanza.store.db import RESULT_KEY
+from benanza.store.shipped import shipped_db
+from benanza.store.systems import skip_predicate
 
 
 def test_generate_and_analyze_pick_a_system_by_the_same_rules(tmp_path: Path) -> None:

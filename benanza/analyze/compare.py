@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benanza.analyze.headline import FIGURES, top_gaps
 from benanza.analyze.tables import Report, Table, records
 from benanza.errors import BenanzaError
-from benanza.report.headline import FIGURES, top_gaps
 
 # Per-layer figures compared (layer-table columns); each side gets one column per figure.
 LAYER_FIGURES = ("measured (ms)", "as-executed (ms)", "best (ms)", "gap (ms)")

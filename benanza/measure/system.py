@@ -11,7 +11,9 @@ instead of raising.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib
+import json
 import site
 import sys
 from collections.abc import Callable, Mapping
@@ -210,3 +212,18 @@ def fingerprint(device: int = 0, bandwidth: bool = False) -> dict[str, Any]:
     if not usable:
         out["reason"] = str(info.get("reason", "no usable GPU"))
     return out
+
+# The fields that make up a system's id (the systems table's key): exactly the fields that every
+# benchmark executable's "system" line carries, so a run with or without the native extension
+# names the same machine the same way.
+SYSTEM_ID_FIELDS = ("gpu", "sm_count", "cc", "cuda_driver", "cuda_runtime", "cudnn_version", "cublas_version")
+
+
+def system_id(system: Mapping[str, Any]) -> str:
+    """Stable id of a system: a hash of ``SYSTEM_ID_FIELDS`` (missing ones count as null)."""
+    canon = json.dumps([_text(system.get(f)) for f in SYSTEM_ID_FIELDS], separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

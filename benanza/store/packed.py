@@ -4,6 +4,9 @@ Why: an xz-compressed SQLite file of a whole zoo campaign (367 743 results) is 2
 interleave the columns and carry the key index twice; column by column the same data is 7.4 MB,
 which fits ``perfdb/``. It is exact: JSON writes each double as its shortest round-trip repr,
 so ``unpack(pack(db))`` holds the same rows, value for value (tests/test_packed_db.py).
+
+SQLite (``store.db``) is imported by the functions that read or write it: reading commands name
+``PACKED_SUFFIX`` and unpack the shipped file at most once (``store.shipped``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from benanza import SCHEMA_VERSION
-from benanza.db import TABLES, open_db
 from benanza.errors import BenanzaError
-from benanza.paths import PACKED_SUFFIX
 
 FORMAT = "benanza-columns/1"
-PACKED_TABLES = ("meta", *TABLES)  # the schema's version first
+PACKED_SUFFIX = ".columns.xz"  # the file name of this form, the one perfdb/ ships
+
+
+def packed_tables() -> tuple[str, ...]:
+    """The tables a packed database holds, the schema's version (meta) first."""
+    from benanza.store.db import TABLES
+
+    return ("meta", *TABLES)
 
 
 def pack(db_path: str | Path, out: str | Path, preset: int = 9) -> dict[str, int]:
@@ -31,6 +39,8 @@ def pack(db_path: str | Path, out: str | Path, preset: int = 9) -> dict[str, int
     Rows go in the order they were stored: a job's rows stay together, which compresses 12 % better
     than key order, and one database file always packs to the same bytes.
     """
+    from benanza.store.db import open_db
+
     out = Path(out)
     if not out.name.endswith(PACKED_SUFFIX):
         raise BenanzaError(f"{out}: a packed database's name ends in {PACKED_SUFFIX}")
@@ -38,7 +48,7 @@ def pack(db_path: str | Path, out: str | Path, preset: int = 9) -> dict[str, int
     tables: dict[str, Any] = {}
     counts: dict[str, int] = {}
     try:
-        for table in PACKED_TABLES:
+        for table in packed_tables():
             cursor = db.execute(f"SELECT * FROM {table} ORDER BY rowid")
             columns = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
@@ -79,10 +89,13 @@ def _read(packed: Path) -> dict[str, Any]:
 def unpack(packed: str | Path, target: str | Path) -> dict[str, int]:
     """Rebuild the SQLite database of ``packed`` as ``target`` (replaced whole, never half-written);
     returns rows per table."""
+    from benanza.store.db import open_db
+
     packed, target = Path(packed), Path(target)
     doc = _read(packed)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")  # two processes may unpack at once
     counts: dict[str, int] = {}
+    tables = packed_tables()
     try:
         db = open_db(partial)
         try:
@@ -90,7 +103,7 @@ def unpack(packed: str | Path, target: str | Path) -> dict[str, int]:
             with db.conn:
                 for table, data in doc["tables"].items():
                     columns, values = data["columns"], data["values"]
-                    known = db[table].columns_dict if table in PACKED_TABLES else {}
+                    known = db[table].columns_dict if table in tables else {}
                     unknown = [str(c)[:40] for c in columns if c not in known] if known else [str(table)[:40]]
                     if unknown:
                         raise BenanzaError(f"{packed}: not a packed benanza database of this schema "

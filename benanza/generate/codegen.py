@@ -6,12 +6,12 @@ Layout of the generated directory::
     benchmarks.cmake    generated: the executables and where to look for cuDNN/cuBLAS
     csrc/benanza/       copy of the C++ harness
     src/bench_<api>.cu  one source per API, rendered from apis.REGISTRY[api].template
-    src/bench_<api>.jobs  its job table, read at run time (benanza/job_table.py)
+    src/bench_<api>.jobs  its job table, read at run time (benanza/apis/job_table.py)
     manifest.json       what each executable's jobs are, and every benchmark they measure
 
 A source depends on its API alone (template, precisions, the API's algorithms and job-table
 columns), never on the jobs: every project that measures an API compiles the same source, which
-the build cache (benanza/build_cache.py) then builds once (issue 32). Templates get only plain
+the build cache (benanza/measure/build_cache.py) then builds once (issue 32). Templates get only plain
 dicts of enum spellings and numbers; the jobs, model text included (layer keys), go to the job
 table, percent-encoded, and never into C++.  Files are written only when their content changes,
 so a rebuild after regeneration is incremental.
@@ -31,13 +31,13 @@ from typing import Any
 
 import jinja2
 
-from benanza import job_table, paths
-from benanza.apis import REGISTRY, names
+from benanza import paths
+from benanza.apis import REGISTRY, job_table, names
 from benanza.apis.base import ApiFamily
 from benanza.apis.graph import engine_cells
 from benanza.errors import BenanzaError
+from benanza.generate.plan import Benchmark, Job, Plan
 from benanza.library import ALGORITHM_TOLERANCE, PRECISIONS, Api, Precision
-from benanza.plan import Benchmark, Job, Plan
 from benanza.records import MANIFEST, MANIFEST_SCHEMA, ManifestJob
 
 # Strings allowed in a template context: hex keys and C/C++ or benanza enum spellings.
@@ -190,7 +190,7 @@ def check_algorithms(jobs: list[Job]) -> None:
 
 
 def render_table(jobs: list[Job], command: str) -> str:
-    """One executable's job table (benanza/job_table.py): one line per job, in job order."""
+    """One executable's job table (benanza/apis/job_table.py): one line per job, in job order."""
     check_algorithms(jobs)
     api = jobs[0].api
     return job_table.render(api.value, REGISTRY[api].columns, [job_row(j) for j in jobs],

@@ -1,0 +1,47 @@
+"""Timing a whole campaign from a part of it: a project that keeps every N-th job of each executable,
+the campaign's wall time scaled from that sample, and the harness options a campaign sets
+(bench/campaign.py runs them; docs/GENERATOR.md describes the options)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benanza.measure.runner import load_manifest
+
+
+def sampled_project(project: Path, every: int) -> Path:
+    """A project directory beside ``project`` whose manifest holds every ``every``-th job of each executable
+    (spread over its models, batches and precisions); it runs with ``project``'s build directory."""
+    manifest = load_manifest(project)
+    position: dict[str, int] = defaultdict(int)
+    kept = []
+    for job in manifest["jobs"]:
+        n = position[job["executable"]]
+        position[job["executable"]] += 1
+        if n % every == 0:
+            kept.append(job)
+    out = project.parent / f"{project.name}.sample{every}"
+    out.mkdir(exist_ok=True)
+    (out / "manifest.json").write_text(json.dumps({**manifest, "jobs": kept}))
+    return out
+
+
+def scaled_wall(exe_totals: dict[str, Any], every: int) -> float:
+    """An executable's whole-campaign wall from its 1/``every`` sample: ``every`` x its jobs' time, but its
+    process start once (a process runs all of an executable's jobs, sampled or not)."""
+    start = exe_totals["phases_s"]["process_start"]
+    return (exe_totals["wall_s"] - start) * every + start
+
+
+def harness_options(race: float | None = None, job_budget_s: float | None = None,
+                    plan_threads: int | None = None) -> list[str]:
+    """The harness options a campaign sets, as separate words: the harness reads ``--race 1.5``, not
+    ``--race=1.5``; an option left None is not passed (the harness's default holds)."""
+    words: list[str] = []
+    for name, value in (("race", race), ("job_budget_s", job_budget_s), ("plan_threads", plan_threads)):
+        if value is not None:
+            words += [f"--{name.replace('_', '-')}", f"{value:g}"]
+    return words
