@@ -7,7 +7,7 @@
 //
 // with op(A) M x K, op(B) K x N, C broadcast from c_rows x c_cols to M x N, and
 // bias a length-N vector (the cuBLASLt epilogue's bias).  It also carries the
-// column-major cuBLAS call the planner derived from it (benanza/plan.py GemmShape:
+// column-major cuBLAS call the planner derived from it (benanza/generate/plan.py GemmShape:
 // row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T, so cuBLAS's A is
 // the model's B).  The fp32 reference is computed from the ONNX description on the
 // same device buffers (gemm_reference, kernels.cu), so a wrong operand swap, transpose

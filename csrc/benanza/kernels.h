@@ -45,7 +45,7 @@ void bias_act_reference(const ConvShape& shape, float* ref, DType dtype, const v
                         float alpha1, float alpha2, int act, double coef, cudaStream_t stream);
 
 // One GEMM job in the model's row-major terms, with the column-major cuBLAS call derived
-// from it (benanza/plan.py GemmShape; cublas_util.h describes both sides).
+// from it (benanza/generate/plan.py GemmShape; cublas_util.h describes both sides).
 struct GemmDims {
   // ONNX side, row-major: op(A) is m x k, op(B) is k x n, Y is batch x m x n.
   int batch, m, n, k;

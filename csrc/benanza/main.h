@@ -22,7 +22,7 @@ namespace bz {
 
 // What a generated source hands to bz::main.  Its jobs are not compiled in: bz::main reads the
 // job table (job_table.h) and hands each row to `load`, which appends the job to the source's own
-// list, so that one executable serves every project (benanza/build_cache.py).
+// list, so that one executable serves every project (benanza/measure/build_cache.py).
 struct Bench {
   const char* api;                               // benanza Api value, e.g. "cudnnConvolutionForward"
   const Column* columns;                         // the job table's columns (benanza/apis ApiDef.columns)
