@@ -105,6 +105,26 @@ def test_shards_and_sizes() -> None:
     assert cluster.shard_size(80, 2) == 10 and cluster.shard_size(3, 8) == 1 and cluster.shard_size(5, 2, 3) == 3
 
 
+def test_a_campaign_drains_on_small_shards_of_every_executable() -> None:
+    """With equal shards 4 H100s ran 180 to 456 of 1 261 jobs each (docs/RESULTS.md §7): the campaign ended
+    on some workers' long shards. Draining: each executable ends in halving shards, listed (and so started)
+    largest first, so every executable's last jobs come in shards of at most MIN_SHARD_JOBS at the end."""
+    jobs = {"a": [runner.ScheduledJob("a", i, None) for i in range(200)],
+            "b": [runner.ScheduledJob("b", 100 + i, None) for i in range(20)]}
+    shards = cluster.make_shards(jobs, 64, drain=True)
+    lengths = [len(s.indices) for s in shards]
+    assert lengths == sorted(lengths, reverse=True) and max(lengths) == 64
+    for exe, todo in jobs.items():  # every job once, each shard a run of its executable's job order
+        mine = [s.indices for s in shards if s.executable == exe]
+        assert sorted(i for run in mine for i in run) == [j.index for j in todo]
+        assert all(list(run) == list(range(run[0], run[0] + len(run))) for run in mine)
+    assert [len(s.indices) for s in shards if s.executable == "a"] == [64, 64, 36, 18, 9, 9]
+    assert [len(s.indices) for s in shards if s.executable == "b"] == [10, 10]
+    assert all(n <= 2 * cluster.MIN_SHARD_JOBS for n in lengths[-4:])
+    # a given --shard-jobs, or one worker, keeps equal shards in job order
+    assert [len(s.indices) for s in cluster.make_shards(jobs, 64)] == [64, 64, 64, 8, 20]
+
+
 def test_two_systems_spread_over_workers_match_the_single_process_runner(
         fake_build: Path, home: Path, client: distributed.Client, monkeypatch: pytest.MonkeyPatch) -> None:
     plans = {"bench_fake": ["slow"] * 8 + ["mixed", "segv", "ok"], "bench_other": ["ok"] * 4}

@@ -37,6 +37,7 @@ from benanza.records import JobKey, Result
 INSTALL_HINT = "pip install 'benanza[dask]'"
 SHARDS_PER_WORKER = 4  # shards per worker of a system: late shards even out uneven jobs
 MAX_SHARD_JOBS = 64  # a dead worker re-queues a shard; smaller shards spread better
+MIN_SHARD_JOBS = 8  # the smallest of the shards a campaign drains with (make_shards)
 PROBE_TIMEOUT_S = 120.0  # a worker's first executable must print its system line within this
 WORKERS_TIMEOUT_S = 60.0  # how long to wait for the first worker of an existing cluster
 LOST_AFTER_S = 120.0  # a system none of whose workers is alive this long has its shards failed
@@ -69,12 +70,34 @@ def shard_size(pending: int, workers: int, shard_jobs: int | None = None) -> int
     return max(1, min(MAX_SHARD_JOBS, math.ceil(pending / max(1, workers * SHARDS_PER_WORKER))))
 
 
-def make_shards(jobs: Mapping[str, list[runner.ScheduledJob]], size: int) -> list[Shard]:
-    """Cut each executable's jobs (in job order) into shards of ``size``; a shard never spans executables."""
+def _cuts(n: int, size: int, drain: bool) -> list[int]:
+    """Shard lengths for ``n`` jobs: ``size`` each; with ``drain``, the last ``2 * size`` jobs halving
+    until at most ``2 * MIN_SHARD_JOBS`` are left, which make the last shard."""
+    if not drain:
+        return [min(size, n - start) for start in range(0, n, size)]
+    cuts, left = [], n
+    while left > 0:
+        cut = size if left > 2 * size else left if left <= 2 * MIN_SHARD_JOBS else math.ceil(left / 2)
+        cuts.append(min(cut, size))
+        left -= cuts[-1]
+    return cuts
+
+
+def make_shards(jobs: Mapping[str, list[runner.ScheduledJob]], size: int, drain: bool = False) -> list[Shard]:
+    """Cut each executable's jobs (in job order) into shards of ``size``; a shard never spans executables.
+
+    ``drain`` (several workers, default sizing): each executable ends in halving shards, and the list
+    runs largest first, the order Dask starts them in, so a campaign ends on small shards of every
+    executable instead of one worker's long one. With equal shards, 4 H100s ran 180 to 456 of 1 261
+    jobs each (docs/RESULTS.md §7): the wall was the busiest worker's."""
     out = []
     for exe, todo in jobs.items():
-        for start in range(0, len(todo), size):
-            out.append(Shard(exe, tuple(j.index for j in todo[start:start + size])))
+        start = 0
+        for cut in _cuts(len(todo), size, drain):
+            out.append(Shard(exe, tuple(j.index for j in todo[start:start + cut])))
+            start += cut
+    if drain:
+        out.sort(key=lambda shard: -len(shard.indices))  # stable: job order among shards of one length
     return out
 
 
@@ -273,7 +296,7 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
             pending = {exe: [j for j in todo if j.key not in done] for exe, todo in jobs.items()}
             summary.total.skipped += sum(len(t) for t in jobs.values()) - sum(len(t) for t in pending.values())
             size = shard_size(sum(len(t) for t in pending.values()), len(workers), shard_jobs)
-            plans.append((sid, workers, make_shards(pending, size)))
+            plans.append((sid, workers, make_shards(pending, size, drain=not shard_jobs and len(workers) > 1)))
         if on_planned:
             on_planned(sum(len(s.indices) for _, _, shards in plans for s in shards))
         for sid, workers, shards in plans:
