@@ -1,14 +1,18 @@
-"""``benanza pipeline``: generate + build + run (+ analyze) in one command."""
+"""``benanza pipeline``: generate + build + run (+ analyze) in one command; with ``--profile-with``,
+profile + generate + build + run + analyze: an unseen model's first answer from one command."""
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import click
 
 from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
-from benanza.cli.progress import build, generate
+from benanza.cli.profile import FRAMEWORKS
+from benanza.cli.progress import build, generate, working
 from benanza.cli.run import cluster_options, run_on_cluster, summary_table
 from benanza.errors import BenanzaError
 from benanza.measure import runner, system
@@ -32,20 +36,31 @@ from benanza.workflows.analysis import analyze_model
 @click.option("-j", "--build-jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
 @click.option("--profile", "bundle", type=CheckedPath(file_okay=False, path_type=Path),
               help="Also analyze against this profile bundle (a single MODEL file).")
+@click.option("--profile-with", "profile_with", type=click.Choice(sorted(FRAMEWORKS)),
+              help="First profile MODEL (one file) in this framework, at --batch (default 1) in the first --dtype, "
+                   "into PROJECT_DIR-bundle; measure the calls it logged beside the plan (PROJECT_DIR-executed) and "
+                   "analyze against it. Needs a GPU here (no --cluster).")
 @build_cache_option
 @cluster_options
 @friendly_errors
 def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | None, dtypes: str, project_dir: Path,
-                 timeout_s: float, build_jobs: int | None, bundle: Path | None, cluster: str | None,
-                 scheduler_file: Path | None, shard_jobs: int | None, no_build_cache: bool) -> None:
+                 timeout_s: float, build_jobs: int | None, bundle: Path | None, profile_with: str | None,
+                 cluster: str | None, scheduler_file: Path | None, shard_jobs: int | None,
+                 no_build_cache: bool) -> None:
     """generate + build + run (+ analyze) in one command.
 
-    Without a usable GPU it says so in one line and stops after the build.
+    Without a usable GPU it says so in one line and stops after the build (with --profile-with, before
+    anything runs).
     """
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
-    project = generate(models, project_dir, tuple(p.value for p in parse_precisions(dtypes)), batch, seq_len=seq_len)
+    precisions = tuple(p.value for p in parse_precisions(dtypes))
+    if profile_with:
+        batch = batch or 1
+        bundle = profile_first(model, profile_with, batch, precisions[0], seq_len, project_dir, bundle,
+                               bool(cluster or scheduler_file))
+    project = generate(models, project_dir, precisions, batch, seq_len=seq_len)
     build(project, jobs=build_jobs, cache=False if no_build_cache else None)
     console.print(plain(f"built {project}"), highlight=False)
     if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db
@@ -62,8 +77,57 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
                                 "stopping after the build"), highlight=False)
         return
     db = perfdb.open_db(db_path)
-    summary = runner.run(project, DatabaseSink(db), timeout_s=timeout_s, system=system.fingerprint(bandwidth=True))
+    fingerprint = system.fingerprint(bandwidth=True)
+    summary = runner.run(project, DatabaseSink(db), timeout_s=timeout_s, system=fingerprint)
     console.print(summary_table(summary, str(project)))
+    if profile_with and bundle is not None:  # the library calls the framework ran, where the plan lacks them
+        executed = generate_executed(model, bundle, db_path, project_dir.with_name(f"{project_dir.name}-executed"))
+        if executed is not None:
+            build(executed, jobs=build_jobs, cache=False if no_build_cache else None)
+            done = runner.run(executed, DatabaseSink(db), timeout_s=timeout_s, system=fingerprint)
+            console.print(summary_table(done, str(executed)))
     if bundle is not None and model.is_file():
         report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)
         print_report(report, console)
+
+
+def profile_first(model: Path, framework: str, batch: int, precision: str, seq_len: int | None, project_dir: Path,
+                  given: Path | None, on_cluster: bool) -> Path:
+    """``--profile-with``: the bundle of MODEL's run in ``framework`` (checked before anything is generated)."""
+    from benanza.profile.capture import capture
+
+    if given is not None:
+        raise BenanzaError("--profile-with captures its own bundle: give it or --profile, not both")
+    if not model.is_file():
+        raise BenanzaError(f"{model}: --profile-with profiles one model file, not a directory")
+    if on_cluster:
+        raise BenanzaError("--profile-with profiles and measures on this machine's GPU: leave out --cluster and "
+                           "--scheduler-file")
+    bundle = project_dir.with_name(f"{project_dir.name}-bundle")
+    if bundle.exists() and (not bundle.is_dir() or any(bundle.iterdir())):
+        raise BenanzaError(f"{bundle}: an earlier --profile-with run's bundle is there: remove it, or analyze "
+                           "against it with --profile instead")
+    info = system.fingerprint()
+    if not info.get("usable"):
+        raise BenanzaError(f"--profile-with needs a usable NVIDIA GPU here ({info.get('reason', 'unknown reason')})")
+    with working(f"profiling {model} in {framework} (batch {batch}, {precision}) into {bundle}"):
+        capture(model, FRAMEWORKS[framework].value, batch, precision, bundle, seq_len=seq_len)
+    console.print(plain(f"profiled {model} in {framework} into {bundle}"), highlight=False)
+    return bundle
+
+
+def generate_executed(model: Path, bundle: Path, db_path: Path, out: Path) -> Path | None:
+    """The project of the library calls ``bundle`` logged that ``db_path`` lacks (``generate --from-profile``);
+    None when it holds them all."""
+    from benanza.generate import codegen
+    from benanza.generate.plan import plan_executed
+    from benanza.store.systems import skip_predicate
+    from benanza.workflows.measure import profile_calls
+
+    with working(f"generating the calls {bundle} logged into {out}"):
+        executed = plan_executed(profile_calls(model, (bundle,)), skip=skip_predicate(db_path, None))
+        if not executed.jobs:
+            return None
+        command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
+        codegen.generate(executed, out, f"{command} (the calls {bundle.name} logged)")
+    return out
