@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 import pytest
-from conftest import NVCC, builds_and_runs_on_a_gpu, listed_jobs
+from conftest import NVCC, SharedBuild, builds_and_runs_on_a_gpu, compiled_in_the_shared_build, listed_jobs
 from onnx import TensorProto, helper
 from tiny_transformers import bert_block, gpt2_block, rmsnorm_block, sdpa_block
 
@@ -210,19 +211,28 @@ def test_last_axis_softmax_keys_agree_across_opsets(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- generated sources
 
 
+TRANSFORMER_EXECUTABLES = {"bench_graph_sdpa", "bench_graph_norm", "bench_softmax", "bench_graph_pointwise"}
+
+
+@compiled_in_the_shared_build("transformer")
+def transformer_plan() -> Plan:
+    """The transformer APIs for the four blocks in every precision, compiled in the shared build (a project
+    of their own compiled the harness library and bench_softmax a second time, and configured again)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        models = [load(m, Path(tmp)) for m in (bert_block(), gpt2_block(), sdpa_block(), rmsnorm_block())]
+    return plan(models, list(Precision), apis=[Api.GRAPH_SDPA, Api.GRAPH_NORM, Api.SOFTMAX, Api.GRAPH_POINTWISE])
+
+
 @pytest.fixture(scope="module")
-def transformer_project(blocks: dict[str, Model], tmp_path_factory: pytest.TempPathFactory
-                        ) -> tuple[Path, codegen.Manifest, Plan]:
-    p = plan(blocks.values(), list(Precision), apis=[Api.GRAPH_SDPA, Api.GRAPH_NORM, Api.SOFTMAX,
-                                                     Api.GRAPH_POINTWISE])
+def transformer_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, codegen.Manifest, Plan]:
+    p = transformer_plan()
     out = tmp_path_factory.mktemp("transformer")
     return out, codegen.generate(p, out, "benanza generate blocks"), p
 
 
 def test_generated_sources_name_every_mask(transformer_project: tuple[Path, codegen.Manifest, Plan]) -> None:
     out, manifest, _ = transformer_project
-    assert set(manifest.executables) == {"bench_graph_sdpa", "bench_graph_norm", "bench_softmax",
-                                         "bench_graph_pointwise"}
+    assert set(manifest.executables) == TRANSFORMER_EXECUTABLES
     sdpa = (out / "src" / "bench_graph_sdpa.cu").read_text()
     assert "set_causal_mask(true)" in sdpa and "set_padding_mask(true)" in sdpa
     assert "bz::attention_reference(" in sdpa  # checked against the reference, never unchecked
@@ -235,11 +245,11 @@ def test_generated_sources_name_every_mask(transformer_project: tuple[Path, code
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_transformer_benchmarks_build_and_list(transformer_project: tuple[Path, codegen.Manifest, Plan],
-                                               cmake_build: Callable[[Path], Path]) -> None:
-    out, manifest, _ = transformer_project
-    build = cmake_build(out)
-    for exe, spec in manifest.executables.items():
+def test_transformer_benchmarks_build_and_list(shared_build: SharedBuild) -> None:
+    build, manifest = shared_build.build, shared_build.manifest
+    assert shared_build.executables["transformer"] == TRANSFORMER_EXECUTABLES
+    for exe in sorted(shared_build.executables["transformer"]):
+        spec = manifest.executables[exe]
         lines, planned = listed_jobs(build, exe, manifest.jobs)
         assert [d["job"] for d in lines] == list(range(spec["num_jobs"]))
         assert [(d["layer_key"], d["dtype"], d["fusion"]) for d in lines] == \
