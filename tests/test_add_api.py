@@ -27,13 +27,15 @@ MODULE = '''"""A throwaway API (tests/test_add_api.py): Softplus bounded like a 
 
 from benanza.apis.base import ApiDef, ApiFamily
 from benanza.apis.copy import COPY_ALGORITHM, COPY_COLUMNS, copy_job
+from benanza.apis.log_side import NO_LOG_SIDE
 from benanza.library import Api
 
 ORDER = 75
 VOCABULARY = {"SOFTPLUS_EXAMPLE": {"call": "softplusExample", "ops": ("Softplus",)}}
 
 DEFINITIONS = (ApiDef(Api.SOFTPLUS_EXAMPLE, "bench_softplus_example", "softplus_example.cu.j2", ApiFamily.NONE,
-                      "none", copy_job, columns=COPY_COLUMNS, algorithms=(COPY_ALGORITHM,), host_only=True),)
+                      "none", copy_job, columns=COPY_COLUMNS, algorithms=(COPY_ALGORITHM,), host_only=True,
+                      log=NO_LOG_SIDE),)  # no framework log shows it
 '''
 
 # An editable install's import hook would find the installed package before PYTHONPATH's copy.

@@ -118,7 +118,7 @@ def test_an_sdpa_graph_starting_with_matmul_is_filed_as_sdpa(calls: list) -> Non
 def test_every_graph_is_recognised_by_at_most_one_api(calls: list) -> None:
     from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph, is_norm_graph, is_pointwise_graph, is_sdpa_graph
 
-    recognisers = [d.graph_recogniser for d in REGISTRY.values() if d.graph_recogniser is not None]
+    recognisers = [d.log.graph_recogniser for d in REGISTRY.values() if d.log.graph_recogniser is not None]
     assert len(recognisers) == 5  # conv, matmul, norm, sdpa, pointwise
     for call in calls:
         ops = [(op.kind, op.mode) for op in call.operations]

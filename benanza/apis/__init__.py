@@ -16,8 +16,8 @@ from benanza.apis.base import ApiDef, ApiFamily
 from benanza.apis.graph_ops import GraphOp
 from benanza.library import Api, Fusion
 
-__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "graph_api", "has_weights",
-           "whole_call"]
+__all__ = ["NAMED_CONFIG_APIS", "REGISTRY", "ApiDef", "ApiFamily", "api_family", "cublas_api", "graph_api",
+           "has_weights", "whole_call"]
 
 
 def _definitions() -> Iterator[ApiDef]:
@@ -59,9 +59,20 @@ def has_weights(api: str) -> bool:
 
 def graph_api(ops: Sequence[GraphOp]) -> Api | None:
     """The API of a graph-API op graph, from its whole operation list (``(kind, mode)`` pairs; an
-    SDPA graph starts with a MATMUL): the one whose ``graph_recogniser`` accepts it, else None."""
-    found = [api for api, d in REGISTRY.items() if d.graph_recogniser is not None and d.graph_recogniser(ops)]
+    SDPA graph starts with a MATMUL): the one whose ``log.graph_recogniser`` accepts it, else None."""
+    found = [api for api, d in REGISTRY.items() if d.log.graph_recogniser is not None
+             and d.log.graph_recogniser(ops)]
     return found[0] if len(found) == 1 else None
+
+
+@cache  # per logged cuBLAS call: a few distinct (function, kind) pairs
+def cublas_api(function: str, kind: str) -> Api:
+    """The API a cuBLAS log line ran as: the one whose ``log.cublas_call`` takes its function and kind
+    ("gemm" or "gemv"); the cuBLAS APIs' recognisers cover every line between them, exclusively."""
+    found = [api for api, d in REGISTRY.items() if d.log.cublas_call is not None and d.log.cublas_call(function, kind)]
+    if len(found) != 1:
+        raise ValueError(f"{function} ({kind}): {len(found)} cuBLAS APIs take it, not one")
+    return found[0]
 
 
 def whole_call(api: str, fusion: str) -> bool:

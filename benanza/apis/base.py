@@ -4,13 +4,13 @@ more than one builder."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from benanza.apis.graph_ops import GraphOp
 from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
+from benanza.apis.log_side import LogSide
 from benanza.library import PRECISIONS, Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -103,12 +103,6 @@ class ApiDef:
     # (apis.graph.with_named_configs over apis.engine_config), so that a framework's own
     # choice read from its cuDNN log is measured even where the heuristics' lists miss it.
     named_configs: bool = False
-    # Log recogniser: a cuDNN log record of this function name (``Api`` value) is this API's
-    # call (legacy API) ...
-    cudnn_log_call: bool = False
-    # ... or an op graph whose whole operation list, ``(kind, mode)`` pairs, this accepts
-    # (graph API; benanza.apis.graph_ops, exclusive of each other).
-    graph_recogniser: Callable[[Sequence[GraphOp]], bool] | None = None
     # Fusion patterns whose whole chain this API runs as one call (the planner's FUSION_APIS).
     fusions: tuple[Fusion, ...] = ()
     # Of those, the ones it runs only into an output another kernel pre-filled (cublasGemmEx's
@@ -116,3 +110,6 @@ class ApiDef:
     # for the as-executed check; the bound never takes them as a whole fused execution
     # (docs/METRICS.md, "Execution bound").
     prefilled: tuple[Fusion, ...] = ()
+    # How its calls appear in a framework's cuDNN/cuBLAS logs (benanza.apis.log_side): required,
+    # NO_LOG_SIDE where no log shows them, so that no API is left unmapped by omission.
+    log: LogSide = field(kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benanza.apis.base import ApiDef, ApiFamily, JobFields
 from benanza.apis.job_table import KEY, PRECISION, Column, Kind
+from benanza.apis.log_side import NO_LOG_SIDE
 from benanza.library import Api, Math, Precision
 
 CEILING_KEY = "ceiling"  # layer_key of the ceiling results
@@ -36,5 +37,5 @@ DEFINITIONS = (
     ApiDef(Api.CEILING, "bench_ceilings", "ceilings.cu.j2", ApiFamily.NONE, "cublas", None,
            columns=(KEY, PRECISION, Column("algorithm", Kind.TEXT), Column("memcpy", Kind.FLAG),
                     Column("size", Kind.INT)),
-           tensor_core=True, host_only=True),
+           tensor_core=True, host_only=True, log=NO_LOG_SIDE),
 )

@@ -15,6 +15,7 @@ from benanza.apis.base import (
     _layout,
 )
 from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind, choice, ints
+from benanza.apis.log_side import LogSide, Signature, int_list, nd, tensor
 from benanza.library import Activation, Api, ConvFwdAlgo, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -98,14 +99,45 @@ VOCABULARY = {
 # The 18 numbers of a bz::ConvDims (conv_dims in csrc/benanza/cudnn_conv.h).
 CONV_DIMS = ints("dims", 18)
 
+
+
+def conv_layer_signature(layer: Layer) -> Signature | None:
+    """A Conv layer's shapes as a cuDNN convolution logs them (x, w, y, pads, strides, dilations)."""
+    if len(layer.inputs) < 2 or not layer.outputs:
+        return None
+    pads = list(layer.attrs.get("pads", []))
+    n = len(pads) // 2
+    return ("conv", nd(layer.inputs[0].shape), nd(layer.inputs[1].shape), nd(layer.outputs[0].shape),
+            tuple(pads[:n]), tuple(pads[n:]), tuple(layer.attrs.get("strides", ())),
+            tuple(layer.attrs.get("dilations", ())))
+
+
+def _legacy_conv_signature(call: Any) -> Signature | None:
+    x, w, y = tensor(call, "xDesc"), tensor(call, "wDesc"), tensor(call, "yDesc")
+    conv = call.descriptors.get("convDesc", {})
+    if x is None or w is None or y is None:
+        return None
+    pads = int_list(conv.get("padA"))
+    return ("conv", nd(x.dims), nd(w.dims), nd(y.dims), pads, pads, int_list(conv.get("strideA")),
+            int_list(conv.get("dilationA")))
+
+
+def _legacy_conv_log(fusion: Fusion) -> LogSide:
+    """A legacy convolution call: its algorithm is the enum it was called with."""
+    return LogSide(cudnn_call=True, graph_recogniser=None, cublas_call=None, layer_signature=conv_layer_signature,
+                   call_signature=_legacy_conv_signature, algorithm=lambda call: call.algo, fusion=fusion,
+                   graph_fusions=(), contrib_fusions=(), contrib_ops=False)
+
+
 DEFINITIONS = (
     ApiDef(Api.CONV_FWD, "bench_conv_fwd", "cudnn_conv_fwd.cu.j2", ApiFamily.LEGACY, "cudnn", conv_fwd_job,
            columns=(KEY, PRECISION, CONV_DIMS), algorithms=CONV_FWD_ALGORITHMS,
-           tensor_core=True, host_only=True, weights=True, both_layouts=True, cudnn_log_call=True),
+           tensor_core=True, host_only=True, weights=True, both_layouts=True,
+           log=_legacy_conv_log(Fusion.NONE)),
     ApiDef(Api.CONV_BIAS_ACT, "bench_conv_bias_act", "cudnn_conv_bias_act.cu.j2", ApiFamily.LEGACY, "cudnn",
            conv_bias_act_job,
            columns=(KEY, PRECISION, FUSION, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL),
                     Column("alpha2", Kind.REAL32), CONV_DIMS),
            algorithms=CONV_FWD_ALGORITHMS, tensor_core=True, host_only=True, weights=True, both_layouts=True,
-           cudnn_log_call=True, fusions=CONV_FUSIONS),
+           fusions=CONV_FUSIONS, log=_legacy_conv_log(Fusion.CONV_BIAS_ACT)),
 )

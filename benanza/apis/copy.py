@@ -6,6 +6,7 @@ import math
 
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind
+from benanza.apis.log_side import NO_LOG_SIDE
 from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -57,5 +58,5 @@ VOCABULARY = {
 DEFINITIONS = (
     ApiDef(Api.COPY, "bench_copy", "copy.cu.j2", ApiFamily.NONE, "none", copy_job,
            columns=COPY_COLUMNS, algorithms=(COPY_ALGORITHM,), host_only=True,
-           fusions=(Fusion.POINTWISE,)),  # one fused pass: the chain's output at the copy roofline
+           fusions=(Fusion.POINTWISE,), log=NO_LOG_SIDE),  # one fused pass: the chain's output at the copy roofline
 )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
 from benanza import apis
 from benanza.apis.base import (
@@ -19,11 +20,24 @@ from benanza.apis.base import (
     Unsupported,
 )
 from benanza.apis.job_table import Column, Kind, Vocabulary, choice, ints
-from benanza.library import ONNX_ACTIVATIONS, PRECISIONS, Activation, Api, Math, Precision
+from benanza.apis.log_side import (
+    CallSignature,
+    LayerSignature,
+    LogSide,
+    Signature,
+    desc_field,
+    first_call,
+    first_last_call,
+    io_layer,
+    nd,
+    tensor,
+    x_layer,
+)
+from benanza.library import ONNX_ACTIVATIONS, PRECISIONS, Activation, Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
-# The one algorithm each of these APIs has, spelled as profile.executed.LEGACY_ALGORITHM
-# reads it from a cuDNN log (the mode of the call); pooling, activation and op-tensor
+# The one algorithm each of these APIs has, spelled as its LogSide.algorithm reads it from a
+# cuDNN log (the mode of the call); pooling, activation and op-tensor
 # jobs spell their mode per job.  cudnnAddTensor has no mode: "default".
 BATCHNORM_ALGORITHM = "CUDNN_BATCHNORM_SPATIAL"
 SOFTMAX_ALGORITHM = "CUDNN_SOFTMAX_ACCURATE"
@@ -281,27 +295,77 @@ SOFTMAX_MODE = Vocabulary("cudnnSoftmaxMode_t", tuple(SOFTMAX_MODES.values()))
 OP_TENSOR_OP = Vocabulary("cudnnOpTensorOp_t", tuple(dict.fromkeys(OP_TENSOR_OPS.values())))
 DIMS4 = ints("dims", 4)  # a bz::Dims4 (dims4 in csrc/benanza/cudnn_ops.h)
 
+
+
+# Elementwise ONNX op -> the signature kind of the calls that can run it.
+ELEMENTWISE_KINDS = {"Add": "add", "Sum": "add", "Mul": "mul"}
+# cudnnOpTensor's operation -> the signature kind of the layers it can run.
+OP_TENSOR_KINDS = {"CUDNN_OP_TENSOR_ADD": "add", "CUDNN_OP_TENSOR_MUL": "mul"}
+
+
+def _elementwise_layer(layer: Layer) -> Signature | None:
+    """Its output and its other input, broadcast to the output's rank (cuDNN's C and A/B)."""
+    rank = len(layer.outputs[0].shape)
+    other = layer.inputs[1].shape if len(layer.inputs) > 1 else layer.outputs[0].shape
+    return (ELEMENTWISE_KINDS[layer.op], nd(layer.outputs[0].shape), nd((1,) * (rank - len(other)) + tuple(other)))
+
+
+def _add_tensor_call(call: Any) -> Signature | None:
+    dest, other = tensor(call, "srcDestDesc", "cDesc", "CDesc"), tensor(call, "biasDesc", "aDesc", "ADesc")
+    return None if dest is None or other is None else ("add", nd(dest.dims), nd(other.dims))
+
+
+def _op_tensor_call(call: Any) -> Signature | None:
+    dest, other = tensor(call, "srcDestDesc", "cDesc", "CDesc"), tensor(call, "bDesc", "BDesc")
+    op = desc_field(call, "opTensorOp") or ""
+    return None if dest is None or other is None else (OP_TENSOR_KINDS.get(op, op.lower()), nd(dest.dims),
+                                                      nd(other.dims))
+
+
+def _softmax_layer(layer: Layer) -> Signature | None:
+    return ("softmax", math.prod(layer.inputs[0].shape))
+
+
+def _softmax_call(call: Any) -> Signature | None:
+    return ("softmax", math.prod(call.tensors[0].dims)) if call.tensors else None
+
+
+def _legacy_log(layer: LayerSignature, call: CallSignature, algorithm: Callable[[Any], str | None] | None) -> LogSide:
+    """A legacy cuDNN call of one layer: recognised by its function name, no fusion."""
+    return LogSide(cudnn_call=True, graph_recogniser=None, cublas_call=None, layer_signature=layer,
+                   call_signature=call, algorithm=algorithm, fusion=Fusion.NONE, graph_fusions=(),
+                   contrib_fusions=(), contrib_ops=False)
+
+
 DEFINITIONS = (
     ApiDef(Api.BATCHNORM_INF, "bench_batchnorm", "cudnn_batchnorm.cu.j2", ApiFamily.LEGACY, "cudnn", batchnorm_job,
            columns=(*OP_HEAD, DIMS4, Column("epsilon", Kind.REAL), *OP_FORMAT), algorithms=(BATCHNORM_ALGORITHM,),
-           nhwc=True, cudnn_log_call=True),
+           nhwc=True,
+           log=_legacy_log(x_layer("bn"), first_call("bn"), lambda call: call.args.get("mode"))),
     ApiDef(Api.ACTIVATION, "bench_activation", "cudnn_activation.cu.j2", ApiFamily.LEGACY, "cudnn", activation_job,
            columns=(*OP_HEAD, DIMS4, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL), *OP_FORMAT),
-           host_only=True, nhwc=True, cudnn_log_call=True),
+           host_only=True, nhwc=True,
+           log=_legacy_log(x_layer("act"), first_call("act"), lambda call: desc_field(call, "mode"))),
     ApiDef(Api.POOLING, "bench_pooling", "cudnn_pooling.cu.j2", ApiFamily.LEGACY, "cudnn", pooling_job,
            columns=(*OP_HEAD, ints("dims", 14), choice("mode", POOLING_MODE), *OP_FORMAT),
-           nhwc=True, cudnn_log_call=True),
+           nhwc=True,
+           log=_legacy_log(io_layer("pool"), first_last_call("pool"), lambda call: desc_field(call, "mode"))),
     ApiDef(Api.SOFTMAX, "bench_softmax", "cudnn_softmax.cu.j2", ApiFamily.LEGACY, "cudnn", softmax_job,
            columns=(*OP_HEAD, DIMS4, *OP_FORMAT, choice("mode", SOFTMAX_MODE)), algorithms=(SOFTMAX_ALGORITHM,),
-           nhwc=True, cudnn_log_call=True),
+           nhwc=True,
+           log=_legacy_log(_softmax_layer, _softmax_call,
+                           lambda call: call.args.get("algo") or call.args.get("algorithm"))),
     ApiDef(Api.LRN, "bench_lrn", "cudnn_lrn.cu.j2", ApiFamily.LEGACY, "cudnn", lrn_job,
            columns=(*OP_HEAD, DIMS4, Column("size", Kind.INT), Column("alpha", Kind.REAL), Column("beta", Kind.REAL),
                     Column("bias", Kind.REAL), *OP_FORMAT),
-           algorithms=(LRN_ALGORITHM,), cudnn_log_call=True),
+           algorithms=(LRN_ALGORITHM,),
+           log=_legacy_log(x_layer("lrn"), first_call("lrn"), lambda call: call.args.get("lrnMode"))),
     ApiDef(Api.ADD_TENSOR, "bench_add_tensor", "cudnn_add_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", add_tensor_job,
            columns=(*OP_HEAD, ints("c", 4), ints("a", 4), *OP_FORMAT), algorithms=(ADD_TENSOR_ALGORITHM,),
-           nhwc=True, cudnn_log_call=True),
+           nhwc=True,
+           log=_legacy_log(_elementwise_layer, _add_tensor_call, None)),
     ApiDef(Api.OP_TENSOR, "bench_op_tensor", "cudnn_op_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", op_tensor_job,
            columns=(*OP_HEAD, ints("a", 4), ints("b", 4), choice("op", OP_TENSOR_OP), *OP_FORMAT),
-           nhwc=True, cudnn_log_call=True),
+           nhwc=True,
+           log=_legacy_log(_elementwise_layer, _op_tensor_call, lambda call: desc_field(call, "opTensorOp"))),
 )

@@ -10,6 +10,7 @@ from typing import Any
 
 from benanza.apis.base import _INT32_MAX, FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.job_table import FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice, ints
+from benanza.apis.log_side import LogSide, Signature
 from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -280,17 +281,59 @@ WEIGHTS = (Column("a_constant", Kind.FLAG), Column("b_constant", Kind.FLAG))
 ALPHA_BETA = (Column("alpha", Kind.REAL32), Column("beta", Kind.REAL32))
 OPS = (choice("op_a", CUBLAS_OP), choice("op_b", CUBLAS_OP))
 
+
+
+def gemm_layer_signature(layer: Layer) -> Signature | None:
+    """A Gemm or MatMul layer as a GEMM logs it: (k, {m, n}, batch), m and n in either order."""
+    if len(layer.inputs) < 2 or not layer.outputs:
+        return None
+    a, b, y = layer.inputs[0].shape, layer.inputs[1].shape, layer.outputs[0].shape
+    if layer.op == "Gemm":
+        trans_a = layer.attrs.get("transA", 0)
+        m, k, batch = (a[1], a[0], 1) if trans_a else (a[0], a[1], 1)
+    elif len(b) <= 2:  # MatMul with a 2-D weight: leading dims of A fold into m
+        m, k, batch = math.prod(a[:-1]), a[-1], 1
+    else:
+        m, k, batch = a[-2], a[-1], math.prod(y[:-2])
+    return ("gemm", int(k), tuple(sorted((int(m), int(y[-1])))), int(batch))
+
+
+def _gemm_call_signature(call: Any) -> Signature | None:
+    """A cuBLAS log's GEMM (a GEMV as n = 1) in the same terms."""
+    return ("gemm", call.k, tuple(sorted((call.m, call.n))), call.batch_count)
+
+
+def _is_lt(function: str, kind: str) -> bool:
+    return function.startswith("cublasLt")
+
+
+def _is_sgemv(function: str, kind: str) -> bool:
+    return kind == "gemv" and function.startswith("cublasSgemv")
+
+
+def _is_gemm_ex(function: str, kind: str) -> bool:
+    """Every other cuBLAS GEMM or GEMV (cublasSgemm_v2, cublasGemmStridedBatchedEx ...) runs as cublasGemmEx."""
+    return not _is_lt(function, kind) and not _is_sgemv(function, kind)
+
+
+def _cublas_log(call: Callable[[str, str], bool]) -> LogSide:
+    """A cuBLAS call: the executed reader names its algorithm and epilogue (profile.executed)."""
+    return LogSide(cudnn_call=False, graph_recogniser=None, cublas_call=call, layer_signature=gemm_layer_signature,
+                   call_signature=_gemm_call_signature, algorithm=None, fusion=Fusion.NONE, graph_fusions=(),
+                   contrib_fusions=(), contrib_ops=False)
+
+
 DEFINITIONS = (
     ApiDef(Api.GEMM_EX, "bench_gemm_ex", "cublas_gemm_ex.cu.j2", ApiFamily.LEGACY, "cublas", gemm_ex_job,
            columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *OPS, *ALPHA_BETA, *WEIGHTS), algorithms=GEMM_EX_ALGORITHMS,
            tensor_core=True, host_only=True, weights=True, fusions=(Fusion.GEMM_BIAS,),
-           prefilled=(Fusion.GEMM_BIAS,)),
+           prefilled=(Fusion.GEMM_BIAS,), log=_cublas_log(_is_gemm_ex)),
     ApiDef(Api.LT_MATMUL, "bench_lt_matmul", "cublaslt_matmul.cu.j2", ApiFamily.LEGACY, "cublas", lt_matmul_job,
            columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *OPS, *ALPHA_BETA, Column("bias", Kind.FLAG),
                     Column("relu", Kind.FLAG), choice("epilogue", LT_EPILOGUE), *WEIGHTS),
-           tensor_core=True, host_only=True, weights=True, fusions=GEMM_FUSIONS),
+           tensor_core=True, host_only=True, weights=True, fusions=GEMM_FUSIONS, log=_cublas_log(_is_lt)),
     ApiDef(Api.SGEMV, "bench_sgemv", "cublas_sgemv.cu.j2", ApiFamily.LEGACY, "cublas", sgemv_job,
            columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *ALPHA_BETA, choice("gemv_op", CUBLAS_OP), ints("gemv", 4),
                     *WEIGHTS),
-           algorithms=(SGEMV_ALGORITHM,), host_only=True, weights=True),
+           algorithms=(SGEMV_ALGORITHM,), host_only=True, weights=True, log=_cublas_log(_is_sgemv)),
 )

@@ -9,12 +9,13 @@ from dataclasses import replace
 from typing import Any
 
 from benanza.apis.base import ACTIVATION_MODE, ApiDef, ApiFamily, JobFields, Unsupported, _layout
-from benanza.apis.conv import CONV_DIMS, CONV_FUSIONS, _conv_dims, conv_bias_act_job
+from benanza.apis.conv import CONV_DIMS, CONV_FUSIONS, _conv_dims, conv_bias_act_job, conv_layer_signature
 from benanza.apis.engine_config import parse_engine_config_name
-from benanza.apis.gemm import ALPHA_BETA, GEMM_DIMS, GEMM_FUSIONS, WEIGHTS, _gemm_chain, _weights
+from benanza.apis.gemm import ALPHA_BETA, GEMM_DIMS, GEMM_FUSIONS, WEIGHTS, _gemm_chain, _weights, gemm_layer_signature
 from benanza.apis.graph_ops import is_conv_graph, is_matmul_graph
 from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, choice
-from benanza.library import Activation, Api, Precision
+from benanza.apis.log_side import GraphFusions, LogSide, Signature, nd, tensor
+from benanza.library import Activation, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
 # Activation -> the graph API's pointwise mode (cudnn_frontend::PointwiseMode_t spelling).
@@ -99,6 +100,32 @@ VOCABULARY = {
 POINTWISE_MODE = Vocabulary("fe::PointwiseMode_t", tuple(dict.fromkeys(GRAPH_POINTWISE.values())),
                             "fe::PointwiseMode_t::")
 
+
+
+def _graph_conv_signature(call: Any) -> Signature | None:
+    op = call.operations[0]
+    x, w, y = tensor(op, "xDesc", "x"), tensor(op, "wDesc", "w"), tensor(op, "yDesc", "y")
+    if x is None or w is None or y is None:
+        return None
+    return ("conv", nd(x.dims), nd(w.dims), nd(y.dims), op.pre_padding, op.post_padding, op.strides, op.dilations)
+
+
+def _graph_matmul_signature(call: Any) -> Signature | None:
+    op = call.operations[0]
+    a, c = tensor(op, "aDesc", "a"), tensor(op, "cDesc", "c")
+    if a is None or c is None or len(a.dims) < 2:
+        return None
+    return ("gemm", a.dims[-1],
+            tuple(sorted((math.prod(a.dims[:-1]) // max(1, math.prod(c.dims[:-2])), c.dims[-1]))),
+            math.prod(c.dims[:-2]) or 1)
+
+
+# The pointwise roles after the main operation -> the fusion the graph ran, first match wins.
+CONV_GRAPH_FUSIONS: GraphFusions = ((frozenset({"add", "act"}), Fusion.CONV_BIAS_ADD_ACT),
+                                    (frozenset({"act"}), Fusion.CONV_BIAS_ACT), (frozenset({"bias"}), Fusion.CONV_BIAS))
+MATMUL_GRAPH_FUSIONS: GraphFusions = ((frozenset({"act"}), Fusion.GEMM_BIAS_ACT),
+                                      (frozenset({"bias"}), Fusion.GEMM_BIAS))
+
 DEFINITIONS = (
     ApiDef(Api.GRAPH_CONV, "bench_graph_conv", "cudnn_graph_conv.cu.j2", ApiFamily.GRAPH, "cudnn", graph_conv_job,
            columns=(KEY, PRECISION, FUSION, Column("bias", Kind.FLAG), Column("alpha2", Kind.REAL32),
@@ -106,10 +133,17 @@ DEFINITIONS = (
                     Column("coef", Kind.REAL), Column("upper_clip", Kind.REAL), Column("elu_alpha", Kind.REAL),
                     CONV_DIMS, ENGINES),
            tensor_core=True, host_only=True, weights=True, both_layouts=True, named_configs=True,
-           graph_recogniser=is_conv_graph, fusions=CONV_FUSIONS),
+           fusions=CONV_FUSIONS,
+           log=LogSide(cudnn_call=False, graph_recogniser=is_conv_graph, cublas_call=None,
+                       layer_signature=conv_layer_signature, call_signature=_graph_conv_signature, algorithm=None,
+                       fusion=Fusion.NONE, graph_fusions=CONV_GRAPH_FUSIONS, contrib_fusions=(), contrib_ops=False)),
     ApiDef(Api.GRAPH_MATMUL, "bench_graph_matmul", "cudnn_graph_matmul.cu.j2", ApiFamily.GRAPH, "cudnn",
            graph_matmul_job, columns=(KEY, PRECISION, FUSION, GEMM_DIMS, *ALPHA_BETA, Column("bias", Kind.FLAG),
                                       Column("relu", Kind.FLAG), *WEIGHTS, ENGINES),
            tensor_core=True, host_only=True, weights=True, named_configs=True,
-           graph_recogniser=is_matmul_graph, fusions=GEMM_FUSIONS),
+           fusions=GEMM_FUSIONS,
+           log=LogSide(cudnn_call=False, graph_recogniser=is_matmul_graph, cublas_call=None,
+                       layer_signature=gemm_layer_signature, call_signature=_graph_matmul_signature, algorithm=None,
+                       fusion=Fusion.NONE, graph_fusions=MATMUL_GRAPH_FUSIONS, contrib_fusions=(),
+                       contrib_ops=False)),
 )

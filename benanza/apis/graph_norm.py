@@ -9,6 +9,7 @@ from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupp
 from benanza.apis.cudnn_ops import _one_layer
 from benanza.apis.graph_ops import is_norm_graph
 from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind
+from benanza.apis.log_side import LogSide
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -75,5 +76,8 @@ DEFINITIONS = (
     ApiDef(Api.GRAPH_NORM, "bench_graph_norm", "cudnn_graph_norm.cu.j2", ApiFamily.GRAPH, "cudnn", graph_norm_job,
            columns=(KEY, PRECISION, FUSION, Column("rows", Kind.INT), Column("cols", Kind.INT),
                     Column("epsilon", Kind.REAL32), Column("rms", Kind.FLAG), Column("bias", Kind.FLAG), ENGINES),
-           host_only=True, fusions=(Fusion.RMSNORM,), graph_recogniser=is_norm_graph),
+           host_only=True, fusions=(Fusion.RMSNORM,),
+           log=LogSide(cudnn_call=False, graph_recogniser=is_norm_graph, cublas_call=None, layer_signature=None,
+                       call_signature=None, algorithm=None, fusion=Fusion.NONE, graph_fusions=(),
+                       contrib_fusions=(Fusion.RMSNORM,), contrib_ops=True)),
 )

@@ -16,6 +16,7 @@ import math
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.graph_ops import is_pointwise_graph
 from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, Vocabulary, ints
+from benanza.apis.log_side import LogSide
 from benanza.library import Api, Fusion, Math, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model
 
@@ -113,5 +114,8 @@ DEFINITIONS = (
                     Column("scalar", Kind.REAL32), Column("modes", Kind.CHOICES, 1, MAX_STEPS, STEP_MODE),
                     Column("ops", Kind.CHOICES, 1, MAX_STEPS, STEP_OP), ints("a", at_least=1, at_most=MAX_STEPS),
                     ints("b", at_least=1, at_most=MAX_STEPS), ints("const_cols", at_most=MAX_CONSTS), ENGINES),
-           host_only=True, fusions=(Fusion.POINTWISE,), graph_recogniser=is_pointwise_graph),
+           host_only=True, fusions=(Fusion.POINTWISE,),
+           log=LogSide(cudnn_call=False, graph_recogniser=is_pointwise_graph, cublas_call=None, layer_signature=None,
+                       call_signature=None, algorithm=None, fusion=Fusion.NONE, graph_fusions=(),
+                       contrib_fusions=(), contrib_ops=False)),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from benanza.apis.base import FLOAT_DTYPES, ApiDef, ApiFamily, JobFields, Unsupported
 from benanza.apis.graph_ops import is_sdpa_graph
 from benanza.apis.job_table import ENGINES, FUSION, KEY, PRECISION, Column, Kind, ints
+from benanza.apis.log_side import LogSide
 from benanza.library import Api, Fusion, Precision
 from benanza.model import attention
 from benanza.model.layer import FusionCandidate, Layer, Model
@@ -56,5 +57,7 @@ DEFINITIONS = (
            columns=(KEY, PRECISION, FUSION, ints("dims", 6), Column("scale", Kind.REAL32), Column("causal", Kind.FLAG),
                     Column("padding", Kind.FLAG), ENGINES),
            tensor_core=True, host_only=True, fusions=(Fusion.ATTENTION,),
-           graph_recogniser=is_sdpa_graph),
+           log=LogSide(cudnn_call=False, graph_recogniser=is_sdpa_graph, cublas_call=None, layer_signature=None,
+                       call_signature=None, algorithm=None, fusion=Fusion.NONE, graph_fusions=(),
+                       contrib_fusions=(Fusion.ATTENTION,), contrib_ops=False)),
 )

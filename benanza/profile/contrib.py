@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from benanza.apis import REGISTRY
 from benanza.apis.base import Unsupported
-from benanza.library import NO_COPY_OPS, Api, Fusion, Precision
+from benanza.library import NO_COPY_OPS, OP_APIS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Model
 from benanza.records import ANY, ROOFLINE, ExecutedCall
 
@@ -44,11 +44,15 @@ ORT_CONTRIB: dict[str, Contrib] = {
 # Standard ops that are a fusion only when ORT's node covers several layers (MatMul + bias Add -> Gemm).
 FUSED_ONLY_WHEN_SEVERAL = frozenset({"Gemm", "MatMul"})
 
-# Fusion pattern inside a node -> the api of its fused benchmark (ANY: every api planned for it).
-FUSED_API: dict[str, str] = {Fusion.ATTENTION.value: Api.GRAPH_SDPA.value, Fusion.RMSNORM.value: Api.GRAPH_NORM.value,
-                             Fusion.POINTWISE.value: ANY, Fusion.GEMM_BIAS.value: ANY,
-                             Fusion.GEMM_BIAS_ACT.value: ANY}
-NORM_OPS = frozenset({"LayerNormalization", "RMSNormalization"})
+# Fusion patterns inside a node charged to every api planned for them (ANY).
+ANY_API_FUSIONS = (Fusion.POINTWISE, Fusion.GEMM_BIAS, Fusion.GEMM_BIAS_ACT)
+# Fusion pattern inside a node -> the api of its fused benchmark: the API whose log side claims it
+# (ApiDef.log.contrib_fusions), else ANY.
+FUSED_API: dict[str, str] = {**{f.value: ANY for f in ANY_API_FUSIONS},
+                             **{f.value: api.value for api, d in REGISTRY.items() for f in d.log.contrib_fusions}}
+# ONNX op of a member -> the API charged for it: the one whose log side claims its ops (ApiDef.log.contrib_ops).
+CHARGED_OPS: dict[str, str] = {op: api.value for op, apis in OP_APIS.items() for api in apis
+                               if api in REGISTRY and REGISTRY[api].log.contrib_ops}
 GEMM_OPS = frozenset({"MatMul", "Gemm"})
 # (api, fusion) of a logged plain call that runs a whole fusion candidate into an output the
 # framework's own kernel pre-filled (ApiDef.prefilled): ORT's Gemm for MatMul + bias Add runs
@@ -106,8 +110,8 @@ def contrib_calls(model: Model, op: str, layers: tuple[int, ...], precision: str
             continue
         if i in logged:
             call = logged[i] if logged[i].key else replace(logged[i], key=layer.key)
-        elif layer.op in NORM_OPS:
-            call = ExecutedCall(Api.GRAPH_NORM.value, ANY, precision, key=layer.key)
+        elif layer.op in CHARGED_OPS:
+            call = ExecutedCall(CHARGED_OPS[layer.op], ANY, precision, key=layer.key)
         elif layer.op in GEMM_OPS:
             call = ExecutedCall(ANY, ANY, precision, key=layer.key)
         else:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from benanza.apis import REGISTRY, graph_api
 from benanza.apis.engine_config import engine_config_name
+from benanza.apis.log_side import int_list
 from benanza.library import Api
 from benanza.profile.cudnn_records import Field, Record, RecordReader
 
@@ -33,8 +34,8 @@ _ENUM_SUFFIX = re.compile(r"\s*\(-?\d+\)$")
 # CUDNN_HEUR_MODE_* values in cudnn_graph.h (cuDNN 9.19)
 HEUR_MODES: dict[int, str] = {0: "INSTANT", 1: "B", 2: "FALLBACK", 3: "A"}
 
-# Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.cudnn_log_call).
-LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.cudnn_log_call}
+# Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.log.cudnn_call).
+LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.log.cudnn_call}
 
 
 def cudnn_version_string(version: int) -> str:
@@ -195,14 +196,6 @@ def _int(val: str | None) -> int | None:
         return None
 
 
-def _ints(val: str | None) -> tuple[int, ...]:
-    text = (val or "").strip().strip("[]")
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        return ()
-
-
 def _bool(val: str | None) -> bool | None:
     return {"true": True, "false": False}.get((val or "").strip().lower())
 
@@ -213,7 +206,7 @@ def _scalars(node: Field) -> dict[str, str]:
 
 
 def _tensor(node: Field) -> TensorDesc:
-    dims = _ints(node.get("dimA").val if node.get("dimA") else None)
+    dims = int_list(node.get("dimA").val if node.get("dimA") else None)
     strides_field = node.get("strideA")
     dtype_field = node.get("type") or node.get("dataType")
     uid = node.get("uid")
@@ -221,7 +214,7 @@ def _tensor(node: Field) -> TensorDesc:
     align = node.get("alignmentInBytes")
     fmt = node.get("format")
     return TensorDesc(
-        role=node.name, dims=dims, strides=_ints(strides_field.val) if strides_field else (),
+        role=node.name, dims=dims, strides=int_list(strides_field.val) if strides_field else (),
         dtype=(_enum(dtype_field.val) or "") if dtype_field else "",
         uid=_int(uid.val) if uid else None, is_virtual=bool(_bool(virtual.val)) if virtual else False,
         alignment=_int(align.val) if align else None, layout=_enum(fmt.val) if fmt else None)
@@ -248,8 +241,8 @@ def _operation(node: Field) -> Operation:
     compute = next((params.pop(k) for k in ("computeType", "mathPrec", "compType") if k in params), None)
     return Operation(
         kind=kind, mode=mode, tensors=tuple(tensors), compute_type=compute,
-        pre_padding=_ints(params.pop("lowerPadA", None)), post_padding=_ints(params.pop("upperPadA", None)),
-        strides=_ints(params.pop("strideA", None)), dilations=_ints(params.pop("dilationA", None)), params=params)
+        pre_padding=int_list(params.pop("lowerPadA", None)), post_padding=int_list(params.pop("upperPadA", None)),
+        strides=int_list(params.pop("strideA", None)), dilations=int_list(params.pop("dilationA", None)), params=params)
 
 
 def _notes(node: Field | None) -> tuple[str, ...]:
@@ -296,7 +289,7 @@ def _graph_execute(rec: Record, version: str, clock: _Clock, probe: bool) -> Exe
     engine_id = engine.get("engine_id") if engine else None
     knob_desc = engine.get("knobDesc") if engine else None
     knobs = {c.name: _int(c.val) for c in knob_desc.children} if knob_desc else {}
-    api = graph_api([(op.kind, op.mode) for op in ops])  # from the whole graph (ApiDef.graph_recogniser)
+    api = graph_api([(op.kind, op.mode) for op in ops])  # from the whole graph (ApiDef.log.graph_recogniser)
     return ExecutedCall(
         function=rec.function, api=api.value if api else None, line=rec.line, time=rec.time,
         time_us=clock.us(rec.time), thread=rec.context.get("Thread", ""), stream=rec.context.get("StreamId", ""),

@@ -4,16 +4,17 @@ to the layers of their signature."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from math import prod
 
 from benanza.apis import REGISTRY
+from benanza.apis.log_side import NO_LOG_SIDE, LogSide, tensor
 from benanza.library import Api, Fusion, Precision
 from benanza.model.layer import Layer
 from benanza.profile import cudnn_log
 from benanza.profile.bundle import Bundle
 from benanza.profile.cublas_log import GemmCall, lt_algorithm_name
-from benanza.profile.signatures import SUCCESS, Signature, _desc_field, _tensor, call_signature, layer_signature
+from benanza.profile.signatures import SUCCESS, Signature, call_signature, layer_signature, logged_api
 from benanza.records import ExecutedCall
 
 # cuDNN data type -> storage precision; fp32 data runs as TF32 when the call allowed it.
@@ -26,32 +27,11 @@ TF32_MATH = frozenset({"CUDNN_DEFAULT_MATH", "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERS
 # Pointwise modes of a graph-API op graph that are activations.
 ACTIVATION_MODES = frozenset({"RELU_FWD", "SIGMOID_FWD", "TANH_FWD", "ELU_FWD", "GELU_FWD", "SWISH_FWD",
                               "GELU_APPROX_TANH_FWD", "SOFTPLUS_FWD"})
-# (main op family, roles of the pointwise ops after it) -> fusion pattern, first match wins.
-GRAPH_FUSIONS: list[tuple[str, frozenset[str], Fusion]] = [
-    ("conv", frozenset({"add", "act"}), Fusion.CONV_BIAS_ADD_ACT),
-    ("conv", frozenset({"act"}), Fusion.CONV_BIAS_ACT),
-    ("conv", frozenset({"bias"}), Fusion.CONV_BIAS),
-    ("gemm", frozenset({"act"}), Fusion.GEMM_BIAS_ACT),
-    ("gemm", frozenset({"bias"}), Fusion.GEMM_BIAS),
-]
-GRAPH_FAMILY = {Api.GRAPH_CONV.value: "conv", Api.GRAPH_MATMUL.value: "gemm"}  # by the whole graph's Api
 # cuBLASLt epilogue -> fusion pattern.
 LT_EPILOGUES: dict[str, Fusion] = {"BIAS": Fusion.GEMM_BIAS, "RELU_BIAS": Fusion.GEMM_BIAS_ACT,
                                    "GELU_BIAS": Fusion.GEMM_BIAS_ACT, "RELU": Fusion.GEMM_BIAS_ACT}
 
-
-# Legacy cuDNN API -> how its "algorithm" is spelled: the enum the call was made with (the
-# benchmarks of an API with no algorithm choice use the same mode spelling).
-LEGACY_ALGORITHM: dict[str, Callable[[cudnn_log.ExecutedCall], str | None]] = {
-    Api.CONV_FWD.value: lambda c: c.algo,
-    Api.CONV_BIAS_ACT.value: lambda c: c.algo,
-    Api.POOLING.value: lambda c: _desc_field(c, "mode"),
-    Api.ACTIVATION.value: lambda c: _desc_field(c, "mode"),
-    Api.LRN.value: lambda c: c.args.get("lrnMode"),
-    Api.SOFTMAX.value: lambda c: c.args.get("algo") or c.args.get("algorithm"),
-    Api.BATCHNORM_INF.value: lambda c: c.args.get("mode"),
-    Api.OP_TENSOR.value: lambda c: _desc_field(c, "opTensorOp"),
-}
+# A legacy call whose API reads no algorithm from it (LogSide.algorithm None: cudnnAddTensor).
 DEFAULT_ALGORITHM = "default"
 
 
@@ -63,15 +43,14 @@ def _pointwise_roles(call: cudnn_log.ExecutedCall) -> set[str]:
         if op.mode in ACTIVATION_MODES:
             roles.add("act")
         elif op.mode == "ADD":
-            b = _tensor(op, "bDesc", "b")
+            b = tensor(op, "bDesc", "b")
             roles.add("bias" if b is not None and prod(b.dims[2:]) == 1 and "bias" not in roles else "add")
     return roles
 
 
-def _graph_fusion(call: cudnn_log.ExecutedCall) -> Fusion:
-    family = GRAPH_FAMILY.get(call.api or "", "")
+def _graph_fusion(call: cudnn_log.ExecutedCall, log: LogSide) -> Fusion:
     roles = _pointwise_roles(call)
-    return next((f for fam, need, f in GRAPH_FUSIONS if fam == family and need <= roles), Fusion.NONE)
+    return next((f for need, f in log.graph_fusions if need <= roles), Fusion.NONE)
 
 
 def tensor_layout(t: cudnn_log.TensorDesc | None) -> str:
@@ -92,15 +71,17 @@ def _layout(call: cudnn_log.ExecutedCall, x: cudnn_log.TensorDesc | None) -> str
 
 def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:
     """The analyzer's as-executed description of one logged call (the fusion key is set by the caller)."""
+    api = logged_api(call)  # its log side (ApiDef.log) says how to read it
+    log = REGISTRY[api].log if api in REGISTRY else NO_LOG_SIDE
     if isinstance(call, GemmCall):
+        assert api is not None  # cublas_api raises for a line no API takes
         prec = CUDA_PRECISION.get(call.a_type, Precision.FP32)
         if prec is Precision.FP32 and call.tf32:
             prec = Precision.TF32
-        if call.function.startswith("cublasLt"):
+        if call.function.startswith("cublasLt"):  # cuBLASLt names its algorithm and epilogue its own way
             fusion = LT_EPILOGUES.get((call.epilogue or "").removeprefix("CUBLASLT_EPILOGUE_"), Fusion.NONE)
-            return ExecutedCall(Api.LT_MATMUL.value, lt_algorithm_name(call.algo or "") or (call.algo or ""),
+            return ExecutedCall(api.value, lt_algorithm_name(call.algo or "") or (call.algo or ""),
                                 prec.value, fusion.value)
-        api = Api.SGEMV if call.kind == "gemv" and call.function.startswith("cublasSgemv") else Api.GEMM_EX
         return ExecutedCall(api.value, call.algo or "CUBLAS_GEMM_DEFAULT", prec.value)
     x = call.operations[0].tensors[0] if call.operations and call.operations[0].tensors else \
         (call.tensors[0] if call.tensors else None)
@@ -109,12 +90,11 @@ def executed_call(call: cudnn_log.ExecutedCall | GemmCall) -> ExecutedCall:
         if prec is Precision.FP32 and call.enable_tf32:
             prec = Precision.TF32
         return ExecutedCall(call.api or call.function, call.engine_config or "", prec.value,
-                            _graph_fusion(call).value, layout=_layout(call, x))
+                            _graph_fusion(call, log).value, layout=_layout(call, x))
     if prec is Precision.FP32 and call.math_type in TF32_MATH:
         prec = Precision.TF32
-    algo = LEGACY_ALGORITHM.get(call.api or "", lambda c: None)(call) or DEFAULT_ALGORITHM
-    fusion = Fusion.CONV_BIAS_ACT if call.api == Api.CONV_BIAS_ACT.value else Fusion.NONE
-    return ExecutedCall(call.api or call.function, algo, prec.value, fusion.value, layout=_layout(call, x))
+    algo = (log.algorithm(call) if log.algorithm is not None else None) or DEFAULT_ALGORITHM
+    return ExecutedCall(call.api or call.function, algo, prec.value, log.fusion.value, layout=_layout(call, x))
 
 
 def _library_calls(bundle: Bundle) -> tuple[list[cudnn_log.ExecutedCall | GemmCall], list[str]]:
