@@ -113,3 +113,19 @@ def test_unpacking_the_shipped_database_says_so_once(user_cache: Path, capsys: p
     db = shipped_db()
     assert db.is_relative_to(user_cache.parent) and "unpacking" in capsys.readouterr().err
     assert shipped_db() == db and capsys.readouterr().err == ""
+
+
+def test_the_key_covers_every_module_whose_code_decides_a_cudnn_parse() -> None:
+    """Since each API's definition carries its log side (how a call is recognised, its signature read),
+    and the record reader lives apart from the parser, their source must be in the key: with only the
+    parser modules hashed, an edited recogniser or record reader read the old cache."""
+    import ast
+    import importlib.util
+
+    keyed = set(parse_cache.key_modules())
+    assert {"benanza.apis.conv", "benanza.apis.graph", "benanza.apis.log_side",
+            "benanza.profile.cudnn_records"} <= keyed
+    source = Path(importlib.util.find_spec("benanza.profile.cudnn_log").origin).read_text()
+    imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)
+                and n.module and n.module.startswith("benanza")}
+    assert imported <= keyed | {"benanza.errors"}  # errors: messages only, never what is returned

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import pickle
+import pkgutil
 import sys
 import time
 import zlib
@@ -36,6 +38,10 @@ SLOW_BYTES = 1 << 18  # ... judged by the source file's size (a 256 KiB .xz log 
 PARSER_MODULES = ("benanza.profile._io", "benanza.profile.bundle", "benanza.profile.cudnn_log",
                   "benanza.profile.cublas_log", "benanza.profile.kineto", "benanza.profile.ort_profile",
                   "benanza.library")
+# What else decides a parse, so its source is part of the key too: the cuDNN record reader and every
+# API definition (the registry's log side: how a call is recognised and its signature read).
+KEY_PACKAGES = ("benanza.apis",)
+KEY_MODULES = ("benanza.profile.cudnn_records",)
 # Globals the unpickler may resolve: the record classes of these modules, and paths.
 TRUSTED_MODULES = frozenset(PARSER_MODULES)
 TRUSTED_PATHS = frozenset({("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "Path"),
@@ -45,14 +51,22 @@ T = TypeVar("T")
 _parsers_key: str | None = None
 
 
+def key_modules() -> list[str]:
+    """The modules whose source is the key: the parsers, the record reader and every API module."""
+    packaged = []
+    for package in KEY_PACKAGES:
+        path = importlib.import_module(package).__path__
+        packaged += [package, *sorted(f"{package}.{info.name}" for info in pkgutil.iter_modules(path))]
+    return [*PARSER_MODULES, *KEY_MODULES, *packaged]
+
+
 def parsers_key() -> str:
-    """Hash of the parser modules' source: a changed parser never reads an old cache."""
+    """Hash of the parsing code's source: a changed parser (or API log side) never reads an old cache."""
     global _parsers_key
     if _parsers_key is None:
         digest = hashlib.sha256()
-        for name in PARSER_MODULES:
-            __import__(name)
-            digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
+        for name in key_modules():
+            digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
         _parsers_key = digest.hexdigest()[:16]
     return _parsers_key
 
