@@ -3,8 +3,6 @@ profile + generate + build + run + analyze: an unseen model's first answer from 
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -117,17 +115,9 @@ def profile_first(model: Path, framework: str, batch: int, precision: str, seq_l
 
 
 def generate_executed(model: Path, bundle: Path, db_path: Path, out: Path) -> Path | None:
-    """The project of the library calls ``bundle`` logged that ``db_path`` lacks (``generate --from-profile``);
-    None when it holds them all."""
-    from benanza.generate import codegen
-    from benanza.generate.plan import plan_executed
+    """The project of the library calls ``bundle`` logged that ``db_path`` lacks; None when it holds them all."""
     from benanza.store.systems import skip_predicate
-    from benanza.workflows.measure import profile_calls
+    from benanza.workflows.measure import generate_executed_project
 
     with working(f"generating the calls {bundle} logged into {out}"):
-        executed = plan_executed(profile_calls(model, (bundle,)), skip=skip_predicate(db_path, None))
-        if not executed.jobs:
-            return None
-        command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
-        codegen.generate(executed, out, f"{command} (the calls {bundle.name} logged)")
-    return out
+        return generate_executed_project(model, (bundle,), out, skip_predicate(db_path, None))

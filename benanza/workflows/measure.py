@@ -61,11 +61,29 @@ def generate_project(models: list[Path], out: Path, precisions: tuple[str, ...],
     from benanza.model.onnx_import import load_model
 
     loaded = [load_model(m, batch, seq_len) for m in models]
-    command = " ".join(["benanza", *(shlex.quote(a) for a in sys.argv[1:])])
     p = planner.plan(loaded, precisions, apis=apis, ceilings=apis is None, skip=skip)
     if not p.jobs and skip is None:
         raise BenanzaError(f"{', '.join(str(m) for m in models)}: nothing to benchmark ({len(p.dropped)} dropped)")
     if not p.jobs:
         return None
-    codegen.generate(p, out, command)
+    codegen.generate(p, out, command_line())
     return out
+
+
+def generate_executed_project(model: Path, bundles: tuple[Path, ...], out: Path,
+                              skip: Callable[[Any], bool] | None = None) -> Path | None:
+    """The project of the library calls ``bundles`` logged (``generate --from-profile``), less what
+    ``skip`` says is measured; None when nothing is left."""
+    from benanza.generate import codegen
+    from benanza.generate.plan import plan_executed
+
+    p = plan_executed(profile_calls(model, bundles), skip=skip)
+    if not p.jobs:
+        return None
+    codegen.generate(p, out, command_line())
+    return out
+
+
+def command_line() -> str:
+    """This process's command, as the generated files record what made them."""
+    return shlex.join(["benanza", *sys.argv[1:]])
