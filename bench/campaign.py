@@ -178,6 +178,8 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=1, metavar="N",
                         help="run every N-th job of each executable and also print the whole campaign's "
                              "estimate (N x each executable's jobs, its process start once)")
+    parser.add_argument("--sample-offset", type=int, default=0, metavar="K",
+                        help="with --sample N: start from each executable's K-th job (another, disjoint sample)")
     parser.add_argument("--harness", default="", metavar="ARGS",
                         help="more harness options, as one string (e.g. \"--launch-ms 0.25 --slow-call-ms 1\")")
     args = parser.parse_args()
@@ -195,7 +197,8 @@ def main() -> int:
     campaign["build"] = time.perf_counter() - t0
     recorder = Recorder(None if args.time_limit is None else time.perf_counter() + args.time_limit)
     try:
-        run_dir = args.project if args.sample <= 1 else sampled_project(args.project, args.sample)
+        run_dir = args.project if args.sample <= 1 else sampled_project(args.project, args.sample,
+                                                                          args.sample_offset)
         summary = runner.run(run_dir, DatabaseSink(perfdb.open_db(args.db)), timeout_s=args.timeout, force=args.force,
                              l2=args.l2, progress=recorder, build_dir=build, max_reps=args.max_reps,
                              max_engines=args.max_engines,
@@ -223,7 +226,8 @@ def main() -> int:
         print(f"runner: {summary.ran} jobs ran, {summary.skipped} skipped, {summary.results} results, "
               f"{summary.crashed} crashed, {summary.timeout} timed out; errors: {summary.errors or 'none'}")
     if args.json:
-        args.json.write_text(json.dumps({"sample_every": args.sample, "campaign_s": campaign, "overall": overall,
+        args.json.write_text(json.dumps({"sample_every": args.sample, "sample_offset": args.sample_offset,
+                                         "campaign_s": campaign, "overall": overall,
                                          "executables": per_exe, "jobs": recorder.jobs}, indent=1) + "\n")
     return 0 if summary is None or not summary.errors else 1
 

@@ -4,6 +4,7 @@ piped output, the next command after generate, pipeline's order and its missing-
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -219,7 +220,12 @@ def test_pipeline_profile_with_gives_an_unseen_models_first_answer_in_one_comman
     pytest.importorskip("torch")
     pytest.importorskip("onnx2torch")
     code, output = invoke(["pipeline", str(SQUEEZENET), "--db", str(tmp_path / "p.db"), "--project-dir",
-                           str(tmp_path / "proj"), "--profile-with", "torch", "--dtype", "fp32"])
+                           str(tmp_path / "proj"), "--profile-with", "torch", "--dtype", "fp32", "--timings",
+                           str(tmp_path / "t.json")])
     assert code == 0, output
     assert (tmp_path / "proj-bundle" / "meta.json").exists() and (tmp_path / "proj" / "manifest.json").exists()
     assert "Benanza ratio" in output and "GPU time, kernels only" in output
+    steps = json.loads((tmp_path / "t.json").read_text())
+    assert {"profile", "generate", "build", "measure the plan", "analyze"} <= set(steps["steps_s"])
+    assert 0 < steps["timed_gpu_s"] < steps["steps_s"]["measure the plan"] + steps["steps_s"].get(
+        "measure the profile's calls", 0.0)

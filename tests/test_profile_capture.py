@@ -6,7 +6,10 @@ The GPU test at the end captures real bundles in ONNX Runtime and PyTorch and ma
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -21,7 +24,16 @@ from benanza.library import Precision
 from benanza.measure import system
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Framework, read_bundle
-from benanza.profile.capture import LOG_ENV, AlgoSearch, capture, child_command, run_child
+from benanza.profile.capture import (
+    LOG_ENV,
+    AlgoSearch,
+    ChildRun,
+    capture,
+    child_command,
+    export_command,
+    run_child,
+    run_gated,
+)
 from benanza.profile.materialize import materialize, strip_weights, to_fp16
 
 GPU = bool(system.device_info().get("usable"))
@@ -149,6 +161,54 @@ def test_a_child_with_bad_arguments_fails_with_its_reason(tmp_path):
     bad = type(child)(child.argv[:-2], child.env)  # drop --mode: argparse refuses
     with pytest.raises(BenanzaError, match=r"^label: framework run failed: .*--mode"):
         run_child(bad, "label")
+
+
+# A stand-in for each side of the gate (the protocol is what is tested: the real children need a GPU):
+# the first run sleeps, the second waits at the gate as the real profiled child does, and each says when.
+FIRST_RUN = ("import json, time; s = time.time(); time.sleep(0.6); "
+             "print(json.dumps({'start': s, 'end': time.time()}))")
+GATED_RUN = ("import argparse, json, os, sys, time; s = time.time(); "
+             "sys.argv[2:] and open(sys.argv[2], 'w').write(str(os.getpid())); "
+             "from benanza.profile.capture import Phases; from benanza.profile.capture_child import wait_for_gate; "
+             "wait_for_gate(argparse.Namespace(gate=sys.argv[1], phases=Phases())); "
+             "print(json.dumps({'start': s, 'through': time.time()}))")
+
+
+def test_gated_children_start_together_but_the_second_runs_after_the_first(tmp_path: Path) -> None:
+    """Issue 32: the two children's start-ups overlap (most of a profile's time); their GPU work must not,
+    or the latency run would time the profiled run's kernels too."""
+    gate = tmp_path / "gate"
+    first, second = run_gated(ChildRun((sys.executable, "-c", FIRST_RUN), {}), "first",
+                              ChildRun((sys.executable, "-c", GATED_RUN, str(gate)), {}), "second", gate)
+    assert second["start"] < first["end"]  # started beside the first run
+    assert second["through"] >= first["end"]  # went on only once the first had ended
+    assert gate.exists()
+
+
+def test_a_failed_first_child_stops_the_waiting_one(tmp_path: Path) -> None:
+    gate, pid_file = tmp_path / "gate", tmp_path / "pid"
+    failing = "import json, time; time.sleep(0.5); print(json.dumps({'error': 'the framework could not run it'}))"
+    t0 = time.monotonic()
+    with pytest.raises(BenanzaError, match=r"^first: framework run failed: the framework could not run it$"):
+        run_gated(ChildRun((sys.executable, "-c", failing), {}), "first",
+                  ChildRun((sys.executable, "-c", GATED_RUN, str(gate), str(pid_file)), {}), "second", gate)
+    assert time.monotonic() - t0 < 30 and not gate.exists()
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left waiting at the gate
+        os.kill(pid, 0)
+
+
+def test_the_export_child_writes_the_modules_onnx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--torch-module's export runs in a child of its own (the parent never imports torch)."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # tiny_modules for the factory
+    out = tmp_path / "m.onnx"
+    report = run_child(export_command("tiny_modules:tiny_net", out, 2), "export")
+    assert report["batch"] == 2 and "build and export the module" in report["phases_s"]
+    assert load_model(out).layers[0].inputs[0].shape[0] == 2
+    with pytest.raises(BenanzaError, match=r"^export: framework run failed: --torch-module "
+                                           r"tiny_modules:unexportable: export to ONNX failed"):
+        run_child(export_command("tiny_modules:unexportable", tmp_path / "u.onnx", None), "export")
 
 
 @pytest.mark.gpu

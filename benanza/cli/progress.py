@@ -8,9 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from benanza.cli.main import err_console
+from benanza.cli.main import console, err_console
 from benanza.errors import BenanzaError
 from benanza.plain_text import line, one_line
 
@@ -59,3 +61,26 @@ def working(message: str) -> Iterator[None]:
     The message names files: it is shown literally (a directory named ``[bold red]`` is no markup)."""
     with err_console.status(Text(one_line(message))):
         yield
+
+
+class JobBar:
+    """A measuring step's progress callback (``runner.run``'s ``progress``): advances the bar, names the
+    last job, and sums the jobs' timed GPU seconds (the harness's ``timed_gpu``), the step's floor."""
+
+    def __init__(self, bar: Progress, task: Any) -> None:
+        self.bar, self.task, self.timed_gpu_s = bar, task, 0.0
+
+    def __call__(self, outcome: Any, _summary: Any) -> None:
+        self.timed_gpu_s += float(outcome.phases.get("timed_gpu", 0.0)) / 1e3
+        self.bar.update(self.task, advance=1,
+                        last=escape(f"{outcome.job.executable}#{outcome.job.index} {outcome.status}"))
+
+
+@contextmanager
+def measuring(description: str, total: int) -> Iterator[JobBar]:
+    """The bar of a measuring step: ``description`` (the step, literally), jobs done of ``total``, the last
+    job, the time elapsed and an estimate of the time left."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console) as bar:
+        yield JobBar(bar, bar.add_task(escape(description), total=total, last=""))

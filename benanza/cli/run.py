@@ -14,7 +14,7 @@ from rich.table import Table
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
-from benanza.cli.progress import build, generate
+from benanza.cli.progress import build, generate, measuring
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
 from benanza.measure import cluster, runner, system
@@ -201,14 +201,7 @@ def run_cmd(inputs: tuple[Path, ...], db_path: Path, timeout_s: float, force: bo
         out = build(project, build_dir, build_jobs, cache)
         jobs = runner.jobs_to_run(runner.manifest_jobs(runner.load_manifest(project), l2), l2)
         total = sum(len(j) for j in jobs.values())
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                      console=console) as bar:
-            task = bar.add_task(project.name, total=total, last="")
-
-            def advance(outcome: runner.JobOutcome, _: runner.RunSummary, task: int = task) -> None:
-                bar.update(task, advance=1, last=f"{outcome.job.executable}#{outcome.job.index} {outcome.status}")
-
+        with measuring(project.name, total) as advance:
             summary = runner.run(project, DatabaseSink(db), timeout_s=timeout_s, force=force, l2=l2, progress=advance,
                                  build_dir=out, system=fingerprint, max_reps=max_reps,
                                  max_engines=max_engines)

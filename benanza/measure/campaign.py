@@ -12,18 +12,21 @@ from typing import Any
 from benanza.measure.runner import load_manifest
 
 
-def sampled_project(project: Path, every: int) -> Path:
+def sampled_project(project: Path, every: int, offset: int = 0) -> Path:
     """A project directory beside ``project`` whose manifest holds every ``every``-th job of each executable
-    (spread over its models, batches and precisions); it runs with ``project``'s build directory."""
+    (spread over its models, batches and precisions), from its ``offset``-th on; it runs with ``project``'s
+    build directory. Two offsets give two disjoint samples: their estimates' spread is the sampling error."""
+    if not 0 <= offset < every:
+        raise ValueError(f"sample offset {offset} must be in 0..{every - 1}")
     manifest = load_manifest(project)
     position: dict[str, int] = defaultdict(int)
     kept = []
     for job in manifest["jobs"]:
         n = position[job["executable"]]
         position[job["executable"]] += 1
-        if n % every == 0:
+        if n % every == offset:
             kept.append(job)
-    out = project.parent / f"{project.name}.sample{every}"
+    out = project.parent / (f"{project.name}.sample{every}" + (f"+{offset}" if offset else ""))
     out.mkdir(exist_ok=True)
     (out / "manifest.json").write_text(json.dumps({**manifest, "jobs": kept}))
     return out

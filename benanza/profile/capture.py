@@ -9,11 +9,17 @@ The parent process never imports a framework. It materializes the model (weights
 folded into random initializers, batch set) and starts two CHILD processes of
 ``benanza.profile.capture_child`` (argument lists, never a shell):
 
-1. **profiled child**: API logging switched on through the environment, the timed
-   runs inside ``torch.profiler`` with each run in ``record_function("model_run")``;
-2. **latency child**: the same runs with no logging and no profiler, whose per-run
+1. **latency child**: the runs with no logging and no profiler, whose per-run
    host wall times become ``meta.json``'s ``latency_ms`` (logging and tracing slow
-   a run down, so the two are measured apart).
+   a run down, so the two are measured apart);
+2. **profiled child**: API logging switched on through the environment, the timed
+   runs inside ``torch.profiler`` with each run in ``record_function("model_run")``.
+
+Both start at once, so their start-up (interpreter, framework import, model build: most
+of a profile's time) overlaps; the profiled child waits at a gate before its first GPU
+work, which the parent opens when the latency child has ended: the GPU work of the two
+never overlaps. A ``--torch-module`` capture exports the module in a third child, on
+the CPU, beside both.
 
 Each child prints one JSON object as its last stdout line; a child that finds no
 usable GPU says so in it, and the parent raises ``no usable CUDA GPU: ...``.
@@ -28,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -110,15 +115,27 @@ class ChildRun:
 
 def child_command(framework: Framework, model: Path, bundle: Path, precision: Precision, runs: int, warmup: int,
                   algo_search: AlgoSearch, profiled: bool, python: str = sys.executable, torch_module: str = "",
-                  batch: int | None = None) -> ChildRun:
-    """The child's argument list (never a shell string: paths and model text stay data) and environment."""
+                  batch: int | None = None, gate: Path | None = None) -> ChildRun:
+    """The child's argument list (never a shell string: paths and model text stay data) and environment.
+    With ``gate``, the child waits for that file to exist before its first GPU work."""
     argv = (python, "-m", "benanza.profile.capture_child", "--framework", framework.value, "--model", str(model),
             "--bundle", str(bundle), "--dtype", precision.value, "--runs", str(runs), "--warmup", str(warmup),
             "--algo-search", algo_search.value, "--mode", "profile" if profiled else "latency")
     if torch_module:
         argv += ("--torch-module", torch_module, *(("--batch", str(batch)) if batch is not None else ()))
+    if gate is not None:
+        argv += ("--gate", str(gate))
     env = {k: v.format(bundle=str(bundle)) for k, v in LOG_ENV.items()} if profiled else dict(QUIET_ENV)
     return ChildRun(argv, env)
+
+
+def export_command(spec: str, path: Path, batch: int | None, python: str = sys.executable) -> ChildRun:
+    """The child that builds the ``--torch-module`` module on the CPU and exports it to ``path``."""
+    argv = (python, "-m", "benanza.profile.capture_child", "--framework", Framework.PYTORCH.value, "--model",
+            str(path), "--bundle", str(path.parent), "--dtype", Precision.FP32.value, "--runs", "1", "--warmup", "0",
+            "--algo-search", AlgoSearch.DEFAULT.value, "--mode", "export", "--torch-module", spec,
+            *(("--batch", str(batch)) if batch is not None else ()))
+    return ChildRun(argv, dict(QUIET_ENV))
 
 
 def _child_phases(report: dict[str, Any]) -> dict[str, float]:
@@ -147,15 +164,51 @@ def _last_json(text: str) -> dict[str, Any] | None:
     return None
 
 
-def run_child(child: ChildRun, label: str, timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
-    """Run one child and return its report; its failures become one-line BenanzaErrors."""
+def start_child(child: ChildRun) -> subprocess.Popen[str]:
+    """Start one child; ``finish_child`` collects its report."""
     env = _child_env(child.env)
     env[LAUNCHED_ENV] = repr(time.time())
+    return subprocess.Popen(list(child.argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop_child(proc: subprocess.Popen[str]) -> None:
+    """Kill a child that is no longer wanted (another one failed) and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
+
+
+def finish_child(proc: subprocess.Popen[str], label: str, timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    """Wait for a started child and return its report; its failures become one-line BenanzaErrors."""
     try:
-        proc = subprocess.run(list(child.argv), env=env, capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        stop_child(proc)
         raise BenanzaError(f"{label}: the framework run did not finish within {timeout_s:.0f} s") from None
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return _child_report(done, label)
+
+
+def run_child(child: ChildRun, label: str, timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    """Run one child and return its report; its failures become one-line BenanzaErrors."""
+    return finish_child(start_child(child), label, timeout_s)
+
+
+def run_gated(first: ChildRun, first_label: str, second: ChildRun, second_label: str,
+              gate: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run two children whose start-up overlaps but whose GPU work does not: ``second`` was made with
+    ``gate`` and waits for it; the gate opens when ``first`` has ended. Returns both reports."""
+    later = start_child(second)
+    try:
+        report = run_child(first, first_label)
+    except BaseException:
+        stop_child(later)
+        raise
+    gate.touch()
+    return report, finish_child(later, second_label)
+
+
+def _child_report(proc: subprocess.CompletedProcess[str], label: str) -> dict[str, Any]:
     report = _last_json(proc.stdout)
     if proc.returncode == NO_GPU_EXIT:
         why = (report or {}).get("error") or "the framework found no CUDA device"
@@ -209,12 +262,17 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
         if prec is Precision.FP16 and fw is Framework.ONNXRUNTIME:
             runnable = to_fp16(mat.path, Path(work) / MODEL_FP16)
         phases.lap("materialize")
-        profiled = run_child(child_command(fw, runnable, bundle, prec, profiled_runs, warmup, search, True, python),
-                             f"{src} ({fw.value}, profiled run)")
-        phases.lap("profiled child")
-        timed = run_child(child_command(fw, runnable, bundle, prec, runs, warmup, search, False, python),
-                          f"{src} ({fw.value}, latency run)")
-        phases.lap("latency child")
+        gate = Path(work) / "latency-run-done"
+        try:
+            timed, profiled = run_gated(
+                child_command(fw, runnable, bundle, prec, runs, warmup, search, False, python),
+                f"{src} ({fw.value}, latency run)",
+                child_command(fw, runnable, bundle, prec, profiled_runs, warmup, search, True, python, gate=gate),
+                f"{src} ({fw.value}, profiled run)", gate)
+        except BaseException:
+            shutil.rmtree(bundle, ignore_errors=True)  # a bundle without both runs is no bundle
+            raise
+        phases.lap("both children (their start-ups overlap; their GPU work does not)")
     if (bundle / OPTIMIZED).is_file():
         strip_weights(bundle / OPTIMIZED)
     for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
@@ -270,20 +328,27 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
     model = bundle / EXPORTED
     label = f"--torch-module {spec}"
     fw = Framework.PYTORCH
-    # The latency child builds the module itself (it never reads the export): it runs on the GPU while
-    # this process exports on the CPU, which took 14 s of ResNet-50's 51 s when one waited for the other.
-    with ThreadPoolExecutor(max_workers=1) as pool, tempfile.TemporaryDirectory(prefix="benanza-module-") as work:
-        latency = pool.submit(run_child, child_command(fw, model, bundle, prec, runs, warmup, search, False, python,
-                                                       torch_module=spec, batch=batch), f"{label} (latency run)")
-        exported, batch_run = export_torch_module(spec, Path(work) / EXPORTED, batch)
-        phases.lap("export (beside the latency child)")
-        bundle.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(exported, model)
-        timed = latency.result()
-        phases.lap("latency child, after the export")
-    profiled = run_child(child_command(fw, model, bundle, prec, profiled_runs, warmup, search, True, python,
-                                       torch_module=spec, batch=batch), f"{label} (profiled run)")
-    phases.lap("profiled child")
+    # Three children at once, each importing torch and building the module itself (most of the time):
+    # the export on the CPU, and the latency and profiled runs, whose GPU work the gate keeps apart.
+    bundle.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="benanza-module-") as work:
+        gate = Path(work) / "latency-run-done"
+        exporter = start_child(export_command(spec, Path(work) / EXPORTED, batch, python))
+        try:
+            timed, profiled = run_gated(
+                child_command(fw, model, bundle, prec, runs, warmup, search, False, python, torch_module=spec,
+                              batch=batch), f"{label} (latency run)",
+                child_command(fw, model, bundle, prec, profiled_runs, warmup, search, True, python,
+                              torch_module=spec, batch=batch, gate=gate), f"{label} (profiled run)", gate)
+            phases.lap("latency and profiled children (beside the export)")
+            exported = finish_child(exporter, f"{label} (export)")
+            phases.lap("export, after both runs")
+            shutil.copyfile(Path(work) / EXPORTED, model)
+        except BaseException:
+            stop_child(exporter)
+            shutil.rmtree(bundle, ignore_errors=True)  # a bundle without its runs or its export is no bundle
+            raise
+    batch_run = int(exported["batch"])
     for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
         log = bundle / name
         if log.is_file() and log.stat().st_size == 0:
@@ -292,7 +357,8 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
              "torch_module": spec, "latency_without": "API logs and profiler", "clock": profiled.get("clock", {}),
              "capture_format": TORCH_MODULE_FORMAT, "benanza_version": __version__,
              "capture_s": {**phases.times, "profiled child, inside": _child_phases(profiled),
-                           "latency child, inside": _child_phases(timed)}}
+                           "latency child, inside": _child_phases(timed),
+                           "export child, inside": _child_phases(exported)}}
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=EXPORTED, batch=batch_run, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},

@@ -30,12 +30,14 @@ from benanza.profile.bundle import Framework
 from benanza.profile.capture import (
     ALLOW_TF32,
     CAPTURE_PRECISIONS,
+    CHILD_TIMEOUT_S,
     LAUNCHED_ENV,
     NO_GPU_EXIT,
     OPTIMIZED,
     ORT_ALGO_SEARCH,
     AlgoSearch,
     Phases,
+    export_torch_module,
 )
 from benanza.profile.materialize import SEED
 from benanza.profile.ranges import NODE_RANGE, RUN_RANGE
@@ -87,6 +89,22 @@ def _timed(run: Callable[[], Any], sync: Callable[[], None], warmup: int, runs: 
     if phases is not None:
         phases.lap("timed runs" + (" (profiler on)" if profiler is not None else ""))
     return latencies, starts
+
+
+GATE_POLL_S = 0.002  # how often a gated child looks for its gate file
+
+
+def wait_for_gate(args: argparse.Namespace) -> None:
+    """Before its first GPU work, a gated child waits until the parent opens the gate (the other run has
+    ended), so that the two children's start-ups overlap but their GPU work never does."""
+    if not args.gate:
+        return
+    gate, parent, deadline = Path(args.gate), os.getppid(), time.monotonic() + CHILD_TIMEOUT_S
+    while not gate.exists():
+        if os.getppid() != parent or time.monotonic() > deadline:
+            raise Refused("the parent process ended (or never opened the gate) before this run's turn")
+        time.sleep(GATE_POLL_S)
+    args.phases.lap("waiting for the latency run to end")
 
 
 def _record_function(name: str) -> Any:
@@ -144,6 +162,7 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(SEED)
     feeds = _random_feeds([(i.name, i.shape, ORT_TYPES.get(i.type, "float32")) for i in sess.get_inputs()], rng)
     phases.lap("session")
+    wait_for_gate(args)
 
     def run() -> None:
         sess.run(None, feeds)  # outputs come back to the host: Run() synchronizes
@@ -235,6 +254,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     # float inputs in the run's precision; token ids and masks keep their integer type
     inputs = [t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in host_inputs]
     phases.lap("to the GPU")
+    wait_for_gate(args)
 
     def run() -> None:
         with torch.no_grad():
@@ -266,6 +286,21 @@ def _attention_setting(module: Any) -> dict[str, str]:
     return {}
 
 
+def _child_export(args: argparse.Namespace) -> dict[str, Any]:
+    """``--torch-module``'s export, on the CPU in a child of its own, beside the two runs: the module's
+    ONNX form written to ``--model`` (the parent never imports torch)."""
+    import torch
+
+    args.phases.lap("import torch")
+    torch.manual_seed(SEED)
+    try:
+        _, batch = export_torch_module(args.torch_module, Path(args.model), args.batch)
+    except BenanzaError as exc:
+        raise Refused(str(exc)) from None
+    args.phases.lap("build and export the module")
+    return {"batch": batch, "framework_version": torch.__version__}
+
+
 CHILDREN: dict[Framework, Callable[[argparse.Namespace], dict[str, Any]]] = {
     Framework.ONNXRUNTIME: _child_onnxruntime,
     Framework.PYTORCH: _child_torch,
@@ -282,9 +317,10 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--runs", type=int, required=True)
     p.add_argument("--warmup", type=int, required=True)
     p.add_argument("--algo-search", required=True, choices=[a.value for a in AlgoSearch])
-    p.add_argument("--mode", required=True, choices=["profile", "latency"])
+    p.add_argument("--mode", required=True, choices=["profile", "latency", "export"])
     p.add_argument("--torch-module", default="", help="pkg.module:factory: run this module natively (torch only)")
     p.add_argument("--batch", type=int, default=None, help="the factory's batch= argument, when it takes one")
+    p.add_argument("--gate", default="", help="wait for this file to exist before the first GPU work")
     return p.parse_args(list(argv))
 
 
@@ -298,7 +334,9 @@ def child_main(argv: Sequence[str]) -> int:
     except ValueError:
         start_up = None
     try:
-        report = CHILDREN[Framework(args.framework)](args)
+        if args.mode == "export" and not args.torch_module:
+            raise Refused("--mode export exports a --torch-module")
+        report = (_child_export if args.mode == "export" else CHILDREN[Framework(args.framework)])(args)
         report["phases_s"] = {**({"interpreter and benanza import": round(start_up, 3)} if start_up else {}),
                               **args.phases.times}
         code = 0

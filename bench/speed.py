@@ -1,0 +1,231 @@
+"""Issue 32's figures in one script: how long benanza takes to give its answer, against the floor.
+
+Each part is one run of at most 10 minutes on an H100 and writes OUT/<part>.json; ``table`` prints
+every part's rows together and writes OUT/speed.json. A row is one figure: the wall time, the floor
+(what the GPU itself must do, plus what cannot overlap), wall / floor and the target.
+
+    # profile capture, ResNet-50 at batch 32 in fp32: the module natively, the zoo file through
+    # onnx2torch (and ONNX Runtime with --cells ...,ort)
+    python bench/speed.py profile --out OUT
+
+    # one command, first answer: `benanza pipeline MODEL --profile-with torch` on unseen torchvision
+    # models (exported here, random weights), each with an empty database, batch 1, three precisions;
+    # the first with an empty build cache, the next ones with what the earlier ones built
+    python bench/speed.py pipeline --out OUT --models regnet_y_400mf,swin_t
+
+    # the zoo campaign (9 models x batches 1/8/64/256 x fp32/tf32/fp16, every engine) estimated from
+    # two disjoint 1/N samples; their spread is the sampling error
+    python bench/speed.py campaign --out OUT --sample 40 --offsets 0,20
+
+    python bench/speed.py table OUT
+
+Floors:
+  profile    one child's start-up (interpreter, framework import, model build: paid once at least)
+             + both runs' GPU phases (warm-ups, timed runs, the trace written);
+  pipeline   the profile's floor + the timed repetitions of every measured job (the harness's timed GPU);
+             its build cache is $BENANZA_BUILD_CACHE_DIR, else OUT/build-cache (the row says what it held);
+  campaign   the timed repetitions + each executable's process start and library handles (once each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+TARGETS = {"profile": 15.0, "pipeline": 120.0, "build": 5.0, "campaign": 600.0}
+EFFICIENCY_TARGET = 0.60
+PROFILE_CELLS = {
+    "module": ["--torch-module", "natives:resnet50"],
+    "onnx2torch": ["{zoo}/resnet50.onnx", "--framework", "torch"],
+    "ort": ["{zoo}/resnet50.onnx", "--framework", "onnxruntime"],
+}
+# phase names inside a capture child (benanza.profile.capture_child): its start-up and its GPU work
+START_UP = ("interpreter", "import", "build the module", "to the GPU", "session")
+GPU_WORK = ("warm-up", "timed runs", "write the trace")
+
+
+def _env() -> dict[str, str]:
+    """bench/ on PYTHONPATH: the natives factories."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(BENCH), os.environ.get("PYTHONPATH"))))}
+
+
+def _benanza(*args: str, log: Path, env: dict[str, str] | None = None,
+             timeout_s: float = 600) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run one benanza command as a user would; its output goes to ``log``."""
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-m", "benanza", *args], capture_output=True, text=True,
+                              env=env or _env(), timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        done = subprocess.CompletedProcess(exc.cmd, 124, str(exc.stdout or ""), f"timed out after {timeout_s:g} s")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ benanza {' '.join(args)}\n{done.stdout}\n--- stderr\n{done.stderr}")
+    return time.perf_counter() - t0, done
+
+
+def _row(figure: str, wall: float, floor: float | None, target: float | None, **extra: Any) -> dict[str, Any]:
+    return {"figure": figure, "wall_s": round(wall, 2), "floor_s": None if floor is None else round(floor, 2),
+            "wall_over_floor": None if not floor else round(wall / floor, 2), "target_s": target,
+            "met": None if target is None or "error" in extra else wall <= target, **extra}
+
+
+def _sum(phases: dict[str, Any], prefixes: tuple[str, ...]) -> float:
+    return sum(v for k, v in phases.items() if isinstance(v, (int, float)) and k.startswith(prefixes))
+
+
+def profile_floor(capture_s: dict[str, Any]) -> float:
+    """One child's start-up (the shorter) + both runs' GPU work, from a bundle's ``extra.capture_s``."""
+    children = [capture_s.get("latency child, inside", {}), capture_s.get("profiled child, inside", {})]
+    return min(_sum(c, START_UP) for c in children) + sum(_sum(c, GPU_WORK) for c in children)
+
+
+def part_profile(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for cell in args.cells.split(","):
+        out = Path(args.out) / "profile" / cell
+        what = [a.format(zoo=args.zoo) for a in PROFILE_CELLS[cell]]
+        wall, done = _benanza("profile", *what, "--batch", str(args.batch), "--dtype", args.dtype, "--out", str(out),
+                              log=out.with_suffix(".log"))
+        if done.returncode:
+            rows.append(_row(f"profile {cell} b{args.batch}", wall, None, TARGETS["profile"],
+                             error=(done.stderr or done.stdout).strip()[-300:]))
+            continue
+        capture = json.loads((out / "meta.json").read_text())["extra"]["capture_s"]
+        captured = sum(v for v in capture.values() if isinstance(v, (int, float)))
+        rows.append(_row(f"profile {cell} b{args.batch} {args.dtype}", wall, profile_floor(capture),
+                         TARGETS["profile"], capture_s=round(captured, 2), phases=capture))
+    return rows
+
+
+def _export(name: str, path: Path, batch: int) -> None:
+    code = ("import sys; from benanza.profile.capture import export_torch_module; "
+            "export_torch_module(sys.argv[1], sys.argv[2], int(sys.argv[3]))")
+    subprocess.run([sys.executable, "-c", code, f"natives:{name}", str(path), str(batch)], check=True, env=_env())
+
+
+def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
+    out = Path(args.out) / "pipeline"
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(os.environ.get("BENANZA_BUILD_CACHE_DIR") or Path(args.out) / "build-cache")
+    env = {**_env(), "BENANZA_BUILD_CACHE_DIR": str(cache)}
+    rows = []
+    for name in args.models.split(","):
+        cached = sum(1 for _ in cache.glob("??/*.exe")) if cache.is_dir() else 0
+        model = out / f"{name}_b{args.batch}.onnx"
+        if not model.exists():
+            _export(name, model, args.batch)
+        timings = out / f"{name}.timings.json"
+        wall, done = _benanza("pipeline", str(model), "--db", str(out / f"{name}.db"), "--batch", str(args.batch),
+                              "--dtype", args.dtype, "--profile-with", args.framework,
+                              "--project-dir", str(out / f"{name}-project"), "--timings", str(timings), env=env,
+                              log=out / f"{name}.log", timeout_s=args.timeout)
+        held = "empty build cache" if not cached else f"build cache holding {cached} executables"
+        if done.returncode:
+            rows.append(_row(f"pipeline {name} ({held})", wall, None, TARGETS["pipeline"],
+                             error=(done.stderr or done.stdout).strip()[-300:]))
+            continue
+        steps = json.loads(timings.read_text())
+        meta = json.loads((out / f"{name}-project-bundle" / "meta.json").read_text())
+        floor = profile_floor(meta["extra"]["capture_s"]) + steps["timed_gpu_s"]
+        rows.append(_row(f"pipeline {name} b{args.batch} {args.dtype} ({held})", wall, floor, TARGETS["pipeline"],
+                         steps_s=steps["steps_s"], timed_gpu_s=steps["timed_gpu_s"]))
+        measured = {k: v for k, v in steps["steps_s"].items() if k.startswith("measure")}
+        gpu, spent = steps["timed_gpu_s"], sum(measured.values())
+        rows.append(_row(f"  its campaign ({', '.join(measured)})", spent, gpu, None,
+                         efficiency=round(gpu / spent, 3) if spent else None, efficiency_target=EFFICIENCY_TARGET))
+        build = steps["steps_s"].get("build", 0.0)
+        rows.append(_row(f"  its build ({held})", build, None, TARGETS["build"] if cached else None))
+    return rows
+
+
+def part_campaign(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from benanza.measure.campaign import scaled_wall
+
+    out = Path(args.out) / "campaign"
+    out.mkdir(parents=True, exist_ok=True)
+    project = out / "zoo"
+    zoo = Path(args.zoo)
+    if not zoo.is_dir():
+        subprocess.run([sys.executable, "-m", "benanza", "models", "zoo", str(zoo)], check=True)
+    rows, estimates = [], []
+    for k, offset in enumerate(int(x) for x in args.offsets.split(",")):
+        report = out / f"sample{args.sample}+{offset}.json"
+        generate = ["--generate", str(zoo), "--batch", "1,8,64,256", "--dtype", "fp32,tf32,fp16"] if k == 0 else []
+        subprocess.run([sys.executable, str(BENCH / "campaign.py"), str(project), "--db", str(out / f"s{offset}.db"),
+                        *generate, "--sample", str(args.sample), "--sample-offset", str(offset), "--json",
+                        str(report)], check=True, env=_env())
+        data = json.loads(report.read_text())
+        exes = data["executables"]
+        wall = sum(scaled_wall(t, args.sample) for t in exes.values())
+        once = sum(t["phases_s"]["process_start"] + t["phases_s"]["handles"] for t in exes.values())
+        gpu = data["overall"]["timed_gpu_s"] * args.sample
+        estimates.append(wall)
+        rows.append(_row(f"zoo campaign from 1/{args.sample} sample +{offset} (runs only)", wall, gpu + once,
+                         TARGETS["campaign"], efficiency=round(gpu / wall, 3), efficiency_target=EFFICIENCY_TARGET,
+                         jobs_sampled=data["overall"]["jobs"], build_s=round(data["campaign_s"].get("build", 0), 1),
+                         phases_s={p: round(v * args.sample, 1) for p, v in data["overall"]["phases_s"].items()}))
+    if len(estimates) > 1:
+        mean = sum(estimates) / len(estimates)
+        rows.append(_row(f"zoo campaign, mean of {len(estimates)} samples", mean, None, TARGETS["campaign"],
+                         sampling_error=round((max(estimates) - min(estimates)) / 2 / mean, 3)))
+    return rows
+
+
+def part_table(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for part in ("profile", "pipeline", "campaign"):
+        path = Path(args.out) / f"{part}.json"
+        if path.is_file():
+            rows += json.loads(path.read_text())
+    (Path(args.out) / "speed.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    print(f"{'figure':<72} {'wall s':>8} {'floor s':>8} {'ratio':>6} {'target':>7} {'met':>4}  extra")
+    for r in rows:
+        extra = ", ".join(f"{k} {r[k]}" for k in ("efficiency", "sampling_error", "timed_gpu_s", "error") if k in r)
+        floor = "-" if r["floor_s"] is None else f"{r['floor_s']:.1f}"
+        ratio = "-" if r["wall_over_floor"] is None else f"{r['wall_over_floor']:.2f}"
+        target = "-" if r["target_s"] is None else f"{r['target_s']:g}"
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
+        print(f"{r['figure']:<72} {r['wall_s']:>8.1f} {floor:>8} {ratio:>6} {target:>7} {met:>4}  {extra}")
+
+
+PARTS = {"profile": part_profile, "pipeline": part_pipeline, "campaign": part_campaign, "table": part_table}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("part", choices=sorted(PARTS))
+    p.add_argument("--out", required=True)
+    p.add_argument("--zoo", default=str(ROOT / "models" / "zoo"))
+    p.add_argument("--cells", default="module,onnx2torch", help="profile: cells (module, onnx2torch, ort)")
+    p.add_argument("--batch", type=int, default=None, help="profile: 32; pipeline: 1")
+    p.add_argument("--dtype", default=None, help="profile: fp32; pipeline: fp32,tf32,fp16")
+    p.add_argument("--models", default="regnet_y_400mf,swin_t", help="pipeline: torchvision models (bench/natives)")
+    p.add_argument("--framework", default="torch", help="pipeline: --profile-with")
+    p.add_argument("--sample", type=int, default=40, help="campaign: every N-th job")
+    p.add_argument("--offsets", default="0,20", help="campaign: one sample per offset")
+    p.add_argument("--timeout", type=float, default=480, help="pipeline: seconds per model before it is stopped")
+    args = p.parse_args()
+    args.batch = args.batch or (32 if args.part == "profile" else 1)
+    args.dtype = args.dtype or ("fp32" if args.part == "profile" else "fp32,tf32,fp16")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    rows = PARTS[args.part](args)
+    if args.part != "table":
+        (Path(args.out) / f"{args.part}.json").write_text(json.dumps(rows, indent=1))
+    print_rows(rows)
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
