@@ -50,6 +50,7 @@ PROFILE_CELLS = {
 # phase names inside a capture child (benanza.profile.capture_child): its start-up and its GPU work
 START_UP = ("interpreter", "import", "build the module", "to the GPU", "session")
 GPU_WORK = ("warm-up", "timed runs", "write the trace")
+ONCE = ("process_start", "handles")  # campaign phases paid once per executable, sampled or not
 
 
 def _env() -> dict[str, str]:
@@ -165,13 +166,14 @@ def part_campaign(args: argparse.Namespace) -> list[dict[str, Any]]:
         data = json.loads(report.read_text())
         exes = data["executables"]
         wall = sum(scaled_wall(t, args.sample) for t in exes.values())
-        once = sum(t["phases_s"]["process_start"] + t["phases_s"]["handles"] for t in exes.values())
+        once = sum(t["phases_s"][p] for t in exes.values() for p in ONCE)
         gpu = data["overall"]["timed_gpu_s"] * args.sample
         estimates.append(wall)
         rows.append(_row(f"zoo campaign from 1/{args.sample} sample +{offset} (runs only)", wall, gpu + once,
                          TARGETS["campaign"], efficiency=round(gpu / wall, 3), efficiency_target=EFFICIENCY_TARGET,
                          jobs_sampled=data["overall"]["jobs"], build_s=round(data["campaign_s"].get("build", 0), 1),
-                         phases_s={p: round(v * args.sample, 1) for p, v in data["overall"]["phases_s"].items()}))
+                         phases_s={p: round(v * (1 if p in ONCE else args.sample), 1)
+                                   for p, v in data["overall"]["phases_s"].items()}))
     if len(estimates) > 1:
         mean = sum(estimates) / len(estimates)
         rows.append(_row(f"zoo campaign, mean of {len(estimates)} samples", mean, None, TARGETS["campaign"],
