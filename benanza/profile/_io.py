@@ -8,6 +8,7 @@ says how to read it anyway (decompress it: plain files have no cap, their cost i
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -26,6 +27,7 @@ FLOOR_CHARS = 64 << 20  # ... beyond this floor, so that small files never trip 
 MAX_LINES_PER_BYTE = 10  # lines per compressed byte (shipped logs: <= 2.5)
 FLOOR_LINES = 1 << 20
 MAX_LINE_CHARS = 1 << 20  # one log line longer than this is no log line
+_CHUNK = 8192  # bytes a read takes (io.TextIOWrapper's chunk size)
 MAX_JSON_CHARS = 1 << 30  # a JSON part is held whole in memory: never more than this, compressed or not
 
 
@@ -57,29 +59,65 @@ def open_text(path: Path) -> IO[str]:
         raise BenanzaError(f"{path}: cannot open: {exc.strerror or exc}") from exc
 
 
+def _open_binary(path: Path) -> IO[bytes]:
+    try:
+        return OPENERS[path.suffix](path, "rb") if path.suffix in OPENERS else path.open("rb")
+    except OSError as exc:
+        raise BenanzaError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+
+
 def iter_lines(path: Path) -> Iterator[str]:
     """Yield the lines of a (possibly compressed) text file without their line ends, within the caps.
 
     A gzip stream cut short (a log copied while it was written) ends the iteration
     quietly: the caller sees a truncated last record and reports it.
+
+    The text is what ``open_text`` reads (the same ``read1`` calls of ``_CHUNK`` bytes through the same
+    decoder as ``io.TextIOWrapper``, so a cut stream ends on the same line), split a chunk at a time:
+    ``readline`` per line cost as much as the cuDNN log reader itself (32 million lines in the shipped
+    bundles, CI time, docs/RESULTS.md §CI). The caps are checked line by line only in a chunk that
+    could break one.
     """
     max_chars, max_lines = expansion_caps(path)
     chars = lines = 0
-    with open_text(path) as fh:
+    decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True)
+    pending = ""  # the text after the last line end read so far
+    with _open_binary(path) as fh:
         try:
-            for line in iter(lambda: fh.readline(MAX_LINE_CHARS), ""):
-                lines += 1
-                chars += len(line)
-                if len(line) >= MAX_LINE_CHARS and not line.endswith("\n"):
-                    raise BenanzaError(f"{path}: line {lines} is longer than {MAX_LINE_CHARS:,} characters: "
-                                       "not a text log")
-                if max_chars is not None and (chars > max_chars or lines > max_lines):  # type: ignore[operator]
-                    raise _too_big(path, f"{max_chars:,} characters" if chars > max_chars else f"{max_lines:,} lines")
-                yield line.rstrip("\r\n")
+            while True:
+                data = fh.read1(_CHUNK)  # type: ignore[attr-defined]
+                parts = (pending + decoder.decode(data, final=not data)).split("\n")
+                pending = parts.pop()
+                size = sum(map(len, parts)) + len(parts)  # characters with their line ends
+                if max(map(len, parts), default=0) >= MAX_LINE_CHARS or (
+                        max_chars is not None and (chars + size > max_chars or lines + len(parts) > max_lines)):  # type: ignore[operator]
+                    for part in parts:  # a line of these breaks a cap: find which, as a line-by-line read would
+                        lines, chars = lines + 1, chars + len(part) + 1
+                        _check(path, part, lines, chars, max_chars, max_lines)
+                        yield part
+                else:
+                    yield from parts
+                    lines, chars = lines + len(parts), chars + size
+                if not data:
+                    break
+                _check(path, pending, lines + 1, chars, None, None)  # a line this long already breaks its cap
+            if pending:  # the last line, without a line end
+                lines, chars = lines + 1, chars + len(pending)
+                _check(path, pending, lines, chars, max_chars, max_lines)
+                yield pending
         except EOFError:
             return
         except (OSError, zlib.error, lzma.LZMAError) as exc:
             raise BenanzaError(f"{path}: cannot read: {exc}") from exc
+
+
+def _check(path: Path, line: str, lines: int, chars: int, max_chars: int | None, max_lines: int | None) -> None:
+    """Refuse line number ``lines`` (its text without the line end) when it or the ``chars`` read so far
+    break a cap."""
+    if len(line) >= MAX_LINE_CHARS:
+        raise BenanzaError(f"{path}: line {lines} is longer than {MAX_LINE_CHARS:,} characters: not a text log")
+    if max_chars is not None and (chars > max_chars or lines > max_lines):  # type: ignore[operator]
+        raise _too_big(path, f"{max_chars:,} characters" if chars > max_chars else f"{max_lines:,} lines")
 
 
 def load_json(path: Path) -> Any:

@@ -407,15 +407,14 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
                          "time_us": clock.us(rec.time), "thread": thread, "configs": [], "graph": {}}
                 queries.append(query)
             open_calls.setdefault(key, []).append({"query": query})
+        # Attribute records are most of a log: their fields are built only for the attributes read here.
         elif fn == "cudnnBackendSetAttribute":
-            name = rec.root.get("attributeName")
-            if name is not None and _enum(name.val) == "CUDNN_ATTR_ENGINEHEUR_MODE":
+            if _enum(rec.value("attributeName")) == "CUDNN_ATTR_ENGINEHEUR_MODE":
                 first = rec.root.get("[0]")
                 heur_mode[thread] = _int(first.val) if first else -1
         elif fn == "cudnnBackendGetAttribute":
-            name = rec.root.get("attributeName")
-            count = rec.root.get("requestedElementCount")
-            if name is not None and _enum(name.val) == "CUDNN_ATTR_ENGINEHEUR_RESULTS" and queries:
+            if _enum(rec.value("attributeName")) == "CUDNN_ATTR_ENGINEHEUR_RESULTS" and queries:
+                count = rec.root.get("requestedElementCount")
                 requested = _int(count.val) if count else 0
                 if requested:
                     queries[-1]["requested"] = requested
