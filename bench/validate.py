@@ -724,12 +724,11 @@ def _report_rows(data: dict[str, Any], db: Path, models: Path) -> list[dict[str,
         if isinstance(summary, str):
             rows.append({**c, "status": summary})
             continue
-        seq, par = summary.get("LBL_seq (ms)"), summary.get("LBL_par (ms)")
+        seq, par = summary.lbl_seq_ms, summary.lbl_par_ms
         rows.append({**c, "status": "ok", "LBL_seq (ms)": seq, "LBL_par (ms)": par,
                      "BR_seq": seq / c["kernel_ms"] if seq is not None else None,
                      "BR_par": par / c["kernel_ms"] if par is not None else None,
-                     "layer-wise LBL_seq (ms)": next((v for k, v in summary.items()
-                                                      if "layer-wise" in k and "seq" in k), None)})
+                     "layer-wise LBL_seq (ms)": summary.layerwise_seq_ms})
     return rows
 
 

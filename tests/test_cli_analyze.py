@@ -38,16 +38,16 @@ def test_shipped_database_bounds_the_zoo_at_batch_1(h100: Path, name: str, lacki
     s = report.summary
     missing = [r for r in report.tables["missing"].rows if r["policy"] == "best" and r["kind"] == "layer"]
     assert sorted(r["op"] for r in missing) == lacking  # listed, never counted as zero
-    assert s["layers with data (best)"] == s["layers"] - len(lacking)
-    assert 0 < s["LBL_par (ms)"] <= s["LBL_seq (ms)"]
+    assert s.layers_with_data == s.layers - len(lacking)
+    assert 0 < s.lbl_par_ms <= s.lbl_seq_ms
     assert report.system["gpu"].startswith("NVIDIA H100")
 
 
 def test_branchy_model_has_a_parallelism_gap_and_a_chain_has_none(h100: Path) -> None:
     inception, _ = analyze_model(LIGHT / "light_inception_v1.onnx", h100)
     vgg, _ = analyze_model(LIGHT / "light_vgg19.onnx", h100)
-    assert inception.summary["LBL_par (ms)"] < inception.summary["LBL_seq (ms)"]
-    assert vgg.summary["LBL_par (ms)"] == pytest.approx(vgg.summary["LBL_seq (ms)"])
+    assert inception.summary.lbl_par_ms < inception.summary.lbl_seq_ms
+    assert vgg.summary.lbl_par_ms == pytest.approx(vgg.summary.lbl_seq_ms)
 
 
 def test_cli_writes_json_html_and_trace(tmp_path: Path) -> None:

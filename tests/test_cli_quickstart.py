@@ -30,9 +30,9 @@ def test_quickstart_ends_with_a_summary_across_models(tmp_path: Path) -> None:
     assert set(rows) == {"vgg19", "squeezenet"}
     assert "vgg19_b1_ort_fp32" in rows["vgg19"]  # the shipped bundle it was analyzed with
     report, _ = analyze_model(models / "vgg19.onnx", shipped_db(), perfdb_dir() / "bundles" / "vgg19_b1_ort_fp32")
-    for key, label in (("LBL_seq (ms)", "LBL sequential (ms)"), ("BR_seq vs GPU busy",
-                                                                 "Benanza ratio (LBL_seq / GPU kernel time)")):
-        assert f" {cell(report.summary[key], label)} " in rows["vgg19"]
+    for value, label in ((report.summary.lbl_seq_ms, "LBL sequential (ms)"),
+                         (report.summary.br_seq_busy, "Benanza ratio (LBL_seq / GPU kernel time)")):
+        assert f" {cell(value, label)} " in rows["vgg19"]
     assert "squeezenet" in rows and " - " in rows["squeezenet"]  # no profile: no measured latency, no ratio
 
 

@@ -133,8 +133,8 @@ def headline_line(name: str, report: Report, page: Path) -> str:
     s = report.summary
     gaps = top_gaps(report, 1)
     gap = f"; largest gap {gaps[0][0]} {cell(gaps[0][1], '(ms)')} ms" if gaps else ""
-    return (f"{name}: LBL_seq {cell(s.get('LBL_seq (ms)'), '(ms)')} ms, "
-            f"measured share {cell(s.get('LBL_seq measured share'), '')}{gap} -> {page}")
+    return (f"{name}: LBL_seq {cell(s.lbl_seq_ms, '(ms)')} ms, "
+            f"measured share {cell(s.measured_share, '')}{gap} -> {page}")
 
 
 def summary_across(reports: list[tuple[str, str, Report]]) -> Table:
