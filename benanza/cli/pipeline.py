@@ -7,18 +7,16 @@ from pathlib import Path
 
 import click
 
-from benanza.cli.main import console, err_console, friendly_errors, main
+from benanza.cli.main import console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
 from benanza.cli.profile import FRAMEWORKS
-from benanza.cli.progress import build, generate, working
-from benanza.cli.run import cluster_options, run_on_cluster, summary_table
+from benanza.cli.progress import ConsoleProgress, working
+from benanza.cli.run import cluster_options
 from benanza.errors import BenanzaError
-from benanza.measure import runner, system
+from benanza.measure import system
 from benanza.plain_text import plain
 from benanza.report import print_report
-from benanza.store import db as perfdb
-from benanza.store.db import DatabaseSink
-from benanza.workflows.analysis import analyze_model
+from benanza.workflows import measure
 
 
 @main.command("pipeline")
@@ -58,35 +56,14 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
         batch = batch or 1
         bundle = profile_first(model, profile_with, batch, precisions[0], seq_len, project_dir, bundle,
                                bool(cluster or scheduler_file))
-    project = generate(models, project_dir, precisions, batch, seq_len=seq_len)
-    build(project, jobs=build_jobs, cache=False if no_build_cache else None)
-    console.print(plain(f"built {project}"), highlight=False)
-    if cluster or scheduler_file:  # the cluster's workers measure; this process writes --db
-        if not run_on_cluster([project], db_path, cluster, scheduler_file, timeout_s=timeout_s,
-                              shard_jobs=shard_jobs):
-            raise SystemExit(1)
-        if bundle is not None and model.is_file():
-            report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)
-            print_report(report, console)
-        return
-    info = system.fingerprint()
-    if not info.get("usable"):
-        err_console.print(plain(f"no usable NVIDIA GPU ({info.get('reason', 'unknown reason')}): "
-                                "stopping after the build"), highlight=False)
-        return
-    db = perfdb.open_db(db_path)
-    fingerprint = system.fingerprint(bandwidth=True)
-    summary = runner.run(project, DatabaseSink(db), timeout_s=timeout_s, system=fingerprint)
-    console.print(summary_table(summary, str(project)))
-    if profile_with and bundle is not None:  # the library calls the framework ran, where the plan lacks them
-        executed = generate_executed(model, bundle, db_path, project_dir.with_name(f"{project_dir.name}-executed"))
-        if executed is not None:
-            build(executed, jobs=build_jobs, cache=False if no_build_cache else None)
-            done = runner.run(executed, DatabaseSink(db), timeout_s=timeout_s, system=fingerprint)
-            console.print(summary_table(done, str(executed)))
-    if bundle is not None and model.is_file():
-        report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)
-        print_report(report, console)
+    done = measure.pipeline(model, db_path, precisions, batch, seq_len, project_dir, timeout_s, bundle,
+                            executed_calls=bool(profile_with), build_jobs=build_jobs,
+                            build_cache=False if no_build_cache else None, cluster=cluster,
+                            scheduler_file=scheduler_file, shard_jobs=shard_jobs, progress=ConsoleProgress())
+    if done.failed:
+        raise SystemExit(1)
+    if done.report is not None:
+        print_report(done.report, console)
 
 
 def profile_first(model: Path, framework: str, batch: int, precision: str, seq_len: int | None, project_dir: Path,
@@ -112,12 +89,3 @@ def profile_first(model: Path, framework: str, batch: int, precision: str, seq_l
         capture(model, FRAMEWORKS[framework].value, batch, precision, bundle, seq_len=seq_len)
     console.print(plain(f"profiled {model} in {framework} into {bundle}"), highlight=False)
     return bundle
-
-
-def generate_executed(model: Path, bundle: Path, db_path: Path, out: Path) -> Path | None:
-    """The project of the library calls ``bundle`` logged that ``db_path`` lacks; None when it holds them all."""
-    from benanza.store.systems import skip_predicate
-    from benanza.workflows.measure import generate_executed_project
-
-    with working(f"generating the calls {bundle} logged into {out}"):
-        return generate_executed_project(model, (bundle,), out, skip_predicate(db_path, None))
