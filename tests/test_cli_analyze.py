@@ -143,3 +143,15 @@ def test_a_gpu_quickstart_starts_from_the_shipped_database_only_on_its_own_syste
     assert seed_database(db_path, here)
     assert [s["id"] for s in perfdb.systems(perfdb.open_db(db_path))] == [row["id"]]
     assert not seed_database(db_path, here)  # an existing database is never replaced
+
+
+def test_analyze_model_takes_the_sequence_length_a_bundle_free_cell_needs() -> None:
+    """bench/validate.py's report analyzes each transformer cell without a bundle, at the cell's sequence length."""
+    from benanza.errors import BenanzaError
+
+    model = Path(__file__).parent / "data" / "exports" / "tinybert_dynamo18.onnx"
+    with pytest.raises(BenanzaError, match="dynamic dimension 'seq' at axis 1 with no value"):
+        analyze_model(model, shipped_db(), batch=1, cache=False)
+    # with seq_len the model loads: the database guard (no H100 rows for the tiny layers) speaks next
+    with pytest.raises(BenanzaError, match="holds measurements of none of the 16 library layers of tinybert_dynamo18"):
+        analyze_model(model, shipped_db(), batch=1, cache=False, seq_len=16)
