@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -55,7 +54,7 @@ def worker_table(summary: Any, title: str) -> Table:
 
 
 class _Bar(measure.JobBar):
-    def __init__(self, bar: Progress, task: Any, name: str) -> None:
+    def __init__(self, bar: Any, task: Any, name: str) -> None:
         self.bar, self.task, self.name = bar, task, name
 
     def planned(self, total: int) -> None:
@@ -94,9 +93,11 @@ class ConsoleProgress(measure.Progress):
         if not self.bars:
             yield measure.JobBar()
             return
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                      console=console) as bar:
+        import rich.progress as rp  # commands that draw no bar load none of it
+
+        with rp.Progress(rp.TextColumn("[bold]{task.description}"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                         rp.TextColumn("{task.fields[last]}"), rp.TimeElapsedColumn(), rp.TimeRemainingColumn(),
+                         console=console) as bar:
             name = project.name
             yield _Bar(bar, bar.add_task(name if total is not None else f"{name} (probing workers)", total=total,
                                          last=""), name)

@@ -20,16 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benanza.errors import BenanzaError
-from benanza.model.layer import Model
-from benanza.profile.bundle import bundle_seq_len, read_bundle
-from benanza.profile.catalog import find_model
 from benanza.records import ExecutedCall
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the CLI imports this module for Progress: it loads no stage until a function runs
     from benanza.analyze.tables import Report
     from benanza.measure.build_cache import BuildOutcome
     from benanza.measure.cluster import CampaignSummary
     from benanza.measure.runner import JobOutcome, RunSummary
+    from benanza.model.layer import Model
 
 
 def load(path: Path, batches: list[int], seq_len: int | None = None) -> tuple[list[Model], list[str]]:
@@ -49,6 +47,8 @@ def load(path: Path, batches: list[int], seq_len: int | None = None) -> tuple[li
 def profile_calls(model: Path, bundles: tuple[Path, ...]) -> list[tuple[Model, str, ExecutedCall]]:
     """Every library call logged in ``bundles``, on its model (``model`` itself, or the bundle's in that directory)."""
     from benanza.model.onnx_import import load_model
+    from benanza.profile.bundle import bundle_seq_len, read_bundle
+    from benanza.profile.catalog import find_model
     from benanza.profile.mapping import executed_calls
     from benanza.workflows.prepare import check_bundle_model
 
