@@ -2,12 +2,14 @@
 
     from benanza import api
     report = api.analyze("models/zoo/resnet50.onnx", profile="perfdb/bundles/resnet50_b1_ort_fp32")
-    report.figures()["lbl_seq_ms"]                  # the headline, snake_case keys with their units
+    report.summary.lbl_seq_ms                       # the headline figures: a typed record (analyze.summary)
+    report.figures()["lbl_seq_ms"]                  # the same, keyed as the JSON output keys them
     layers = pandas.DataFrame(report.records("layers"))
     both = api.compare(["perfdb/bundles/resnet50_b1_ort_fp32", "perfdb/bundles/resnet50_b1_torch_fp32"])
 
-Errors are ``benanza.errors.BenanzaError`` with the CLI's one-line messages. The keys are those of
-``benanza analyze --json`` (docs/analysis.schema.json).
+Errors are ``benanza.errors.BenanzaError`` with the CLI's one-line messages. ``Report.summary`` is
+the ``Summary`` every writer reads; ``figures()`` and ``records()`` key it as ``benanza analyze --json``
+does (docs/analysis.schema.json).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ largest gap with its fix, as JSON and (with --before) a before -> after Markdown
     python bench/advice.py --json after.json                       # in this checkout
     python bench/advice.py --json after.json --before before.json  # before.json: the same, run in an older checkout
 
-Reads only summary keys and the gaps table that every benanza since session 8 writes, so the same
+Reads only summary labels and the gaps table that every benanza since session 8 writes, so the same
 script gives the "before" column in an older checkout (its own install) and the "after" one here.
 """
 
@@ -24,6 +24,7 @@ from benanza.workflows.analysis import analyze_model
 def advice(bundle: Path, models: Path) -> dict[str, object]:
     report, _ = analyze_model(bundle_model(models, read_bundle(bundle)), shipped_db(), bundle)
     s = report.summary
+    s = s.labelled() if hasattr(s, "labelled") else s  # a Summary; a dict of labels before i34's typed record
     gaps = sorted((r for r in report.tables["gaps"].rows if r["kind"] == "gap"), key=lambda r: -r["ms"])
     return {"LBL_seq (ms)": s["LBL_seq (ms)"], "GPU busy (ms)": s["GPU busy (ms)"],
             "predicted speedup (x)": s["predicted speedup vs end-to-end (x)"],

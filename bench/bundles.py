@@ -41,7 +41,7 @@ def row(db: Path, models: Path, bundle: Path, precisions: frozenset[Precision] |
     meta, model = recorded.meta, bundle_model(models, recorded)
     t0 = time.perf_counter()
     report, _ = analyze_model(model, db, bundle, precisions=precisions)
-    s = report.summary
+    s = report.summary.labelled()
     mapped = s["mapped layers (measured and as-executed)"]
     cold = s["cold-L2 layers (of the mapped)"]  # None without cold rows
     cold_w = s["cold-weights layers (of the mapped)"]  # None without cold-weights rows

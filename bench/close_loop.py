@@ -80,6 +80,11 @@ timing: algorithm choice (its heuristic-search profile, ~40 s), Tensor Cores (th
     python bench/close_loop.py --out "$OUT"          # on the GPU: about 4-5 min on an H100
     python bench/close_loop.py --dry-run             # anywhere: the plan, and the predictions
                                                      # from the shipped bundles that match
+    python bench/close_loop.py --self-check          # anywhere: the changes keep the outputs (torch
+                                                     # on the CPU) and the tables isolate each change
+
+The predictions are the library's (``benanza.analyze.predictions``, ``benanza.workflows.close_loop``,
+tested in tests/test_predictions.py); this script applies the changes and times them.
 
 Needs torch (with CUDA for a real run) and onnx2torch; no ONNX Runtime.
 """
@@ -98,16 +103,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benanza.analyze.predictions import READINGS, TOLERANCE, holds, realized_ratio, spread
+from benanza.workflows import close_loop
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))  # validate.py: the independent timing; natives.py: the native modules
 
-TOLERANCE = 0.15
 N_STREAMS = 4
 FOLD_REPEATS = 10  # folding saves ~0.5 % of ResNet-50 b64: 100 profiled iterations resolve it
 
@@ -286,139 +292,21 @@ class Outcome:
 
     @property
     def ratio(self) -> float | None:
-        if self.realized_ms is None or not self.predicted_ms:
-            return None
-        return self.realized_ms / self.predicted_ms
+        return realized_ratio(self.realized_ms, self.predicted_ms)
 
     @property
     def within(self) -> bool | None:
-        return None if self.ratio is None else abs(self.ratio - 1.0) <= TOLERANCE
+        return holds(self.ratio)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio, "within_15_percent": self.within}
 
 
 # ---------------------------------------------------------------- the predictions (benanza's analysis)
-def folded_bn_prediction(report: Any, model_path: Path, batch: int, db_path: Path) -> dict[str, Any]:
-    """Saving of folding every BatchNormalization that directly follows a conv (its only reader):
-    the BN layers' as-executed rows go, a bias add per conv comes (its DB row in fp32, else its
-    bytes at the system's bandwidth, counted and named)."""
-    from benanza.analyze.choose import fastest, usable
-    from benanza.model.layer import bias_add
-    from benanza.model.onnx_import import load_model
-    from benanza.store import db as perfdb
-    from benanza.store.systems import pick_system
-
-    model = load_model(model_path, batch)
-    rows = {r["#"]: r for r in report.tables["layers"].rows}
-    pairs = []
-    for layer in model.layers:
-        preds = list(model.graph.predecessors(layer.index))
-        if layer.op != "BatchNormalization" or len(preds) != 1:
-            continue
-        conv = model.layers[preds[0]]
-        if conv.op == "Conv" and list(model.graph.successors(conv.index)) == [layer.index]:
-            pairs.append((conv, layer))
-    db = perfdb.open_db(db_path, readonly=True)
-    system = pick_system(db, None, str(db_path))
-    keys = {conv.index: bias_add(conv).key for conv, _ in pairs}
-    found = perfdb.results_for(db, system["id"], keys.values())
-    bn_ms, bias_ms, unmeasured, roofline_bias = 0.0, 0.0, [], 0
-    for conv, bn in pairs:
-        executed = rows.get(bn.index, {}).get("as-executed (ms)")
-        if executed is None:
-            unmeasured.append(bn.name)
-            continue
-        bn_ms += executed
-        row = fastest(r for r in usable(found.get(keys[conv.index], ())) if r.dtype == "fp32")
-        if row is not None:
-            bias_ms += row.median_ms or 0.0
-        else:  # read the output and the bias, write the output, at the measured bandwidth
-            roofline_bias += 1
-            bias_ms += 2 * conv.bytes_written / (float(system["bandwidth_gbs"]) * 1e6)
-    return {"predicted_ms": bn_ms - bias_ms if pairs and not unmeasured else None,
-            "BN layers folded": len(pairs), "BN as-executed (ms)": bn_ms, "bias adds (ms)": bias_ms,
-            "bias adds at the roofline (no row)": roofline_bias, "BN layers without an as-executed row": unmeasured}
-
-
-# conv(+BN)(+Add)+ReLU groups; a model without BN (or an export that folded it) has conv(+Add)+ReLU ones
-FUSED_OPS = ("Conv+BatchNormalization+Relu", "Conv+BatchNormalization+Sum+Relu", "Conv+Relu", "Conv+Add+Relu",
-             "Conv+Sum+Relu")
-
-
-def fused_groups_prediction(report: Any, fuses: Callable[[str], bool] = FUSED_OPS.__contains__) -> dict[str, Any]:
-    """Saving of running each fused-call group of the bound's execution whose ops ``fuses`` accepts
-    (by default conv+BN+ReLU and conv+BN+Add+ReLU) as one fused call: the framework's measured
-    kernels of the group's layers (from the profile) less the fused row the bound charges for it."""
-    rows = {r["layer"]: r for r in report.tables["layers"].rows}
-    measured, charged, groups, unmeasured = 0.0, 0.0, 0, 0
-    for g in report.tables["execution"].rows:
-        if g["kind"] != "fused call" or not fuses(g["ops"]):
-            continue
-        times = [rows[n.strip()]["measured (ms)"] for n in g["layers"].split(",") if n.strip() in rows]
-        if any(t is None for t in times):
-            unmeasured += 1
-            continue
-        groups += 1
-        measured += sum(times)
-        charged += g["charged (ms)"]
-    return {"predicted_ms": measured - charged if groups and not unmeasured else None, "fused groups": groups,
-            "their layers, measured (ms)": measured, "fused rows charged (ms)": charged,
-            "groups with an unmeasured layer": unmeasured}
-
-
-def cuda_graph_prediction(report: Any) -> dict[str, Any]:
-    """Saving of capturing the whole eager run in one CUDA graph, end to end: the run's framework
-    overhead (the overhead table's counted rows: GPU idle = end-to-end - GPU busy, plus the kernels
-    that map to no layer) less those unmapped kernels, which a graph replay still runs. What is left
-    is the idle time: launches, host work between kernels and syncs, which a replay takes off the
-    critical path, and the copies within it (listed, never counted twice). A PyTorch bundle's inputs
-    are on the GPU before its timed loop (the profile's latency child copies them once), so no input
-    copy lies in it; onnx2torch's Reshape reads its shape tensor from the GPU (a device-to-host copy
-    and a sync per call), which ``graph_replayed`` moves to the host as part of the change."""
-    s = report.summary
-    overhead = s.get("framework overhead (ms)")
-    rows = report.tables["overhead"].rows if "overhead" in report.tables else ()
-    idle = sum(r["ms"] for r in rows if r["kind"] == "idle")
-    kept = sum(r["ms"] for r in rows if r["counted"] and r["kind"] != "idle")
-    copies = sum(r["ms"] for r in rows if not r["counted"])
-    has_idle = any(r["kind"] == "idle" for r in rows)
-    return {"predicted_ms": overhead - kept if overhead is not None and has_idle else None,
-            "framework overhead (ms)": overhead,
-            "of it: GPU idle, end-to-end - GPU busy (ms)": idle if has_idle else None,
-            "of it: unmapped kernels a CUDA graph still runs (ms)": kept,
-            "unmapped copies within the idle time (ms)": copies,
-            "measured end-to-end (ms)": s.get("measured end-to-end (ms)"),
-            "GPU memcpy/memset (ms)": s.get("GPU memcpy/memset (ms)")}
-
-
 def predict(exp: Experiment, model_path: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
-    """The analysis of the bundle (the run before the change) and the saving it predicts."""
-    from benanza.workflows.analysis import analyze_model
-
-    report, _ = analyze_model(model_path, db_path, bundle, apis=exp.apis)
-    s = report.summary
-    shown = {k: s.get(k) for k in ("GPU busy (ms)", "LBL_seq (ms)", "LBL_par (ms)",
-                                   "gap baseline LBL_seq, no fused calls (ms)", "algorithm-selection gap (ms)",
-                                   "layout gap (ms)", "what-if tf32: LBL_seq (ms)", "fusion gap (ms)",
-                                   "parallelism gap (ms)",
-                                   "as-executed LBL, mapped layers (ms)", "measured GPU time, mapped layers (ms)")}
-    if exp.predicted_by == "framework overhead, CUDA-graph part":
-        return {**shown, **cuda_graph_prediction(report)}
-    if exp.predicted_by == "folded BN":
-        return {**shown, **folded_bn_prediction(report, model_path, exp.batch, db_path)}
-    if exp.predicted_by == "fused groups":
-        return {**shown, **fused_groups_prediction(report)}
-    if exp.predicted_by == "fused attention":  # the analysis' attention row of its per-pattern fusion gaps
-        pattern = next((r for r in report.tables["fusion patterns"].rows if r["pattern"] == "attention"), {})
-        groups = fused_groups_prediction(report, lambda ops: "Softmax" in ops.split("+"))
-        return {**shown, **{f"attention pattern: {k}": v for k, v in pattern.items()},
-                **{f"measured-kernel reading: {k}": v for k, v in groups.items()},
-                "predicted_ms": pattern.get("gap (ms)")}
-    if exp.predicted_by == "what-if tf32 saving":  # a precision change is a what-if beside the headline
-        tf32 = s.get("what-if tf32: LBL_seq (ms)")
-        return {**shown, "predicted_ms": None if tf32 is None else s["LBL_seq (ms)"] - tf32}
-    return {**shown, "predicted_ms": s.get(exp.predicted_by)}
+    """The analysis of the bundle (the run before the change) and the saving it predicts
+    (``benanza.workflows.close_loop.predict``, read as ``exp.predicted_by`` says)."""
+    return close_loop.predict(model_path, bundle, db_path, exp.predicted_by, exp.apis, exp.batch)
 
 
 # ---------------------------------------------------------------- the changes, natively in PyTorch
@@ -966,26 +854,9 @@ def measure_db(exps: list[Experiment], args: argparse.Namespace, out: Path, db_p
 
 
 def _predicted(exp: Experiment, model: Path, bundle: Path, db_path: Path) -> dict[str, Any]:
-    """``predict``, or its one-line error. A precision what-if depends on the model, the database and
-    the run's numerics only, not on the mapping: where the bundle's analysis is refused (a profile
-    that maps too few layers) it is read from the analysis of the model alone in the run's numerics."""
-    try:
-        return predict(exp, model, bundle, db_path)
-    except Exception as exc:  # the child's one line
-        error = f"{type(exc).__name__}: {exc}"[:400]
-    if exp.predicted_by != "what-if tf32 saving":
-        return {"predicted_ms": None, "error": error}
-    from benanza.library import Precision
-    from benanza.workflows.analysis import analyze_model
-
-    try:
-        report, _ = analyze_model(model, db_path, None, batch=exp.batch, precisions=[Precision.FP32], apis=exp.apis)
-    except Exception as exc:
-        return {"predicted_ms": None, "error": f"{error}; without the bundle: {type(exc).__name__}: {exc}"[:400]}
-    s = report.summary
-    tf32 = s.get("what-if tf32: LBL_seq (ms)")
-    return {"predicted_ms": None if tf32 is None else s["LBL_seq (ms)"] - tf32, "LBL_seq (ms)": s["LBL_seq (ms)"],
-            "what-if tf32: LBL_seq (ms)": tf32, "from the model alone (the bundle's analysis refused)": error}
+    """``predict``, or its one-line error (a tf32 what-if from the model alone where the bundle's
+    analysis is refused: ``close_loop.predict_or_model_alone``)."""
+    return close_loop.predict_or_model_alone(model, bundle, db_path, exp.predicted_by, exp.apis, exp.batch)
 
 
 def predict_all(exps: list[Experiment], args: argparse.Namespace, out: Path, db_path: Path) -> dict[int, dict]:
@@ -1007,6 +878,7 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
 
     if not torch.cuda.is_available():
         sys.exit("close_loop.py: no usable CUDA GPU (use --dry-run for the plan)")
+    self_check()  # the changes keep the outputs before anything is timed
     start = time.perf_counter()
     out = Path(args.out)
     (out / "bundles").mkdir(parents=True, exist_ok=True)
@@ -1073,20 +945,6 @@ def run_experiments(args: argparse.Namespace) -> list[Outcome]:
         save(out, outcomes, start)
     threads.close()
     return outcomes
-
-
-def spread(before: dict[str, Any], after: dict[str, Any], key: str = "kernel_ms_iters") -> float | None:
-    """Run-to-run spread of ``realized``: the two medians' standard errors combined, each from the
-    interquartile range of its per-iteration times ``key`` (kernel-only, or end-to-end ``e2e_ms_iters``;
-    IQR / 1.349 estimates a normal sigma; a median's standard error is about 1.2533 sigma / sqrt(n))."""
-    errors = []
-    for t in (before, after):
-        times = t.get(key) or []
-        if len(times) < 4:
-            return None
-        q = statistics.quantiles(times, n=4)
-        errors.append(1.2533 * (q[2] - q[0]) / 1.349 / len(times) ** 0.5)
-    return (errors[0] ** 2 + errors[1] ** 2) ** 0.5
 
 
 def selected(args: argparse.Namespace) -> list[Experiment]:
@@ -1197,6 +1055,110 @@ def dry_run(args: argparse.Namespace) -> None:
             print(f"(no bundle {bundle} or no {model_path} here: prediction made on the GPU)")
 
 
+# ---------------------------------------------------------------- the harness's own checks
+def self_check() -> list[str]:
+    """The harness's changes keep a model's outputs, and its tables isolate what each prediction
+    assumes: what ``--self-check`` runs (and a GPU run, before it times anything). The torch parts
+    need torch (CPU is enough). Returns what it checked."""
+    import threading
+
+    checked = []
+    assert {e.gap for e in EXPERIMENTS} == {"algorithm choice", "Tensor Cores", "folding", "fusion",
+                                            "parallel branches", "layout", "framework overhead"}
+    kinds = {e.gap for e in EXPERIMENTS}
+    assert {e.gap for e in NATIVE_EXPERIMENTS if e.source == MODULE} == kinds
+    assert {e.source for e in NATIVE_EXPERIMENTS} == {MODULE, ORT}
+    assert all(e.bundle.startswith("native_") for e in NATIVE_EXPERIMENTS)
+    assert all(e.before.ort == e.after.ort == (e.source == ORT) for e in NATIVE_EXPERIMENTS)
+    assert all(e.predicted_by in READINGS for e in (*EXPERIMENTS, *NATIVE_EXPERIMENTS))
+    by_gap = {e.gap: e for e in EXPERIMENTS}
+    algo, tc, par = by_gap["algorithm choice"], by_gap["Tensor Cores"], by_gap["parallel branches"]
+    # the bound takes the best graph-API engine: every engine config is tried, on both sides of the TC change
+    assert algo.apis == tc.apis == "graph" and algo.after.benchmark_limit == 0
+    assert tc.before.benchmark_limit == tc.after.benchmark_limit == 0 and tc.after.tf32 and not tc.before.tf32
+    # only the streams differ: both sides are one CUDA graph, launched off the critical path
+    assert par.before.cuda_graph and par.after.cuda_graph and (par.before.change, par.after.change) == ("", "streams")
+    checked.append("the experiment tables")
+    threads = PlanCacheThreads()  # PyTorch's cuDNN plan cache is thread-local and keyed without ``benchmark``
+    try:
+        ident = {v.name: threads.submit(v, threading.get_ident)
+                 for v in (FP32, FP32_BENCH, FP32_ALL, TF32_ALL, FOLDED, FUSED, GRAPHED)}
+    finally:
+        threads.close()
+    assert len({ident[v.name] for v in (FP32, FP32_BENCH, FP32_ALL, TF32_ALL)}) == 4
+    assert ident[FOLDED.name] == ident[FUSED.name] == ident[GRAPHED.name] == ident[FP32_BENCH.name]
+    assert threading.get_ident() not in ident.values()
+    checked.append("one timing thread per cuDNN setting")
+    try:
+        import torch
+        from torch import fx, nn
+    except ImportError:
+        return checked
+
+    class Branchy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+            self.a = nn.Conv2d(8, 4, 1)
+            self.b = nn.Sequential(nn.Conv2d(8, 4, 3, padding=1), nn.ReLU())
+            self.c = nn.MaxPool2d(3, 1, 1)
+
+        def forward(self, x: Any) -> Any:
+            y = torch.relu(self.bn(self.stem(x)))
+            return torch.cat([self.a(y), self.b(y), self.c(y)], 1)
+
+    class Fork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.a, self.b = nn.Conv2d(3, 3, 1), nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            y = self.stem(x)  # a fork is a compute node read by several: the two convs after it
+            return torch.cat([self.a(y), self.b(y)], 1)
+
+    class Residual(nn.Module):  # torchvision's ``out += identity``: an fx call_function (operator.iadd)
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(4)
+            self.relu = nn.ReLU()
+
+        def forward(self, x: Any) -> Any:
+            out = self.bn(self.conv(x))
+            out += x
+            return self.relu(out)
+
+    torch.manual_seed(0)
+    net = Branchy().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-1, 1)
+        net.bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 8, 8)
+    gm = fx.symbolic_trace(net)
+    with torch.inference_mode():
+        ref = gm(x)
+        folded, n = fold_bn(copy.deepcopy(gm))
+        assert n == 1 and not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
+        assert torch.allclose(folded(x), ref, atol=1e-5)
+        fused, n = fuse_conv_relu(fold_bn(copy.deepcopy(gm))[0])
+        assert n == 1 and torch.allclose(fused(x), ref, atol=1e-5)  # branch b's conv + ReLU
+        assert len(set(stream_plan(gm.graph).values())) == 3  # three branches after the ReLU
+        assert torch.equal(streamed(copy.deepcopy(gm))(x), ref)
+        fork = fx.symbolic_trace(Fork().eval())  # off the GPU the CUDA-graph wrapper runs its module directly
+        z = torch.randn(1, 3, 8, 8)
+        for variant, streams in ((GRAPHED, None), (STREAMS, 2)):
+            module, notes = apply(fork, variant)
+            assert notes.get("CUDA graph") is True and notes.get("streams used") == streams
+            assert torch.equal(module(z), fork(z))
+        res = Residual().eval()
+        y = torch.randn(2, 4, 8, 8)
+        fused, n = fuse_conv_relu(fold_bn(fx.symbolic_trace(res))[0])
+        assert n == 1 and torch.allclose(fused(y), res(y), atol=1e-5)
+    checked.append("BN folding, conv+ReLU fusion, streams and the CUDA-graph wrapper keep the outputs")
+    return checked
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="directory for close_loop.json and the bundles (required unless --dry-run)")
@@ -1220,8 +1182,13 @@ def main() -> None:
     p.add_argument("--e2e-runs", type=int, default=E2E_RUNS,
                    help="framework overhead: host-timed end-to-end runs of each side (host_latency)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the predictions; run nothing")
+    p.add_argument("--self-check", action="store_true",
+                   help="check the harness's own changes and tables (anywhere; torch for the changes), then stop")
     p.add_argument("--bundles", default=str(ROOT / "perfdb" / "bundles"), help="--dry-run: bundles to predict from")
     args = p.parse_args()
+    if args.self_check:
+        print("\n".join(f"ok: {what}" for what in self_check()))
+        return
     if (args.only or args.source or args.model) and not selected(args):
         p.error(f"--only/--source/--model: no experiment of {args.only or args.source or args.model!r} in "
                 f"--set {args.set} (kinds: {', '.join(sorted({e.gap for e in SETS[args.set]}))})")

@@ -45,7 +45,7 @@ def main() -> None:
     model = bundle_model(args.models, recorded)
     before, _ = analyze_model(model, args.db, args.before, precisions=precisions)
     after, _ = analyze_model(model, args.db, args.after)
-    b, a = before.summary, after.summary
+    b, a = before.summary.labelled(), after.summary.labelled()  # --gap names a label
     busy = (b["GPU busy (ms)"], a["GPU busy (ms)"])
     e2e = (b["measured end-to-end (ms)"], a["measured end-to-end (ms)"])
     lbl = (as_executed_lbl(before), as_executed_lbl(after))

@@ -96,7 +96,7 @@ def graph_conv_bounds(rows: list[Row], models: Path, db_path: Path) -> list[Row]
             constraints = Constraints().with_precisions(frozenset(Precision(p) for p in r["precisions"]))
             inputs = inputs_from_db(db, model, system, None, constraints=constraints)
             kept = {k: [x for x in v if x.api not in legacy_conv] for k, v in inputs.measurements.items()}
-            cache[key] = analyze(replace(inputs, measurements=kept)).summary["LBL_seq (ms)"]
+            cache[key] = analyze(replace(inputs, measurements=kept)).summary.lbl_seq_ms
         out.append({**r, "BR_seq graph conv": cache[key] / r["kernel_ms"]})
     return out
 

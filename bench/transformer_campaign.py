@@ -211,21 +211,16 @@ def analyze_bundle(model_path: Path, db_path: Path, bundle: Path) -> dict[str, A
     return {"layers": s["layers"], "layers mapped (%)": 100.0 * mapped / max(s["layers"], 1),
             "kernel time mapped (%)": None if share is None else 100.0 * share,
             "memcpy/memset (ms)": copy_ms,
-            "layers charged a roofline (no benchmark)": rs.get("layers charged a roofline in whole or part "
-                                                               "(no benchmark)"),
-            "LBL_seq (ms)": rs.get("LBL_seq (ms)"), "GPU busy (ms)": rs.get("GPU busy (ms)"),
-            "BR_seq vs GPU busy": rs.get("BR_seq vs GPU busy"),
-            "as-executed / measured": rs.get("as-executed / measured, mapped layers"),
-            "mapped layers (as-executed check)": rs.get("mapped layers (measured and as-executed)"),
-            "as-executed / measured, library calls": rs.get("as-executed / measured, library-call layers"),
-            "library-call layers (as-executed check)": rs.get("library-call layers (as-executed check)"),
-            "as-executed cold weights / measured, library calls":
-                rs.get("as-executed cold weights / measured, library-call layers"),
-            "library-call layers, cold weights": rs.get("library-call layers, cold weights (as-executed check)"),
-            "as-executed cold L2 / measured, library calls":
-                rs.get("as-executed cold L2 / measured, library-call layers"),
-            "library-call layers, cold L2": rs.get("library-call layers, cold L2 (as-executed check)"),
-            "fusion gap (ms)": rs.get("fusion gap (ms)"), "attention": attention_ran(report, mapping, model),
+            "layers charged a roofline (no benchmark)": rs.roofline_layers,
+            "LBL_seq (ms)": rs.lbl_seq_ms, "GPU busy (ms)": rs.gpu_busy_ms, "BR_seq vs GPU busy": rs.br_seq_busy,
+            "as-executed / measured": rs.mapped.ratio, "mapped layers (as-executed check)": rs.mapped.layers,
+            "as-executed / measured, library calls": rs.library_calls.ratio,
+            "library-call layers (as-executed check)": rs.library_calls.layers,
+            "as-executed cold weights / measured, library calls": rs.library_calls_cold_weights.ratio,
+            "library-call layers, cold weights": rs.library_calls_cold_weights.layers,
+            "as-executed cold L2 / measured, library calls": rs.library_calls_cold_l2.ratio,
+            "library-call layers, cold L2": rs.library_calls_cold_l2.layers,
+            "fusion gap (ms)": rs.fusion_gap_ms, "attention": attention_ran(report, mapping, model),
             "ops of the missing table": sorted({r.get("op", "") for r in report.tables["missing"].rows})[:20]}
 
 

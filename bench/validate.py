@@ -38,6 +38,7 @@ Usage (``measure`` on the GPU machine, ``report`` anywhere)::
         --batches 1,32 --export-dir tx --out tx.json [--attn eager] [--dry-run]
     python bench/validate.py report cells.json --models models/zoo [--db perfdb/h100.columns.xz] [--json OUT]
     python bench/validate.py report tx.json --models tx --db perf.db.gz   # the transformer database
+    python bench/validate.py self-check     # anywhere: the fp16 copy, feeds and trace reading on the CPU
 """
 
 from __future__ import annotations
@@ -724,12 +725,11 @@ def _report_rows(data: dict[str, Any], db: Path, models: Path) -> list[dict[str,
         if isinstance(summary, str):
             rows.append({**c, "status": summary})
             continue
-        seq, par = summary.get("LBL_seq (ms)"), summary.get("LBL_par (ms)")
+        seq, par = summary.lbl_seq_ms, summary.lbl_par_ms
         rows.append({**c, "status": "ok", "LBL_seq (ms)": seq, "LBL_par (ms)": par,
                      "BR_seq": seq / c["kernel_ms"] if seq is not None else None,
                      "BR_par": par / c["kernel_ms"] if par is not None else None,
-                     "layer-wise LBL_seq (ms)": next((v for k, v in summary.items()
-                                                      if "layer-wise" in k and "seq" in k), None)})
+                     "layer-wise LBL_seq (ms)": summary.layerwise_seq_ms})
     return rows
 
 
@@ -773,6 +773,129 @@ def _print_report(rows: list[dict[str, Any]]) -> None:
         print(f"BR_seq > 1: {r['model']} b{r['batch']} {r['framework']} {r['setting']}: {r['BR_seq']:.3f}")
 
 
+# ---------------------------------------------------------------- the measuring side's own checks
+CHECK_EXPORTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "exports"  # tiny real exports
+
+
+def _cpu_run(model: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED  # see cpu_output
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def _mask_graph() -> Any:
+    """HF's additive mask, (1 - mask) * float32.min + scores, with the constants as exporters write them."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1.0, np.float32))),
+             helper.make_node("Sub", ["one", "m"], ["keep"]),
+             helper.make_node("Mul", ["keep", "fmin"], ["bias"]),
+             helper.make_node("Add", ["scores", "bias"], ["out"])]
+    graph = helper.make_graph(
+        nodes, "mask", [helper.make_tensor_value_info("mask", TensorProto.INT64, [2]),
+                        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fmin")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def self_check() -> list[str]:
+    """The measuring side's own pieces on the CPU (onnx and ONNX Runtime): the fp16 copy ONNX Runtime
+    runs (bench/onnx_fp16.py) on the checked-in tiny exports, the feeds, the reading of a trace and its
+    fused-attention kernels, and that nothing here imports benanza. Returns what it checked."""
+    import subprocess
+
+    import onnx
+    import onnx_fp16
+    from onnx import TensorProto, helper, numpy_helper
+
+    checked = []
+    for stem in ("tinybert_dynamo18", "tinygpt2_dynamo18", "tinyvit_ts17"):
+        model = onnx.load(str(CHECK_EXPORTS / f"{stem}.onnx"))
+        half = onnx_fp16.to_fp16(model, stem)
+        assert all(t.data_type != TensorProto.FLOAT for t in half.graph.initializer), stem
+        assert all(o.type.tensor_type.elem_type == TensorProto.FLOAT16 for o in half.graph.output), stem
+        if "vit" in stem:
+            feeds = {"pixel_values": np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+        else:  # token ids; BERT's mask hides the last 4 tokens (the mask's float32 minimum, clipped, in use)
+            feeds = transformer_feeds([i.name for i in model.graph.input], 2, 16, 64)
+            if "attention_mask" in feeds:
+                feeds["attention_mask"][:, -4:] = 0
+        full, cast = _cpu_run(model, feeds), _cpu_run(half, half_feeds(feeds))
+        assert cast.dtype == np.float16 and np.isfinite(cast).all(), stem
+        assert np.abs(full - cast.astype(np.float32)).max() < 0.01 * np.abs(full).max(), stem
+    checked.append("the fp16 copies of three real exports run and agree with fp32")
+    half = onnx_fp16.to_fp16(_mask_graph(), "mask")
+    fmin = numpy_helper.to_array(next(t for t in half.graph.initializer if t.name == "fmin"))
+    assert fmin.dtype == np.float16 and float(fmin) == -65504.0  # a plain astype gives -inf: 0 * -inf = NaN
+    cast_to = next(a.i for n in half.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to")
+    assert cast_to == TensorProto.FLOAT16
+    out = _cpu_run(half, {"mask": np.array([1, 0], np.int64), "scores": np.array([0.5, 0.25], np.float16)})
+    assert out.tolist() == [0.5, -65504.0]
+    checked.append("the fp16 copy clips the mask's float32 minimum instead of making NaN")
+    model = _mask_graph()
+    model.graph.node.append(helper.make_node("RandomNormal", [], ["noise"], name="drop<me>", shape=[2]))
+    try:
+        onnx_fp16.to_fp16(model, "m.onnx")
+        raise AssertionError("a RandomNormal node was cast")
+    except onnx_fp16.Fp16Error as exc:
+        assert str(exc) == "m.onnx: RandomNormal node 'drop<me>': not covered by the fp16 cast", exc
+    model = _mask_graph()
+    model.graph.node[1].CopyFrom(helper.make_node("Constant", [], ["one"], value_float=1.0))
+    try:
+        onnx_fp16.to_fp16(model, "m.onnx")
+        raise AssertionError("a value_float Constant was cast")
+    except onnx_fp16.Fp16Error as exc:
+        assert str(exc).startswith("m.onnx: Constant node 'one': value_float attribute"), exc
+    checked.append("the fp16 copy refuses what it does not cover in one line")
+    feeds = transformer_feeds(["input_ids", "attention_mask"], 3, 128, 30522)
+    assert list(feeds) == ["input_ids", "attention_mask"]
+    assert feeds["input_ids"].dtype == np.int64 and feeds["input_ids"].shape == (3, 128)
+    assert 0 <= feeds["input_ids"].min() and feeds["input_ids"].max() < 30522 and (feeds["attention_mask"] == 1).all()
+    image = transformer_feeds(["input"], 2, 128, None)["input"]
+    assert image.shape == (2, 3, 224, 224) and image.dtype == np.float32
+    assert half_feeds({"input": image})["input"].dtype == np.float16
+    try:
+        transformer_feeds(["input_ids", "token_type_ids"], 1, 8, 10)
+        raise AssertionError("a feed was made up")
+    except ValueError as exc:
+        assert "no feed for model input" in str(exc), exc
+    checked.append("the feeds follow the export's inputs")
+    flash = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4> >(Flash_fwd_params)"
+    events = [{"cat": "user_annotation", "name": ITER_RANGE, "ts": 0, "dur": 100},
+              {"cat": "user_annotation", "name": ITER_RANGE, "ts": 200, "dur": 100}]
+    for start in (0, 200):
+        events += [{"cat": "kernel", "name": "sm90_xmma_gemm_f16f16", "ts": start + 1, "dur": 10},
+                   {"cat": "kernel", "name": "sm90_xmma_gemm_f16f16", "ts": start + 5, "dur": 10},  # overlaps
+                   {"cat": "kernel", "name": flash, "ts": start + 20, "dur": 30},
+                   {"cat": "kernel", "name": "cunn_SoftMaxForward", "ts": start + 60, "dur": 5},
+                   {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": start + 70, "dur": 4}]
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        trace.write_text(json.dumps({"traceEvents": events}))
+        kern, copy, count, names = kernel_times(trace)
+    assert kern == [0.049, 0.049] and copy == [0.004, 0.004] and count == [4, 4], (kern, copy, count)
+    assert names == {"sm90_xmma_gemm_f16f16": 2, flash: 1, "cunn_SoftMaxForward": 1}
+    assert fused_attention(names) == {flash: 1}
+    cell = {"seq_len": 128, "fused_attention_kernels": fused_attention(names)}
+    assert fused_column(cell) == "yes (void pytorch_flash::flash_fwd_kernel x1)"
+    assert fused_column({**cell, "fused_attention_kernels": {}}) == "no"
+    assert fused_column({"fused_attention_kernels": {}}) == "–"  # a CNN cell
+    checked.append("a trace's kernel time per iteration and its fused-attention kernels")
+    here = Path(__file__).resolve().parent
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import validate, exports, onnx_fp16; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'benanza'))")
+    done = subprocess.run([sys.executable, "-c", code, str(here)], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+    checked.append("the measuring side imports nothing from benanza")
+    return checked
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="Usage" + __doc__.split("Usage")[-1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -803,7 +926,11 @@ def main() -> None:
     r.add_argument("--models", required=True, help="directory of the ONNX files the cells name")
     r.add_argument("--db", help="performance database (default: the shipped H100 database)")
     r.add_argument("--json", help="write the rows here")
+    sub.add_parser("self-check", help="check the measuring side's own pieces on the CPU (onnx, ONNX Runtime)")
     args = parser.parse_args()
+    if args.cmd == "self-check":
+        print("\n".join(f"ok: {what}" for what in self_check()))
+        return
     (cmd_measure if args.cmd == "measure" else cmd_report)(args)
 
 

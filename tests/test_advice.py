@@ -79,10 +79,10 @@ def test_precision_changes_stay_out_of_the_headline_and_the_joint_estimate() -> 
     executed = [g["call"] for g in report.tables["execution"].rows]
     joint = [g["fused call"] for g in report.tables["joint"].rows]
     assert call_dtypes(executed) == {"fp32"} and call_dtypes(joint) <= {"fp32"}, call_dtypes(executed + joint)
-    assert s["joint estimate LBL_par (ms)"] >= s["LBL_par (ms)"] - 1e-12
-    assert s["predicted speedup vs end-to-end (x)"] <= s["measured end-to-end (ms)"] / s["LBL_par (ms)"] + 1e-9
+    assert s.joint_ms >= s.lbl_par_ms - 1e-12
+    assert s.speedup_e2e <= s.e2e_ms / s.lbl_par_ms + 1e-9
     (tf32,) = [r for r in report.tables["what-if"].rows if r["what-if"] == "tf32"]
-    assert tf32["LBL_seq (ms)"] < s["LBL_seq (ms)"] and tf32["tolerance (rel)"] == 1e-2
+    assert tf32["LBL_seq (ms)"] < s.lbl_seq_ms and tf32["tolerance (rel)"] == 1e-2
     assert "fp32,tf32" in tf32["constraints"]
 
 
@@ -105,7 +105,7 @@ def test_rows_beyond_fp32_tolerance_are_not_fp32() -> None:
     best = {r["#"]: r["best benchmark"] for r in report.tables["layers"].rows}
     assert not [i for i in convs if "WINOGRAD" in calls.get(i, "") or "WINOGRAD" in (best[i] or "")]
     (approx,) = report.tables["what-if"].rows
-    assert approx["LBL_seq (ms)"] < report.summary["LBL_seq (ms)"] and approx["tolerance (rel)"] == 1e-2
+    assert approx["LBL_seq (ms)"] < report.summary.lbl_seq_ms and approx["tolerance (rel)"] == 1e-2
 
 
 def test_layout_is_its_own_gap_and_the_fix_is_one_the_run_has_not_made() -> None:
@@ -131,7 +131,7 @@ def test_layout_is_its_own_gap_and_the_fix_is_one_the_run_has_not_made() -> None
         assert row["best same precision (ms)"] == pytest.approx(nchw), row  # never an NHWC row
         checked += 1
     assert checked >= 40
-    assert s["algorithm-selection gap (ms)"] < 0.2 < 1.0 < s["layout gap (ms)"]
+    assert s.algorithm_gap_ms < 0.2 < 1.0 < s.layout_gap_ms
     fixes = {r["step"]: r["fix"] for r in report.tables["gaps"].rows}
     assert "cudnn.benchmark = True" not in fixes["algorithm selection"]
     assert "channels_last" in fixes["layout"]
@@ -153,7 +153,7 @@ def test_a_layer_whose_benchmarks_all_failed_is_charged_counted_and_listed() -> 
     for layer in failed:
         assert groups[layer.index]["kind"] == "roofline (every benchmark failed)"
         assert missing[layer.index].startswith("every benchmark failed")
-    assert s["layers charged a roofline in whole or part (no benchmark)"] >= len(failed)
-    assert s["LBL_seq measured share"] < 1.0
+    assert s.roofline_layers >= len(failed)
+    assert s.measured_share < 1.0
     best = [r["best (ms)"] for r in report.tables["layers"].rows if r["best (ms)"] is not None]
-    assert s["LBL_seq layer-wise (ms)"] > sum(best)  # the failed layers weigh their roofline
+    assert s.layerwise_seq_ms > sum(best)  # the failed layers weigh their roofline

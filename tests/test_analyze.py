@@ -42,6 +42,7 @@ from benanza.analyze.choose import executed_row
 from benanza.analyze.dag import contract, earliest_start, lanes
 from benanza.analyze.execution import GroupKind
 from benanza.analyze.roofline import bound_ms
+from benanza.analyze.summary import Check
 from benanza.library import L2, Api, Fusion, Precision
 from benanza.model.layer import Layer, bias_add
 from benanza.records import ROOFLINE, ExecutedCall, LayerProfile, Profile, Result
@@ -87,9 +88,9 @@ def test_lbl_seq_and_par_for_branchy_model(report):
     # + the unknown op (no library mapping: its roofline, never 0)
     seq = 0.08 + 0.01 + 0.05 + 0.02 + ROOF_CONCAT + 0.0 + 0.02 + ROOF_MYSTERY
     par = 0.08 + 0.01 + 0.05 + ROOF_CONCAT + 0.0 + 0.02 + ROOF_MYSTERY  # pool runs beside conv2
-    assert report.summary["LBL_seq layer-wise (ms)"] == approx(seq)
-    assert report.summary["LBL_par layer-wise (ms)"] == approx(par)
-    assert report.summary["LBL_par layer-wise (ms)"] < report.summary["LBL_seq layer-wise (ms)"]
+    assert report.summary.layerwise_seq_ms == approx(seq)
+    assert report.summary.layerwise_par_ms == approx(par)
+    assert report.summary.layerwise_par_ms < report.summary.layerwise_seq_ms
 
 
 def test_the_headline_bound_charges_an_equivalent_execution(report):
@@ -98,19 +99,19 @@ def test_the_headline_bound_charges_an_equivalent_execution(report):
     # listed, never 0), flatten aliases, gemm .02
     seq = 0.07 + 0.05 + ROOF_POOL + ROOF_CONCAT + 0.0 + 0.02 + ROOF_MYSTERY
     par = seq - ROOF_POOL  # pool beside conv2
-    assert report.summary["LBL_seq (ms)"] == approx(seq)
-    assert report.summary["LBL_par (ms)"] == approx(par)
+    assert report.summary.lbl_seq_ms == approx(seq)
+    assert report.summary.lbl_par_ms == approx(par)
     kinds = {r["#"]: r["kind"] for r in report.tables["execution"].rows}
     assert kinds == {0: "fused call", 2: "library call", 3: "memory roofline", 4: GroupKind.UNMEASURED,
                      5: "alias", 6: "library call", 7: GroupKind.UNMEASURED}
-    assert report.summary["layers charged a roofline in whole or part (no benchmark)"] == 2  # concat, mystery
+    assert report.summary.roofline_layers == 2  # concat, mystery
     charged = [r for r in report.tables["missing"].rows if r["kind"] == "layer (charged its roofline)"]
     assert [r["#"] for r in charged] == [4, 7]
     # the gaps start from the same execution without fused calls: conv1 .08 + its bias add, relu1 at its bytes
     base = 0.08 + ROOF_BIAS1 + ROOF_RELU + 0.05 + ROOF_POOL + ROOF_CONCAT + 0.02 + ROOF_MYSTERY
-    assert report.summary["gap baseline LBL_seq, no fused calls (ms)"] == approx(base)
-    assert report.summary["fusion gap (ms)"] == approx(base - seq)
-    assert report.summary["parallelism gap (ms)"] == approx(ROOF_POOL)
+    assert report.summary.gap_baseline_ms == approx(base)
+    assert report.summary.fusion_gap_ms == approx(base - seq)
+    assert report.summary.parallelism_gap_ms == approx(ROOF_POOL)
 
 
 def test_a_conv_bias_is_charged_and_bn_after_a_conv_folds():
@@ -122,7 +123,7 @@ def test_a_conv_bias_is_charged_and_bn_after_a_conv_folds():
                                                                            "fp16", 0.001)]
     rep = analyze(branchy_inputs(constraints=Constraints(precisions=FP32), measurements=m))
     # fp32: conv1 .20 + bias .004 + relu1 bytes > fused .15: the fused call is charged and saves that much
-    assert rep.summary["gap baseline LBL_seq, no fused calls (ms)"] - rep.summary["LBL_seq (ms)"] == approx(
+    assert rep.summary.gap_baseline_ms - rep.summary.lbl_seq_ms == approx(
         0.20 + 0.004 + ROOF_RELU - 0.15)
     cba = {r["pattern"]: r for r in rep.tables["fusion"].rows}[Fusion.CONV_BIAS_ACT.value]
     assert cba["unfused (ms)"] == approx(0.20 + 0.01 + 0.004)  # the fp32 add, not the fp16 one
@@ -131,18 +132,18 @@ def test_a_conv_bias_is_charged_and_bn_after_a_conv_folds():
 def test_lbl_par_equals_seq_for_a_chain():
     model = chain_model()
     rep = analyze(Inputs(model, measurements(model), SYSTEM, CEILINGS))
-    assert rep.summary["LBL_seq layer-wise (ms)"] == approx(0.08 + 0.01 + 0.05)
-    assert rep.summary["LBL_par layer-wise (ms)"] == approx(rep.summary["LBL_seq layer-wise (ms)"])
-    assert rep.summary["parallelism gap (ms)"] == approx(0.0)
+    assert rep.summary.layerwise_seq_ms == approx(0.08 + 0.01 + 0.05)
+    assert rep.summary.layerwise_par_ms == approx(rep.summary.layerwise_seq_ms)
+    assert rep.summary.parallelism_gap_ms == approx(0.0)
 
 
 def test_benanza_ratios(report):
     s = report.summary
-    assert s["BR_seq layer-wise vs end-to-end"] == approx(s["LBL_seq layer-wise (ms)"] / 0.9)
-    assert s["BR_par layer-wise vs end-to-end"] == approx(s["LBL_par layer-wise (ms)"] / 0.9)
-    assert s["BR_seq layer-wise vs GPU busy"] == approx(s["LBL_seq layer-wise (ms)"] / 0.35)
-    assert s["BR_par layer-wise vs GPU busy"] == approx(s["LBL_par layer-wise (ms)"] / 0.35)
-    assert s["BR_seq layer-wise vs GPU busy"] <= 1.0
+    assert s.layerwise_br_seq_e2e == approx(s.layerwise_seq_ms / 0.9)
+    assert s.layerwise_br_par_e2e == approx(s.layerwise_par_ms / 0.9)
+    assert s.layerwise_br_seq_busy == approx(s.layerwise_seq_ms / 0.35)
+    assert s.layerwise_br_par_busy == approx(s.layerwise_par_ms / 0.35)
+    assert s.layerwise_br_seq_busy <= 1.0
 
 
 def test_policy_table_lists_each_policy(report):
@@ -196,7 +197,7 @@ def test_as_executed_adds_the_separate_bias_add_but_algorithm_selection_does_not
     assert choice.describe().endswith(f" + {Api.ADD_TENSOR.value}")
     report = analyze(with_bias)
     assert by_index(report.tables["algorithm"], 0)["gap (ms)"] == approx(0.10 - 0.08)
-    assert report.summary["separate bias adds, as-executed (ms)"] == approx(0.02)
+    assert report.summary.bias_adds_ms == approx(0.02)
     unmeasured = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35)))  # no bias benchmark
     assert by_index(unmeasured.tables["layers"], 0)["as-executed (ms)"] == approx(0.10)
     assert any("separate bias adds) have no benchmark" in n and "cudnnAddTensor / default / fp32" in n
@@ -220,14 +221,6 @@ def test_a_tf32_allowed_call_of_an_fma_engine_counts_as_its_fp32_row():
 
 # --- the as-executed check under cold L2 ----------------------------------------------------
 
-COLD_KEYS = ("cold-L2 layers (of the mapped)", "measured GPU time, cold-L2 layers (ms)",
-             "as-executed LBL, cold L2 (ms)", "as-executed cold L2 / measured")
-LIBRARY_COLD_KEYS = ("library-call layers, cold L2 (as-executed check)",
-                     "measured library kernels, library-call layers with cold-L2 rows (ms)",
-                     "as-executed LBL cold L2, library-call layers (ms)",
-                     "as-executed cold L2 / measured, library-call layers")
-
-
 def with_cold_rows(inputs: Inputs) -> dict[str, list]:
     """Cold rows for conv1's and conv2's as-executed calls, one faster and one slower than its
     warm row so that a leak either way shows, and a cold eng2 faster than anything warm."""
@@ -245,20 +238,18 @@ def test_cold_rows_count_in_the_cold_check_only(report):
     s = cold.summary
     # mapped: conv1 (.11), conv2 (.105), pool (.021), concat (.004, roofline); pool has no cold row and
     # concat no call, so the check covers conv1 and conv2: cold eng1 .09 + cold GEMM .12
-    assert s["cold-L2 layers (of the mapped)"] == 2 and s["mapped layers (measured and as-executed)"] == 4
-    assert s["measured GPU time, cold-L2 layers (ms)"] == approx(0.11 + 0.105)
-    assert s["as-executed LBL, cold L2 (ms)"] == approx(0.09 + 0.12)
-    assert s["as-executed cold L2 / measured"] == approx((0.09 + 0.12) / (0.11 + 0.105))
+    assert s.cold_l2.layers == 2 and s.mapped.layers == 4
+    assert s.cold_l2.measured_ms == approx(0.11 + 0.105)
+    assert s.cold_l2.executed_ms == approx(0.09 + 0.12)
+    assert s.cold_l2.ratio == approx((0.09 + 0.12) / (0.11 + 0.105))
     # the library-call check under cold L2: the same two layers' exact calls (their kernels' time)
-    assert s["library-call layers, cold L2 (as-executed check)"] == 2
-    assert s["as-executed LBL cold L2, library-call layers (ms)"] == approx(0.09 + 0.12)
-    assert all(report.summary[k] is None for k in LIBRARY_COLD_KEYS)
+    assert s.library_calls_cold_l2.layers == 2
+    assert s.library_calls_cold_l2.executed_ms == approx(0.09 + 0.12)
+    assert report.summary.library_calls_cold_l2 == Check()  # all None
     # everything else (best, heuristic, warm as-executed, gaps, roofline, timeline) is as without them
-    changed = (*COLD_KEYS, *LIBRARY_COLD_KEYS)
-    assert {k: v for k, v in s.items() if k not in changed} == {
-        k: v for k, v in report.summary.items() if k not in changed}
+    assert replace(s, cold_l2=Check(), library_calls_cold_l2=Check()) == report.summary
     assert cold.tables == report.tables and cold.timeline == report.timeline
-    assert s["as-executed LBL, mapped layers (ms)"] == approx(0.10 + 0.10 + 0.02 + ROOF_CONCAT)
+    assert s.mapped.executed_ms == approx(0.10 + 0.10 + 0.02 + ROOF_CONCAT)
 
 
 def test_executed_row_takes_the_rows_of_the_l2_asked_for():
@@ -288,27 +279,25 @@ def test_cold_check_leaves_out_a_layer_whose_extra_call_has_no_cold_row():
     rows = with_cold_rows(inputs)
     s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35), measurements={**rows, bias.key: [warm_add]})
                 ).summary
-    assert s["cold-L2 layers (of the mapped)"] == 1  # conv2 alone
-    assert s["as-executed LBL, cold L2 (ms)"] == approx(0.12)
-    assert s["measured GPU time, cold-L2 layers (ms)"] == approx(0.105)
+    assert s.cold_l2.layers == 1  # conv2 alone
+    assert s.cold_l2.executed_ms == approx(0.12)
+    assert s.cold_l2.measured_ms == approx(0.105)
     cold_add = R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.03, l2="cold")
     s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35),
                                measurements={**rows, bias.key: [warm_add, cold_add]})).summary
-    assert s["cold-L2 layers (of the mapped)"] == 2
-    assert s["as-executed LBL, cold L2 (ms)"] == approx(0.09 + 0.03 + 0.12)
-    assert s["separate bias adds, as-executed (ms)"] == approx(0.02)  # the warm one
+    assert s.cold_l2.layers == 2
+    assert s.cold_l2.executed_ms == approx(0.09 + 0.03 + 0.12)
+    assert s.bias_adds_ms == approx(0.02)  # the warm one
 
 
 def test_no_cold_rows_leave_the_cold_check_out(report):
     # the fixture's only cold row (conv1 FFT) is no as-executed call: no layer has a cold row
-    assert all(report.summary[k] is None for k in COLD_KEYS)
-    assert all(analyze(branchy_inputs(profile=None)).summary[k] is None for k in COLD_KEYS)
+    assert report.summary.cold_l2 == Check()  # all None
+    assert analyze(branchy_inputs(profile=None)).summary.cold_l2 == Check()
 
 
 # --- the as-executed check with cold weights, warm activations ---------------------------------
 
-COLD_WEIGHTS_KEYS = ("cold-weights layers (of the mapped)", "measured GPU time, cold-weights layers (ms)",
-                     "as-executed LBL, cold weights (ms)", "as-executed cold weights / measured")
 CW = L2.COLD_WEIGHTS.value
 
 
@@ -339,19 +328,15 @@ def test_cold_weights_check_takes_cold_weights_rows_for_weights_and_warm_rows_fo
     # mapped: conv1 (.11), conv2 (.105), pool (.021), concat (.004, no call of its own). conv1 takes its
     # cold-weights eng1 .13 (not the faster eng2: another engine), conv2 its cold-weights GEMM .14, the
     # pool its warm .02 (pooling has no weights; its .5 cold-weights row is ignored)
-    assert s["cold-weights layers (of the mapped)"] == 3
-    assert s["measured GPU time, cold-weights layers (ms)"] == approx(0.11 + 0.105 + 0.021)
-    assert s["as-executed LBL, cold weights (ms)"] == approx(0.13 + 0.14 + 0.02)
-    assert s["as-executed cold weights / measured"] == approx((0.13 + 0.14 + 0.02) / (0.11 + 0.105 + 0.021))
-    # beside the cold-L2 keys, in the same order; everything else is as without the rows
-    keys = list(s)
-    assert keys[keys.index("as-executed cold L2 / measured") + 1:][:4] == list(COLD_WEIGHTS_KEYS)
+    assert s.cold_weights.layers == 3
+    assert s.cold_weights.measured_ms == approx(0.11 + 0.105 + 0.021)
+    assert s.cold_weights.executed_ms == approx(0.13 + 0.14 + 0.02)
+    assert s.cold_weights.ratio == approx((0.13 + 0.14 + 0.02) / (0.11 + 0.105 + 0.021))
     # the library-call check under cold weights takes the same three calls' rows
-    assert s["library-call layers, cold weights (as-executed check)"] == 3
-    assert s["as-executed LBL cold weights, library-call layers (ms)"] == approx(0.13 + 0.14 + 0.02)
-    changed = {*COLD_WEIGHTS_KEYS, *(k for k in s if "library-call" in k and "cold" in k)}
-    assert {k: v for k, v in s.items() if k not in changed} == {
-        k: v for k, v in report.summary.items() if k not in changed}
+    assert s.library_calls_cold_weights.layers == 3
+    assert s.library_calls_cold_weights.executed_ms == approx(0.13 + 0.14 + 0.02)
+    # everything else is as without the rows
+    assert replace(s, cold_weights=Check(), library_calls_cold_weights=Check()) == report.summary
     call, key = inputs.profile.layers[0].executed, inputs.model.layers[0].key
     assert (executed_row(call, key, inputs, L2.COLD_WEIGHTS).median_ms,
             executed_row(call, key, inputs, L2.COLD_WEIGHTS).l2) == (0.13, CW)
@@ -361,9 +346,9 @@ def test_cold_weights_check_leaves_out_a_layer_whose_weights_call_has_no_row(tmp
     rows = [r for r in cold_weights_rows(branchy_inputs()) if r.api != Api.CONV_FWD.value]  # conv2's goes
     inputs = inputs_through_db(tmp_path, branchy_inputs(), rows)
     s = analyze(inputs).summary
-    assert s["cold-weights layers (of the mapped)"] == 2  # conv1 and the pool
-    assert s["as-executed LBL, cold weights (ms)"] == approx(0.13 + 0.02)
-    assert s["measured GPU time, cold-weights layers (ms)"] == approx(0.11 + 0.021)
+    assert s.cold_weights.layers == 2  # conv1 and the pool
+    assert s.cold_weights.executed_ms == approx(0.13 + 0.02)
+    assert s.cold_weights.measured_ms == approx(0.11 + 0.021)
     miss = executed_row(inputs.profile.layers[2].executed, inputs.model.layers[2].key, inputs, L2.COLD_WEIGHTS)
     assert isinstance(miss, Miss) and miss.reason is MissingReason.NOT_BENCHMARKED and "cold weights" in miss.detail
 
@@ -377,18 +362,18 @@ def test_cold_weights_check_takes_the_warm_row_of_a_separate_bias_add():
         rows[r.layer_key].append(r)
     rows[bias.key] = [R(bias.key, Api.ADD_TENSOR, "default", "fp32", 0.02)]
     s = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35), measurements=rows)).summary
-    assert s["cold-weights layers (of the mapped)"] == 3
-    assert s["as-executed LBL, cold weights (ms)"] == approx(0.13 + 0.02 + 0.14 + 0.02)
+    assert s.cold_weights.layers == 3
+    assert s.cold_weights.executed_ms == approx(0.13 + 0.02 + 0.14 + 0.02)
 
 
 def test_no_cold_weights_rows_leave_the_cold_weights_check_out(report, tmp_path):
     # the pool's warm row alone makes no cold-weights check: without such rows all four are None
-    assert all(report.summary[k] is None for k in COLD_WEIGHTS_KEYS)
-    assert all(analyze(inputs_through_db(tmp_path, branchy_inputs())).summary[k] is None for k in COLD_WEIGHTS_KEYS)
-    assert all(analyze(branchy_inputs(profile=None)).summary[k] is None for k in COLD_WEIGHTS_KEYS)
+    assert report.summary.cold_weights == Check()
+    assert analyze(inputs_through_db(tmp_path, branchy_inputs())).summary.cold_weights == Check()
+    assert analyze(branchy_inputs(profile=None)).summary.cold_weights == Check()
     # cold-L2 rows are no cold-weights rows
     cold = analyze(branchy_inputs(measurements=with_cold_rows(branchy_inputs()))).summary
-    assert cold["cold-L2 layers (of the mapped)"] == 2 and all(cold[k] is None for k in COLD_WEIGHTS_KEYS)
+    assert cold.cold_l2.layers == 2 and cold.cold_weights == Check()
 
 
 def test_missing_table_lists_exactly_the_layers_without_data(report):
@@ -464,7 +449,7 @@ def test_algorithm_selection_gap(report):
     assert rows[0]["gap (ms)"] == approx(0.10 - 0.08)  # eng1 vs eng2, both graph tf32
     assert rows[2]["gap (ms)"] == approx(0.10 - 0.09)  # legacy GEMM vs legacy IMPLICIT_GEMM, not graph eng0 0.06
     assert rows[3]["gap (ms)"] == approx(0.0)
-    assert report.summary["algorithm-selection gap (ms)"] == approx(0.03)
+    assert report.summary.algorithm_gap_ms == approx(0.03)
 
 
 def test_the_algorithm_fix_follows_the_api_the_run_used():
@@ -490,7 +475,7 @@ def test_api_gap_per_layer_and_precision(report):
     totals = {r["precision"]: r for r in report.tables["api totals"].rows}
     assert totals["fp32"]["legacy - graph (ms)"] == approx((0.20 - 0.25) + (0.09 - 0.06))
     assert totals["fp32"]["graph wins"] == 1 and totals["fp32"]["layers"] == 2
-    assert report.summary["API gap legacy - graph (ms)"]["fp16"] == approx(0.1425)
+    assert report.summary.api_gap_ms["fp16"] == approx(0.1425)
 
 
 def test_fusion_gap_sign_per_candidate_and_pattern(report):
@@ -518,16 +503,16 @@ def test_fusion_without_fused_data_is_missing():
 def test_precision_changes_are_what_ifs_never_in_the_headline(report):
     # the run allowed TF32 already: a TF32 what-if changes nothing, so it is not reported
     assert not [r for r in report.tables["what-if"].rows if r["what-if"] == "tf32"]
-    assert "Tensor Core gap (ms)" not in report.summary
+    assert "Tensor Core gap (ms)" not in report.summary.labelled()
     # an fp32-only run: the headline charges fp32 calls only; TF32 is a what-if whose bound is that of the
     # same model analyzed as a TF32 run (the report above)
     fp32 = analyze(branchy_inputs(constraints=Constraints(precisions=FP32)))
     calls = [r["call"] for r in fp32.tables["execution"].rows if " / " in r["call"]]
     assert calls and not [c for c in calls if "/ tf32" in c]
     (tf32,) = [r for r in fp32.tables["what-if"].rows if r["what-if"] == "tf32"]
-    assert tf32["LBL_seq (ms)"] == approx(report.summary["LBL_seq (ms)"])
-    assert tf32["saving vs LBL_seq (ms)"] == approx(fp32.summary["LBL_seq (ms)"] - report.summary["LBL_seq (ms)"])
-    assert fp32.summary["joint estimate LBL_par (ms)"] == approx(fp32.summary["LBL_par (ms)"])  # not the TF32 one
+    assert tf32["LBL_seq (ms)"] == approx(report.summary.lbl_seq_ms)
+    assert tf32["saving vs LBL_seq (ms)"] == approx(fp32.summary.lbl_seq_ms - report.summary.lbl_seq_ms)
+    assert fp32.summary.joint_ms == approx(fp32.summary.lbl_par_ms)  # not the TF32 one
     none_asked = analyze(branchy_inputs(constraints=Constraints(precisions=FP32), what_if=()))
     assert not none_asked.tables["what-if"].rows
 
@@ -535,7 +520,7 @@ def test_precision_changes_are_what_ifs_never_in_the_headline(report):
 def test_framework_overhead(report):
     # idle .9 - .35, cast .01, two inserted transposes .015 each; the memcpy (.02) is no kernel, so
     # GPU busy leaves it out and it already lies in the idle time: listed, not added again
-    assert report.summary["framework overhead (ms)"] == approx(0.55 + 0.01 + 0.03)
+    assert report.summary.framework_overhead_ms == approx(0.55 + 0.01 + 0.03)
     rows = {r["component"]: r for r in report.tables["overhead"].rows}
     assert rows["transpose NCHW->NHWC"]["count"] == 2 and rows["transpose NCHW->NHWC"]["kind"] == "extra layer"
     assert rows["memcpy HtoD"]["counted"] is False and rows["cast_kernel"]["counted"] is True
@@ -544,10 +529,10 @@ def test_framework_overhead(report):
 def test_joint_estimate(report):
     # TC allowed, conv1+relu1 fused (.07), conv2 .05 beside pool, concat, flatten, gemm .02, mystery
     joint = 0.07 + 0.05 + ROOF_CONCAT + 0.02 + ROOF_MYSTERY
-    assert report.summary["joint estimate LBL_par (ms)"] == approx(joint)
-    assert report.summary["joint fusions applied"] == 1  # the slower conv+bias fusion is not applied
-    assert report.summary["predicted speedup vs end-to-end (x)"] == approx(0.9 / joint)
-    assert report.summary["joint estimate LBL_par (ms)"] <= report.summary["LBL_par layer-wise (ms)"]
+    assert report.summary.joint_ms == approx(joint)
+    assert report.summary.joint_fusions == 1  # the slower conv+bias fusion is not applied
+    assert report.summary.speedup_e2e == approx(0.9 / joint)
+    assert report.summary.joint_ms <= report.summary.layerwise_par_ms
 
 
 def test_the_waterfall_holds_the_run_numerics_gaps_with_their_fixes(report):
@@ -555,7 +540,7 @@ def test_the_waterfall_holds_the_run_numerics_gaps_with_their_fixes(report):
     steps = [r["step"] for r in rows if r["kind"] == "gap"]
     assert steps == ["framework overhead", "algorithm selection", "fusion", "parallelism"]  # no layout call here
     assert all(r["fix"] for r in rows if r["kind"] == "gap")
-    assert rows[-1]["step"] == "joint estimate" and rows[-1]["ms"] == approx(report.summary["LBL_par (ms)"])
+    assert rows[-1]["step"] == "joint estimate" and rows[-1]["ms"] == approx(report.summary.lbl_par_ms)
 
 
 # --- roofline -----------------------------------------------------------------------------------
@@ -681,8 +666,8 @@ def test_every_ceiling_is_labelled_with_its_source(report, tmp_path):
 def test_without_profile():
     rep = analyze(branchy_inputs(profile=None))
     assert [r["policy"] for r in rep.tables["policies"].rows] == ["best execution", "best, layer-wise", "heuristic"]
-    assert rep.summary["BR_seq vs end-to-end"] is None
-    assert rep.summary["framework overhead (ms)"] is None
+    assert rep.summary.br_seq_e2e is None
+    assert rep.summary.framework_overhead_ms is None
     assert not [r for r in rep.tables["missing"].rows if r["policy"] == "as-executed"]
 
 
@@ -704,7 +689,7 @@ def test_timeline_levels_and_parallel_lanes(report):
     assert layer_spans[2].start_us == approx(layer_spans[3].start_us) == approx(0.07 * 1e3)
     assert layer_spans[2].lane != layer_spans[3].lane
     model_span = next(s for s in bound if s.level == "model")
-    assert model_span.dur_us == approx(report.summary["LBL_par (ms)"] * 1e3)
+    assert model_span.dur_us == approx(report.summary.lbl_par_ms * 1e3)
     measured = [s for s in report.timeline if s.process == "measured run"]
     assert {s.level for s in measured} == {"model", "layer", "library call", "kernel"}
 
@@ -726,7 +711,7 @@ def test_unknown_profile_layer_does_not_break():
     layers = dict(prof.layers)
     layers[99] = LayerProfile(0.5, 1, ExecutedCall(Api.CONV_FWD.value, GEMM, "fp32"))
     rep = analyze(branchy_inputs(profile=Profile(layers, 0.9, 0.35)))
-    assert rep.summary["layers"] == 8
+    assert rep.summary.layers == 8
 
 
 def test_run_precisions_come_from_the_recorded_settings():

@@ -77,14 +77,14 @@ def zoo():
 def test_handles_a_real_graph_quickly(zoo):
     model, _, report, seconds = zoo
     assert len(model.layers) >= 170
-    assert report.summary["layers"] == len(model.layers)
+    assert report.summary.layers == len(model.layers)
     assert seconds < 5.0
     print(f"analyzed {len(model.layers)} layers, {len(model.fusions)} fusion candidates in {seconds:.3f} s")
 
 
 def test_every_layer_has_data_and_reshape_is_bounded(zoo):
     model, _, report, _ = zoo
-    assert report.summary["layers with data (best)"] == len(model.layers)
+    assert report.summary.layers_with_data == len(model.layers)
     assert not [r for r in report.tables["missing"].rows if r["policy"] == "best" and r["kind"] == "layer"]
     reshape = [r for r in report.tables["layers"].rows if r["op"] == "Reshape"]
     assert reshape and all(r["source"] == "roofline" and r["best (ms)"] == 0.0 for r in reshape)
@@ -94,9 +94,9 @@ def test_residual_branches_make_par_shorter(zoo):
     _, _, report, _ = zoo
     s = report.summary
     # the projection shortcuts (one conv+bn per stage) run beside the main path
-    assert s["LBL_par (ms)"] < s["LBL_seq (ms)"]
-    assert s["parallelism gap (ms)"] == pytest.approx(s["LBL_seq (ms)"] - s["LBL_par (ms)"])
-    assert s["BR_par vs end-to-end"] < s["BR_seq vs end-to-end"] < 1
+    assert s.lbl_par_ms < s.lbl_seq_ms
+    assert s.parallelism_gap_ms == pytest.approx(s.lbl_seq_ms - s.lbl_par_ms)
+    assert s.br_par_e2e < s.br_seq_e2e < 1
 
 
 def test_gaps_on_the_real_graph(zoo):
@@ -105,13 +105,13 @@ def test_gaps_on_the_real_graph(zoo):
     # as-executed is the heuristic's first choice (1.5x) and best the second (1.2x) in tf32
     convs = [layer for layer in model.layers if layer.op == "Conv"]
     expected_algo = sum(_ms(layer, Precision.TF32, 1.5) - _ms(layer, Precision.TF32, 1.2) for layer in convs)
-    assert s["algorithm-selection gap (ms)"] == pytest.approx(expected_algo)
+    assert s.algorithm_gap_ms == pytest.approx(expected_algo)
     assert not report.tables["what-if"].rows  # the run allowed TF32 already: TF32 is no what-if
     # against layer-wise members the fused calls (0.85x their sum) win; in the execution bound the
     # BatchNormalization folds into the conv and the ReLU costs its bytes, so no fused call is worth it
     assert sum(r["gap (ms)"] for r in report.tables["fusion patterns"].rows) > 0
-    assert s["fusion gap (ms)"] == 0.0 and s["joint fusions applied"] == 0
-    assert s["joint estimate LBL_par (ms)"] == s["LBL_par (ms)"]  # every fix under the run's numerics
+    assert s.fusion_gap_ms == 0.0 and s.joint_fusions == 0
+    assert s.joint_ms == s.lbl_par_ms  # every fix under the run's numerics
     assert {r["pattern"] for r in report.tables["fusion patterns"].rows} == {f.pattern for f in model.fusions}
     assert {r["pattern"] for r in report.tables["fusion patterns"].rows} >= {Fusion.CONV_BN_ACT.value}
     as_exec = {r["policy"]: r for r in report.tables["policies"].rows}[Policy.AS_EXECUTED.value]

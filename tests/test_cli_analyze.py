@@ -38,16 +38,16 @@ def test_shipped_database_bounds_the_zoo_at_batch_1(h100: Path, name: str, lacki
     s = report.summary
     missing = [r for r in report.tables["missing"].rows if r["policy"] == "best" and r["kind"] == "layer"]
     assert sorted(r["op"] for r in missing) == lacking  # listed, never counted as zero
-    assert s["layers with data (best)"] == s["layers"] - len(lacking)
-    assert 0 < s["LBL_par (ms)"] <= s["LBL_seq (ms)"]
+    assert s.layers_with_data == s.layers - len(lacking)
+    assert 0 < s.lbl_par_ms <= s.lbl_seq_ms
     assert report.system["gpu"].startswith("NVIDIA H100")
 
 
 def test_branchy_model_has_a_parallelism_gap_and_a_chain_has_none(h100: Path) -> None:
     inception, _ = analyze_model(LIGHT / "light_inception_v1.onnx", h100)
     vgg, _ = analyze_model(LIGHT / "light_vgg19.onnx", h100)
-    assert inception.summary["LBL_par (ms)"] < inception.summary["LBL_seq (ms)"]
-    assert vgg.summary["LBL_par (ms)"] == pytest.approx(vgg.summary["LBL_seq (ms)"])
+    assert inception.summary.lbl_par_ms < inception.summary.lbl_seq_ms
+    assert vgg.summary.lbl_par_ms == pytest.approx(vgg.summary.lbl_seq_ms)
 
 
 def test_cli_writes_json_html_and_trace(tmp_path: Path) -> None:
@@ -98,12 +98,23 @@ def test_quickstart_without_a_gpu_analyzes_with_the_shipped_data(tmp_path: Path)
 
 
 @pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU the capture would run")
-def test_quickstart_profiling_without_a_gpu_degrades_to_no_profile(tmp_path: Path, capsys) -> None:
-    from benanza.cli.quickstart import record_bundle
+def test_quickstart_profiling_without_a_gpu_degrades_to_no_profile(tmp_path: Path) -> None:
+    from benanza.workflows.measure import Progress
+    from benanza.workflows.quickstart import record_bundle
 
-    assert record_bundle(RESNET, tmp_path / "bundles") is None
-    err = capsys.readouterr().err
-    assert "no onnxruntime profile: no usable CUDA GPU" in err and "no pytorch profile: no usable CUDA GPU" in err
+    class Heard(Progress):
+        def __init__(self) -> None:
+            self.warnings: list[str] = []
+
+        def warned(self, message: str) -> None:
+            self.warnings.append(message)
+
+    heard = Heard()
+    assert record_bundle(RESNET, tmp_path / "bundles", heard) is None
+    assert [w.split(": ", 1)[1].split(": ")[0] for w in heard.warnings] == ["no onnxruntime profile",
+                                                                          "no pytorch profile"]
+    assert all("no usable CUDA GPU" in w for w in heard.warnings)
+    assert not any((tmp_path / "bundles").glob("*"))  # a failed capture leaves no half bundle
 
 
 @pytest.mark.parametrize("field, value", [("gpu", "NVIDIA A100-SXM4-80GB"), ("cudnn_version", "9.10.2")])
@@ -132,3 +143,15 @@ def test_a_gpu_quickstart_starts_from_the_shipped_database_only_on_its_own_syste
     assert seed_database(db_path, here)
     assert [s["id"] for s in perfdb.systems(perfdb.open_db(db_path))] == [row["id"]]
     assert not seed_database(db_path, here)  # an existing database is never replaced
+
+
+def test_analyze_model_takes_the_sequence_length_a_bundle_free_cell_needs() -> None:
+    """bench/validate.py's report analyzes each transformer cell without a bundle, at the cell's sequence length."""
+    from benanza.errors import BenanzaError
+
+    model = Path(__file__).parent / "data" / "exports" / "tinybert_dynamo18.onnx"
+    with pytest.raises(BenanzaError, match="dynamic dimension 'seq' at axis 1 with no value"):
+        analyze_model(model, shipped_db(), batch=1, cache=False)
+    # with seq_len the model loads: the database guard (no H100 rows for the tiny layers) speaks next
+    with pytest.raises(BenanzaError, match="holds measurements of none of the 16 library layers of tinybert_dynamo18"):
+        analyze_model(model, shipped_db(), batch=1, cache=False, seq_len=16)

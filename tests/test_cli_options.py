@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from conftest import LIGHT
 
 from benanza.cli import main
+from benanza.errors import BenanzaError
 from benanza.paths import perfdb_dir
 
 SQUEEZENET = LIGHT / "light_squeezenet.onnx"
@@ -229,3 +230,39 @@ def test_pipeline_profile_with_gives_an_unseen_models_first_answer_in_one_comman
     assert {"profile", "generate", "build", "measure the plan", "analyze"} <= set(steps["steps_s"])
     assert 0 < steps["timed_gpu_s"] < steps["steps_s"]["measure the plan"] + steps["steps_s"].get(
         "measure the profile's calls", 0.0)
+
+
+def test_the_pipeline_workflow_stops_after_the_build_without_a_gpu(tmp_path: Path, monkeypatch) -> None:
+    """``workflows.measure.pipeline``: generate, build (the compiler stood in for: the build's own tests
+    compile), say it, then without a usable GPU say why and stop: nothing run, nothing analyzed."""
+    from benanza.measure import runner, system
+    from benanza.measure.build_cache import BuildOutcome
+    from benanza.workflows import measure
+
+    class Heard(measure.Progress):
+        def __init__(self) -> None:
+            self.heard: list[str] = []
+
+        def built(self, project: Path, done: BuildOutcome) -> None:
+            self.heard.append(f"built {project.name} into {done.out.name}")
+
+        def said(self, message: str) -> None:
+            self.heard.append(f"said {message}")
+
+        def warned(self, message: str) -> None:
+            self.heard.append(f"warned {message}")
+
+    monkeypatch.setattr(runner, "build_project", lambda project, *_: BuildOutcome(Path(project) / "build"))
+    monkeypatch.setattr(system, "fingerprint", lambda **_: {"usable": False, "reason": "no driver"})
+    proj, heard = tmp_path / "proj", Heard()
+    done = measure.pipeline(SQUEEZENET, tmp_path / "p.db", ("fp32",), None, None, proj, 1.0,
+                            bundle=tmp_path / "bundle", progress=heard)
+    assert heard.heard == ["built proj into build", f"said built {proj}",
+                           "warned no usable NVIDIA GPU (no driver): stopping after the build"]
+    assert (done.project, done.summaries, done.report) == (proj, (), None) and runner.load_manifest(proj)["jobs"]
+    assert list(done.steps_s) == ["generate", "build"]  # where the time went, up to the stop
+    assert not (tmp_path / "p.db").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BenanzaError, match=r"no \*\.onnx files"):
+        measure.pipeline(empty, tmp_path / "p.db", ("fp32",), None, None, proj, 1.0)

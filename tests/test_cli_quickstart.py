@@ -30,9 +30,9 @@ def test_quickstart_ends_with_a_summary_across_models(tmp_path: Path) -> None:
     assert set(rows) == {"vgg19", "squeezenet"}
     assert "vgg19_b1_ort_fp32" in rows["vgg19"]  # the shipped bundle it was analyzed with
     report, _ = analyze_model(models / "vgg19.onnx", shipped_db(), perfdb_dir() / "bundles" / "vgg19_b1_ort_fp32")
-    for key, label in (("LBL_seq (ms)", "LBL sequential (ms)"), ("BR_seq vs GPU busy",
-                                                                 "Benanza ratio (LBL_seq / GPU kernel time)")):
-        assert f" {cell(report.summary[key], label)} " in rows["vgg19"]
+    for value, label in ((report.summary.lbl_seq_ms, "LBL sequential (ms)"),
+                         (report.summary.br_seq_busy, "Benanza ratio (LBL_seq / GPU kernel time)")):
+        assert f" {cell(value, label)} " in rows["vgg19"]
     assert "squeezenet" in rows and " - " in rows["squeezenet"]  # no profile: no measured latency, no ratio
 
 
@@ -51,3 +51,32 @@ def test_quickstart_prints_one_line_per_model_and_the_full_report_only_when_aske
     full = CliRunner().invoke(main, ["quickstart", str(models), "--out", str(tmp_path / "out"), "--verbose"])
     assert full.exit_code == 0 and "Headline" in full.output and len(full.output.splitlines()) > 5 * len(
         short.output.splitlines())
+
+
+@pytest.mark.skipif(bool(system.fingerprint().get("usable")), reason="with a GPU quickstart measures first")
+def test_the_quickstart_workflow_says_what_it_skips_and_hands_each_model_over_as_it_goes(tmp_path: Path) -> None:
+    """``workflows.quickstart.quickstart`` without a GPU: the shipped data (said once), a model the
+    database cannot answer said and skipped, the others analyzed, their pages written, in order."""
+    from benanza.workflows.quickstart import QuickstartProgress, quickstart
+
+    class Heard(QuickstartProgress):
+        def __init__(self) -> None:
+            self.heard: list[str] = []
+
+        def warned(self, message: str) -> None:
+            self.heard.append(f"warned {message}")
+
+        def analyzed(self, name: str, report, page: Path) -> None:
+            self.heard.append(f"analyzed {name} {report.model['name']} {page.is_file()}")
+
+    models = tmp_path / "zoo"
+    models.mkdir()
+    shutil.copy(LIGHT / "light_squeezenet.onnx", models / "a_squeezenet.onnx")
+    (models / "b_broken.onnx").write_bytes(b"not onnx")
+    heard = Heard()
+    done = quickstart(models, tmp_path / "out", ("fp32",), progress=heard)
+    assert heard.heard[0] == f"warned no usable NVIDIA GPU here: analyzing with the shipped database {shipped_db()}"
+    assert heard.heard[1] == "analyzed a_squeezenet a_squeezenet True"
+    assert heard.heard[2].startswith("warned b_broken.onnx: not analyzed: ") and len(heard.heard) == 3
+    assert [(a.name, a.bundle, a.page.name) for a in done.analyzed] == [("a_squeezenet", "-", "a_squeezenet.html")]
+    assert not done.failed

@@ -138,7 +138,7 @@ def test_a_fused_call_dearer_than_the_conv_and_its_unfolded_followers_is_not_cha
     assert rows[0]["kind"] == GroupKind.CALL and rows[0]["charged (ms)"] == approx(CONV0_MS + BIAS0)
     assert rows[4]["charged (ms)"] == approx(RELU4)
     assert rows[5]["kind"] == GroupKind.FUSED and rows[5]["charged (ms)"] == approx(FUSED5_MS)
-    assert report.summary["LBL_seq (ms)"] == approx(CONV0_MS + BIAS0 + RELU4 + FUSED5_MS)
+    assert report.summary.lbl_seq_ms == approx(CONV0_MS + BIAS0 + RELU4 + FUSED5_MS)
 
 
 def test_a_fused_calls_unfolded_followers_are_ranked_as_the_one_pass_they_cost_unfused():

@@ -154,21 +154,12 @@ def _bench_imports(path: Path) -> list[tuple[str, str]]:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("benanza") for a in node.names]
 
 
-# Tests that still import a bench script, each with why it has not moved yet (issue 34 leaves them open).
-NOT_YET_MOVED = {
-    "test_close_loop.py": "bench/close_loop.py's experiments (the close-the-loop predictions) are still to move into "
-                          "the library; the lead changes the script in the same session",
-    "test_validate_transformers.py": "bench/validate.py shares no code with benanza on purpose (an independent "
-                                     "check of its bounds); its fp16 copy and feeds are tested where they live",
-}
-
-
 def test_no_test_imports_a_bench_script() -> None:
     """bench/ is no library: what a test needs of it belongs in benanza/ (with its own tests)."""
     scripts = {p.stem for p in (ROOT / "bench").glob("*.py")}
     bad = []
     for path in sorted((ROOT / "tests").glob("*.py")):
-        if path.name in NOT_YET_MOVED or path.name == Path(__file__).name:
+        if path.name == Path(__file__).name:
             continue
         text = path.read_text()
         if any("sys.path.insert" in line and "bench" in line for line in text.splitlines()):

@@ -4,6 +4,7 @@ hangs or prints garbage on the jobs its plan file says."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -14,7 +15,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -22,7 +25,7 @@ from conftest import LIGHT
 from rich.console import Console
 
 from benanza.cli import main
-from benanza.cli.run import summary_table
+from benanza.cli.progress import summary_table
 from benanza.errors import BenanzaError
 from benanza.library import L2, Api, Status
 from benanza.measure import runner, system
@@ -30,6 +33,7 @@ from benanza.measure.system import system_id
 from benanza.records import JobKey
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
+from benanza.workflows import measure
 
 DATA = Path(__file__).parent / "data" / "fake_bench"
 ROOT = Path(__file__).resolve().parent.parent
@@ -449,3 +453,53 @@ def test_cli_run_generates_builds_and_runs_a_real_model(tmp_path: Path, monkeypa
     db = perfdb.open_db(db_path)
     assert db["completed_jobs"].count == 0 and db["benchmarks"].count == 0  # nothing measured, nothing claimed
     assert db["models"].count == 1 and db["layers"].count == len(manifest["layers"])
+
+
+class Recorded(measure.Progress):
+    """Every hook a measuring workflow calls, in order."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple] = []
+
+    def step(self, message: str) -> contextlib.AbstractContextManager[None]:
+        self.heard.append(("step", message.split(" ", 1)[0]))
+        return contextlib.nullcontext()
+
+    def built(self, project: Path, done: Any) -> None:
+        self.heard.append(("built", project.name))
+
+    @contextlib.contextmanager
+    def running(self, project: Path, total: int | None) -> Iterator[measure.JobBar]:
+        self.heard.append(("running", total))
+        heard = self.heard
+
+        class Bar(measure.JobBar):
+            def advance(self, outcome: Any, worker: str | None = None) -> None:
+                heard.append(("job", outcome.status))
+
+        yield Bar()
+
+    def ran(self, project: Path, summary: Any) -> None:
+        self.heard.append(("ran", summary.ran))
+
+
+def test_measure_builds_then_runs_each_project_and_reports_every_step(plan_env: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``workflows.measure.measure`` (``benanza run``): the GPU check first, then build, a bar of the
+    manifest's jobs, each job as it ends, and the summary; the rows reach the database."""
+    monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": False, "reason": "no driver"})
+    project = make_project(plan_env, {"bench_fake": ["ok", "segv", "ok"]})
+    shutil.copytree(DATA, project, dirs_exist_ok=True)
+    db_path, progress = plan_env / "perf.db", Recorded()
+    with pytest.raises(BenanzaError, match=r"^no usable NVIDIA GPU \(no driver\); nothing was built"):
+        measure.measure([project], [], db_path, ("fp32",), None, plan_env / "gen", progress)
+    assert progress.heard == [] and not db_path.exists() and not (project / "build").exists()
+    monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": True, "sm_clock_khz": 1755000})
+    (summary,) = measure.measure([project], [], db_path, ("fp32",), None, plan_env / "gen", progress,
+                                 timeout_s=TIMEOUT_S)
+    assert progress.heard == [("step", "building"), ("built", "project"), ("running", 3), ("job", "ok"),
+                              ("job", "crashed"), ("job", "ok"), ("ran", 3)]
+    assert (summary.ran, summary.crashed, summary.errors) == (3, 1, [])
+    assert job_statuses(perfdb.open_db(db_path)) == {"bench_fake-layer000": "ok", "bench_fake-layer001": "crashed",
+                                                     "bench_fake-layer002": "ok"}
+    assert not measure.failed([summary])

@@ -78,17 +78,17 @@ def test_bundle_maps_fully_and_the_bound_holds_against_the_kernels(bundle: Path,
     report, mapping = analyzed(bundle)
     s = report.summary
     assert not mapping.unmapped_layers
-    assert s["mapped layers (measured and as-executed)"] > 0
+    assert s.mapped.layers > 0
     kernels, with_copies = kernel_ms(mapping)
-    assert s["GPU busy (ms)"] <= 1.02 * kernels, (s["GPU busy (ms)"], kernels, with_copies)
-    assert s["GPU busy (ms)"] <= s["measured end-to-end (ms)"]
-    for name in ("BR_seq vs end-to-end", "BR_par vs end-to-end", "BR_seq vs GPU busy", "BR_par vs GPU busy"):
-        assert 0 < s[name] <= 1, (name, s[name])
+    assert s.gpu_busy_ms <= 1.02 * kernels, (s.gpu_busy_ms, kernels, with_copies)
+    assert s.gpu_busy_ms <= s.e2e_ms
+    for name in ("br_seq_e2e", "br_par_e2e", "br_seq_busy", "br_par_busy"):
+        assert 0 < getattr(s, name) <= 1, (name, getattr(s, name))
     if read_bundle(bundle).meta.batch == 1:  # the run streams weights from HBM: between warm and cold L2
         with_call = sum(1 for lp in mapping.profile.layers.values() if lp.executed and lp.gpu_ms is not None)
-        assert s["cold-L2 layers (of the mapped)"] >= 0.8 * with_call  # copies (roofline) have no cold row
-        assert s["cold-weights layers (of the mapped)"] >= 0.8 * with_call
-        assert s["as-executed / measured, mapped layers"] < 1 < s["as-executed cold L2 / measured"]
+        assert s.cold_l2.layers >= 0.8 * with_call  # copies (roofline) have no cold row
+        assert s.cold_weights.layers >= 0.8 * with_call
+        assert s.mapped.ratio < 1 < s.cold_l2.ratio
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
@@ -100,10 +100,10 @@ def test_framework_overhead_counts_nothing_twice(bundle: Path, analyzed) -> None
     s, p = report.summary, mapping.profile
     layer_kernels = sum(lp.gpu_ms or 0.0 for lp in p.layers.values())
     # 1 %: GPU busy is the median over the runs, the layers' kernels come from one representative run
-    assert s["framework overhead (ms)"] + layer_kernels <= s["measured end-to-end (ms)"] * 1.01, \
-        (s["framework overhead (ms)"], layer_kernels, s["measured end-to-end (ms)"])
+    assert s.framework_overhead_ms + layer_kernels <= s.e2e_ms * 1.01, \
+        (s.framework_overhead_ms, layer_kernels, s.e2e_ms)
     not_copies = sum(w.ms for w in p.unmapped if w.kind is not OverheadKind.COPY)
-    assert s["framework overhead (ms)"] == pytest.approx(p.e2e_ms - p.gpu_busy_ms + not_copies)
+    assert s.framework_overhead_ms == pytest.approx(p.e2e_ms - p.gpu_busy_ms + not_copies)
 
 
 def test_kernel_time_mapped_counts_no_copies(analyzed) -> None:
@@ -152,12 +152,12 @@ def test_the_bound_is_charged_as_the_run_computed(bundle: Path, analyzed, h100: 
     charged, and no benchmark above its roofline (one bandwidth, one peak per precision)."""
     report, _ = analyzed(bundle)
     s, model_layers = report.summary, report.model["layers"]
-    assert s["precisions of the bound"] == RUN_PRECISIONS[run_kind(bundle)]
-    allowed = set(s["precisions of the bound"].split(","))
+    assert s.bound_precisions == RUN_PRECISIONS[run_kind(bundle)]
+    allowed = set(s.bound_precisions.split(","))
     groups = report.tables["execution"].rows
     covered = [name for g in groups for name in g["layers"].split(", ")]
     assert len(covered) == model_layers == len(set(covered)), "every layer charged exactly once"
-    assert sum(g["charged (ms)"] for g in groups) == pytest.approx(s["LBL_seq (ms)"])
+    assert sum(g["charged (ms)"] for g in groups) == pytest.approx(s.lbl_seq_ms)
     for g in groups:
         ops = set(g["ops"].split("+"))
         if g["charged (ms)"] <= 0:
@@ -240,7 +240,7 @@ def test_the_gaps_share_the_run_baseline(bundle: Path, analyzed) -> None:
     fusion and parallelism taken one after the other; a precision the run did not allow is a what-if."""
     report = analyzed(bundle)[0]
     s = report.summary
-    assert s["joint gap (ms)"] <= s["fusion gap (ms)"] + s["parallelism gap (ms)"] + 1e-9
+    assert s.joint_gap_ms <= s.fusion_gap_ms + s.parallelism_gap_ms + 1e-9
     allowed = set(RUN_PRECISIONS[run_kind(bundle)].split(","))
     for row in report.tables["what-if"].rows:
         assert set(row["constraints"].split()[0].removeprefix("precisions=").split(",")) != allowed, row
@@ -265,9 +265,8 @@ def test_the_as_executed_lbl_is_within_10_percent_of_the_measured_kernels(bundle
     layers: at batch 1 measured as the run leaves L2 (weights cold, activations warm), at batch 64
     warm (activations dominate the traffic there)."""
     s = analyzed(bundle)[0].summary
-    key = "as-executed cold weights / measured" if read_bundle(bundle).meta.batch == 1 else \
-        "as-executed / measured, mapped layers"
-    assert 0.9 <= s[key] <= 1.1, (key, s[key])
+    check = s.cold_weights if read_bundle(bundle).meta.batch == 1 else s.mapped
+    assert 0.9 <= check.ratio <= 1.1, check
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
@@ -307,7 +306,7 @@ def test_ort_conv_bias_adds_map_to_their_conv_and_are_benchmarked(analyzed) -> N
     for conv in convs:
         (extra,) = mapping.profile.layers[conv.index].extra
         assert (extra.api, extra.key) == (Api.ADD_TENSOR.value, bias_add(conv).key), conv.name
-    assert report.summary["separate bias adds, as-executed (ms)"] > 1.0
+    assert report.summary.bias_adds_ms > 1.0
     assert not any("have no benchmark" in n for n in report.notes)
 
 
@@ -334,7 +333,7 @@ def test_pytorch_bias_kernels_are_charged_as_the_conv_bias_add(analyzed) -> None
         assert (extra.api, extra.key) == (Api.ADD_TENSOR.value, bias_add(model.layers[i]).key)
         assert any(k.name.startswith("void at::native::") for k in mapping.profile.layers[i].kernels)
     report, _ = analyzed(bundle)
-    assert 0.9 <= report.summary["as-executed / measured, mapped layers"] <= 1.1
+    assert 0.9 <= report.summary.mapped.ratio <= 1.1
     resnet = perfdb_dir() / "bundles" / "resnet50_b64_torch_fp32"
     assert not [lp for lp in mapped(resnet, 64)[1].profile.layers.values() if lp.extra]
 
@@ -345,7 +344,7 @@ def test_the_end_to_end_statistics_stand_beside_the_median(analyzed) -> None:
     bundle = perfdb_dir() / "bundles" / "resnet50_b1_ort_fp32"
     recorded = json.loads((bundle / "meta.json").read_text())["latency_ms"]
     s = analyzed(bundle)[0].summary
-    assert s["measured end-to-end (ms)"] == recorded["median"]
-    for key in ("mean", "p90", "min", "max"):
-        assert s[f"end-to-end {key} (ms)"] == recorded[key], key
-    assert s["end-to-end runs"] == recorded["runs"]
+    assert s.e2e_ms == recorded["median"]
+    for key, value in (("mean", s.e2e_mean_ms), ("p90", s.e2e_p90_ms), ("min", s.e2e_min_ms), ("max", s.e2e_max_ms)):
+        assert value == recorded[key], key
+    assert s.e2e_runs == recorded["runs"]

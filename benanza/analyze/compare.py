@@ -46,8 +46,8 @@ def compare(sides: Sequence[tuple[str, Report]]) -> Comparison:
         if [(r["#"], r["op"]) for r in a] != [(r["#"], r["op"]) for r in b]:
             raise BenanzaError(f"compare: {label} is an analysis of another model than {labels[0]} "
                                f"({report.model['name']} vs {first.model['name']}): layers differ")
-    headline_rows = [{"figure": name, **{label: report.summary.get(key) for label, report in sides}}
-                     for name, key, _ in FIGURES]
+    headline_rows = [{"figure": name, **{label: getattr(report.summary, attribute) for label, report in sides}}
+                     for name, attribute, _ in FIGURES]
     for rank in range(3):
         row = {"figure": f"gap #{rank + 1}"}
         for label, report in sides:

@@ -16,6 +16,7 @@ from benanza.analyze.inputs import Ceilings, Inputs
 from benanza.analyze.peaks import HBM, L2_LEVEL, effective_ceilings, fewer_flops
 from benanza.analyze.physical import physical_peaks
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes, speed_of_light
+from benanza.analyze.summary import Check, Summary, ratio
 from benanza.analyze.tables import Report, Table
 from benanza.analyze.timeline import timeline
 from benanza.library import L2, Fusion, Precision
@@ -45,13 +46,6 @@ ROOFLINE_KINDS = frozenset({GroupKind.UNMEASURED, GroupKind.FAILED, GroupKind.ME
 EXECUTION_POLICY = "best execution"  # the headline bound: docs/METRICS.md, "Execution bound"
 EXECUTION_COLUMNS = ("#", "layers", "ops", "kind", "charged (ms)", "call", "folded")
 BENCHMARK_COLUMNS = ("#", "layer", "api", "algorithm", "dtype", "latency (ms)", "bound (ms)", "efficiency (%)")
-
-
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    """Benanza ratio and speedups: None when either side is unknown or the denominator is 0."""
-    if numerator is None or not denominator:
-        return None
-    return numerator / denominator
 
 
 def _val(choice: Choice | Miss | None) -> float | None:
@@ -141,67 +135,28 @@ def analyze(inputs: Inputs) -> Report:
         notes.append(f"{sum(len(c.unbenchmarked) for c in executed)} further as-executed call(s) (separate bias "
                      f"adds) have no benchmark, so as-executed leaves them out: {'; '.join(lacking[:3])}"
                      f"{' ...' if len(lacking) > 3 else ''}; benchmark them: {MEASURE_EXECUTED_CALLS}")
-    summary: dict[str, Any] = {
-        "layers": len(model.layers), "layers with data (best)": covered,
-        "LBL_seq (ms)": exe.seq_ms, "LBL_par (ms)": exe.par_ms,
-        "Benanza ratio": ratio(exe.seq_ms, busy),
-        "precisions of the bound": ",".join(sorted(p.value for p in inputs.constraints.precisions)),
-        "approximate algorithms in the bound": inputs.constraints.approximate,
-        "LBL_seq charged at a roofline, whole or part (ms)": roofline_ms,
-        "LBL_seq measured share": ratio(exe.seq_ms - roofline_ms, exe.seq_ms),
-        "layers charged a roofline in whole or part (no benchmark)": len(exe.unmeasured),
-        "layers not charged (no measured peak)": len(exe.uncharged),
-        "measured end-to-end (ms)": e2e,
-        **{f"end-to-end {k} (ms)" if k != "runs" else "end-to-end runs": (prof.e2e_stats.get(k) if prof else None)
-           for k in E2E_STATS},
-        "GPU busy (ms)": busy,
-        "GPU memcpy/memset (ms)": prof.copy_ms if prof else None,
-        "BR_seq vs end-to-end": ratio(exe.seq_ms, e2e), "BR_par vs end-to-end": ratio(exe.par_ms, e2e),
-        "BR_seq vs GPU busy": ratio(exe.seq_ms, busy), "BR_par vs GPU busy": ratio(exe.par_ms, busy),
-        "LBL_seq layer-wise (ms)": seq, "LBL_par layer-wise (ms)": par,
-        "BR_seq layer-wise vs end-to-end": ratio(seq, e2e), "BR_par layer-wise vs end-to-end": ratio(par, e2e),
-        "BR_seq layer-wise vs GPU busy": ratio(seq, busy), "BR_par layer-wise vs GPU busy": ratio(par, busy),
-        "mapped layers (measured and as-executed)": mapped,
-        "measured GPU time, mapped layers (ms)": mapped_measured,
-        "library kernels, mapped layers (ms)": mapped_library,
-        "as-executed LBL, mapped layers (ms)": mapped_executed,
-        "as-executed / measured, mapped layers": ratio(mapped_executed, mapped_measured),
-        "as-executed / library kernels, mapped layers": ratio(mapped_executed, mapped_library),
-        "library-call layers (as-executed check)": lib_layers,
-        "measured library kernels, library-call layers (ms)": lib_measured,
-        "as-executed LBL, library-call layers (ms)": lib_executed,
-        "as-executed / measured, library-call layers": ratio(lib_executed, lib_measured),
-        "library-call layers, cold weights (as-executed check)": lcw_layers,
-        "measured library kernels, library-call layers with cold-weights rows (ms)": lcw_measured,
-        "as-executed LBL cold weights, library-call layers (ms)": lcw_executed,
-        "as-executed cold weights / measured, library-call layers": ratio(lcw_executed, lcw_measured),
-        "library-call layers, cold L2 (as-executed check)": lcold_layers,
-        "measured library kernels, library-call layers with cold-L2 rows (ms)": lcold_measured,
-        "as-executed LBL cold L2, library-call layers (ms)": lcold_executed,
-        "as-executed cold L2 / measured, library-call layers": ratio(lcold_executed, lcold_measured),
-        "cold-L2 layers (of the mapped)": cold_layers,
-        "measured GPU time, cold-L2 layers (ms)": cold_measured,
-        "as-executed LBL, cold L2 (ms)": cold_executed,
-        "as-executed cold L2 / measured": ratio(cold_executed, cold_measured),
-        "cold-weights layers (of the mapped)": cw_layers,
-        "measured GPU time, cold-weights layers (ms)": cw_measured,
-        "as-executed LBL, cold weights (ms)": cw_executed,
-        "as-executed cold weights / measured": ratio(cw_executed, cw_measured),
-        "separate bias adds, as-executed (ms)": extra_ms,
-        "algorithm-selection gap (ms)": algo_gap,
-        "layout gap (ms)": layout_gap,
-        "API gap legacy - graph (ms)": {r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
-        "gap baseline LBL_seq, no fused calls (ms)": base,
-        "fusion gap (ms)": fusion_gap,
-        "parallelism gap (ms)": par_gap,
-        **{f"what-if {r['what-if']}: LBL_seq (ms)": r["LBL_seq (ms)"] for r in what_if.rows},
-        "framework overhead (ms)": overhead_ms,
-        "joint estimate LBL_par (ms)": joint_ms,
-        "joint gap (ms)": base - joint_ms,
-        "joint fusions applied": sum(1 for g in bounds.joint.groups if g.kind == GroupKind.FUSED),
-        "predicted speedup vs end-to-end (x)": ratio(e2e, joint_ms),
-        "predicted speedup vs GPU busy (x)": ratio(busy, joint_ms),
-    }
+    summary = Summary(
+        layers=len(model.layers), layers_with_data=covered, lbl_seq_ms=exe.seq_ms, lbl_par_ms=exe.par_ms,
+        bound_precisions=",".join(sorted(p.value for p in inputs.constraints.precisions)),
+        approximate_algorithms=inputs.constraints.approximate, roofline_charged_ms=roofline_ms,
+        roofline_layers=len(exe.unmeasured), uncharged_layers=len(exe.uncharged),
+        e2e_ms=e2e, **{f"e2e_{k}_ms" if k != "runs" else "e2e_runs": (prof.e2e_stats.get(k) if prof else None)
+                       for k in E2E_STATS},
+        gpu_busy_ms=busy, gpu_copy_ms=prof.copy_ms if prof else None,
+        layerwise_seq_ms=seq, layerwise_par_ms=par,
+        mapped=Check(mapped, mapped_measured, mapped_executed), mapped_library_ms=mapped_library,
+        library_calls=Check(lib_layers, lib_measured, lib_executed),
+        library_calls_cold_weights=Check(lcw_layers, lcw_measured, lcw_executed),
+        library_calls_cold_l2=Check(lcold_layers, lcold_measured, lcold_executed),
+        cold_l2=Check(cold_layers, cold_measured, cold_executed),
+        cold_weights=Check(cw_layers, cw_measured, cw_executed),
+        bias_adds_ms=extra_ms, algorithm_gap_ms=algo_gap, layout_gap_ms=layout_gap,
+        api_gap_ms={r["precision"]: r["legacy - graph (ms)"] for r in api_totals.rows},
+        gap_baseline_ms=base, fusion_gap_ms=fusion_gap, parallelism_gap_ms=par_gap,
+        what_if_ms={r["what-if"]: r["LBL_seq (ms)"] for r in what_if.rows},
+        framework_overhead_ms=overhead_ms, joint_ms=joint_ms,
+        joint_fusions=sum(1 for g in bounds.joint.groups if g.kind == GroupKind.FUSED),
+    )
     framework, settings = (prof.framework, prof.settings) if prof else ("", {})
     details = {"fusion": gaps.dominant_fusion(exe),  # which list of fixes each gap takes (analyze.fixes)
                "algorithm selection": gaps.algorithm_family(choices[Policy.AS_EXECUTED], algo)}

@@ -8,21 +8,21 @@ from typing import Any
 
 from benanza.analyze.tables import Report
 
-# (label shown, summary key, what it means); a key a report lacks is shown as "-".
+# (label shown, Summary attribute, what it means); a figure that is None is shown as "-".
 FIGURES: tuple[tuple[str, str, str], ...] = (
-    ("LBL sequential (ms)", "LBL_seq (ms)",
+    ("LBL sequential (ms)", "lbl_seq_ms",
      "lower-bound latency: the cheapest equivalent execution from measured implementations, one call after "
      "another, under the run's own numerics (docs/METRICS.md)"),
-    ("LBL parallel (ms)", "LBL_par (ms)", "the same execution along the critical path of the layer graph"),
-    ("LBL measured share", "LBL_seq measured share",
+    ("LBL parallel (ms)", "lbl_par_ms", "the same execution along the critical path of the layer graph"),
+    ("LBL measured share", "measured_share",
      "share of LBL_seq charged measured calls; the rest is charged bytes at the measured bandwidth (a roofline)"),
-    ("measured end-to-end (ms)", "measured end-to-end (ms)",
+    ("measured end-to-end (ms)", "e2e_ms",
      "the framework's own latency, without profiler: the median of the timed runs"),
-    ("GPU time, kernels only (ms)", "GPU busy (ms)", "time the GPU ran kernels during the profiled run"),
-    ("Benanza ratio (LBL_seq / GPU kernel time)", "Benanza ratio",
+    ("GPU time, kernels only (ms)", "gpu_busy_ms", "time the GPU ran kernels during the profiled run"),
+    ("Benanza ratio (LBL_seq / GPU kernel time)", "benanza_ratio",
      "lower-bound latency over the run's kernel-only GPU time; 1 means the GPU work is as fast as the vendor "
      "libraries allow"),
-    ("predicted speedup (x)", "predicted speedup vs end-to-end (x)",
+    ("predicted speedup (x)", "speedup_e2e",
      "measured latency over the joint estimate: every fix applied under the run's numerics (= LBL parallel)"),
 )
 
@@ -32,7 +32,7 @@ MEDIAN = "measured end-to-end (ms)"  # the figure the timed runs' spread (latenc
 
 def figures(report: Report) -> list[tuple[str, Any, str]]:
     """(label, value or None, explanation) for each headline figure, in reading order."""
-    return [(label, report.summary.get(key), why) for label, key, why in FIGURES]
+    return [(label, getattr(report.summary, name), why) for label, name, why in FIGURES]
 
 
 def top_gaps(report: Report, n: int = 3) -> list[tuple[str, float, str]]:

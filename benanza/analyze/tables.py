@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benanza.analyze.summary import Summary
+
 # Units a label may end with, in parentheses: "LBL_seq (ms)" is the figure LBL_seq in ms.
 UNITS = ("ms", "us", "s", "x", "%", "B", "bytes", "MB", "GB/s", "FLOP/s", "GFLOP/s", "TFLOP/s")
 _UNIT = re.compile(r"\s*\((" + "|".join(re.escape(u) for u in UNITS) + r")\)\s*$")
@@ -62,17 +64,18 @@ class Report:
     system: dict[str, Any]
     constraints: str
     ceilings: dict[str, Any]
-    summary: dict[str, Any]  # headline figures, units in the names
+    summary: Summary  # headline figures (their display labels: Summary.labelled)
     tables: dict[str, Table]  # name -> table, in reading order
     timeline: tuple[Span, ...] = ()
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The report as plain data, the summary under its display labels (``Summary.labelled``)."""
+        return {**asdict(self), "summary": self.summary.labelled()}
 
     def figures(self) -> dict[str, Any]:
         """The summary keyed for programs: snake_case key -> value (``machine_key``; units in the keys)."""
-        return {machine_key(label)[0]: value for label, value in self.summary.items()}
+        return {machine_key(label)[0]: value for label, value in self.summary.labelled().items()}
 
     def records(self, table: str) -> list[dict[str, Any]]:
         """Rows of one table as records a DataFrame takes, keyed like ``figures``."""

@@ -336,6 +336,7 @@ class RunSummary:
     failed: int = 0
     check_failed: int = 0
     restarts: int = 0
+    timed_gpu_s: float = 0.0  # the GPU seconds of the jobs' timed repetitions (harness "timed_gpu"): the floor
     system_id: str | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -344,6 +345,7 @@ class RunSummary:
             self.skipped += 1
             return
         self.ran += 1
+        self.timed_gpu_s += float(outcome.phases.get("timed_gpu", 0.0)) / 1e3
         job_field = {Status.OK.value: "completed", Status.FAILED.value: "job_errors", Status.CRASHED.value: "crashed",
                      Status.TIMEOUT.value: "timeout", Status.GARBAGE.value: "garbage"}[outcome.status]
         setattr(self, job_field, getattr(self, job_field) + 1)

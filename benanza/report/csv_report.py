@@ -24,7 +24,7 @@ RUN_COLUMNS = ("model", "batch", "precisions", "framework", "system", "gpu")
 def run_context(report: Report) -> tuple[object, ...]:
     """RUN_COLUMNS' values: the model at its batch, the bound's precisions, the profiled framework
     (empty without a profile) and the system the database measured."""
-    return (report.model.get("name"), report.model.get("batch"), report.summary.get("precisions of the bound"),
+    return (report.model.get("name"), report.model.get("batch"), report.summary.bound_precisions,
             report.model.get("framework", ""), report.system.get("id"), report.system.get("gpu"))
 
 

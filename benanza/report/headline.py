@@ -14,11 +14,11 @@ def latency_spread(report: Report) -> str | None:
     """The timed runs' spread beside their median, as the bundle recorded it (it records no p99):
     'mean 2.576, p90 2.723, min 2.455, max 2.759 ms over 30 runs'; None without a profile."""
     s = report.summary
-    stats = [(k, s.get(f"end-to-end {k} (ms)")) for k in ("mean", "p90", "min", "max")]
+    stats = [("mean", s.e2e_mean_ms), ("p90", s.e2e_p90_ms), ("min", s.e2e_min_ms), ("max", s.e2e_max_ms)]
     shown = [f"{k} {cell(v, '(ms)')}" for k, v in stats if v is not None]
     if not shown:
         return None
-    runs = s.get("end-to-end runs")
+    runs = s.e2e_runs
     return ", ".join(shown) + " ms" + (f" over {runs} runs" if runs else "")
 
 

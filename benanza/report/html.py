@@ -73,7 +73,7 @@ def to_html(report: Report) -> str:
     template = environment().get_template("report.html.j2")
     return template.render(report=report, tables=list(report.tables.items()), open_tables=OPEN_TABLES,
                            bars_svg=bars, roofline_svg=roof, waterfall_svg=fall, figures=figures(report),
-                           ceilings=ceilings(report),
+                           ceilings=ceilings(report), summary=report.summary.labelled(),
                            gaps=top_gaps(report), profiled=with_profile, median=MEDIAN,
                            spread=latency_spread(report), system_line=system_line(report.system))
 

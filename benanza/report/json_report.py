@@ -55,7 +55,7 @@ def to_dict(report: Report) -> dict[str, Any]:
     data = report.to_dict()
     return {"schema": REPORT_SCHEMA, "schema_file": SCHEMA_FILE, "system": _keyed(data["system"]),
             "model": _keyed(data["model"]), "constraints": data["constraints"], "ceilings": _figures(data["ceilings"]),
-            "figures": _figures(report.summary), "summary": data["summary"],
+            "figures": _figures(data["summary"]), "summary": data["summary"],
             "tables": {machine_key(name)[0]: _table(t) for name, t in report.tables.items()},
             "timeline": _keyed(data["timeline"]),
             "notes": data["notes"]}

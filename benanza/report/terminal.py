@@ -78,7 +78,7 @@ def print_report(report: Report, console: Console | None = None, top: int = 10) 
     summary = RichTable(title="Summary", title_justify="left", show_header=False)
     summary.add_column("figure")
     summary.add_column("value", justify="right")
-    for key, value in report.summary.items():
+    for key, value in report.summary.labelled().items():
         summary.add_row(plain(key), plain(cell(value, key)))
     console.print(summary)
     console.print(_rich(report.tables["policies"]))

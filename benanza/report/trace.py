@@ -20,17 +20,16 @@ from benanza.analyze.timeline import MEASURED
 LANE_STRIDE = 1000  # tid = level * LANE_STRIDE + lane
 PROFILED = "profiled run (kernel trace under the profiler and API logs: slower than the timed runs)"
 TIMED = "timed runs (no profiler, no API logs): median end-to-end"
-STATS = ("mean", "p90", "min", "max")
 
 
 def timed_span(report: Report) -> dict[str, Any] | None:
     """The timed runs' median end-to-end latency as one model box, its statistics as args (None without)."""
     s = report.summary
-    median = s.get("measured end-to-end (ms)")
+    median = s.e2e_ms
     if not median:
         return None
-    args: dict[str, Any] = {"median (ms)": median, "runs": s.get("end-to-end runs")}
-    args.update({f"{k} (ms)": s.get(f"end-to-end {k} (ms)") for k in STATS})
+    args: dict[str, Any] = {"median (ms)": median, "runs": s.e2e_runs, "mean (ms)": s.e2e_mean_ms,
+                            "p90 (ms)": s.e2e_p90_ms, "min (ms)": s.e2e_min_ms, "max (ms)": s.e2e_max_ms}
     return {"name": report.model["name"], "cat": "model", "ph": "X", "ts": 0.0, "dur": round(median * 1e3, 3),
             "tid": 1, "args": {k: v for k, v in args.items() if v is not None}}
 

@@ -12,13 +12,14 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 
 if TYPE_CHECKING:
     from benanza.analyze.inputs import WhatIf
+    from benanza.analyze.tables import Report
 
 def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = None, system_name: str | None = None,
                   batch: int | None = None, precisions: Iterable[Precision] | None = None,
@@ -84,31 +85,34 @@ def executed_calls_command(model_path: Path, bundle_path: Path, db_path: Path) -
 
 
 BUSY_SLACK = 0.1  # GPU busy may exceed the end-to-end median by this share (separate runs) before it is a contradiction
-RATIOS = ("Benanza ratio", "BR_seq vs end-to-end", "BR_par vs end-to-end", "BR_seq vs GPU busy", "BR_par vs GPU busy")
+# (label in a refusal, Summary attribute): the ratios a lower bound keeps within (0, 1]
+RATIOS = (("Benanza ratio", "benanza_ratio"), ("BR_seq vs end-to-end", "br_seq_e2e"),
+          ("BR_par vs end-to-end", "br_par_e2e"), ("BR_seq vs GPU busy", "br_seq_busy"),
+          ("BR_par vs GPU busy", "br_par_busy"))
 
 
-def check_report(report: Any, bundle_path: Path) -> None:
+def check_report(report: Report, bundle_path: Path) -> None:
     """Refuse an analysis of a bundle whose figures contradict each other: a lower bound above what
     was measured (Benanza ratio > 1), GPU kernel time beyond the run's wall time, no layer mapped,
     or a figure that is not a finite number. Any of these is a damaged or edited bundle, and a
     wrong answer with exit code 0 is worse than a one-line refusal."""
     s = report.summary
-    for name, value in s.items():
+    for name, value in s.labelled().items():
         if isinstance(value, float) and not math.isfinite(value):
             raise BenanzaError(f"{bundle_path}: the analysis gives {name} = {value}: the bundle's figures are damaged")
-    busy, e2e = s.get("GPU busy (ms)"), s.get("measured end-to-end (ms)")
+    busy, e2e = s.gpu_busy_ms, s.e2e_ms
     if busy is not None and busy <= 0:
         raise BenanzaError(f"{bundle_path}: the trace's GPU kernels add up to {busy:g} ms per run: kernels of no "
                            "duration are no measurement")
     if busy is not None and e2e is not None and busy > (1 + BUSY_SLACK) * e2e:
         raise BenanzaError(f"{bundle_path}: the trace's GPU kernel time per run ({busy:.4g} ms) exceeds the measured "
                            f"end-to-end latency ({e2e:.4g} ms): the bundle contradicts itself")
-    for name in RATIOS:
-        value = s.get(name)
+    for name, attribute in RATIOS:
+        value = getattr(s, attribute)
         if value is not None and not 0 < value <= 1:
             raise BenanzaError(f"{bundle_path}: {name} {value:.4g} lies outside (0, 1]: a lower bound above the "
                                "measured time means the bundle's figures contradict each other (batch, latency or "
                                "trace edited?)")
-    if not s.get("mapped layers (measured and as-executed)"):
+    if not s.mapped.layers:
         raise BenanzaError(f"{bundle_path}: no layer of the model maps onto this profile's measured kernels: nothing "
                            "to compare the bound with")
