@@ -39,10 +39,13 @@ browser:
 # one generated project covering every template, built once against the real headers).
 # The first group runs on two processes (pytest-xdist; a module's tests stay together, so its
 # fixtures are built once); the build of the second already uses every core.
-# bench/ci_time.py times the same steps.
+# bench/ci_time.py times the same steps. Tests never import bench/: the bench scripts' own pieces that run
+# without a GPU are checked by their self-checks (under a second each).
 test: lint browser
 	$(BIN)/python -m pytest -m "not compile" -n 2 --dist loadfile
 	$(BIN)/python -m pytest -m compile
+	$(BIN)/python bench/close_loop.py --self-check
+	$(BIN)/python bench/validate.py self-check
 
 clean:
 	rm -rf $(VENV) build

@@ -36,6 +36,8 @@ STEPS: list[tuple[str, list[str]]] = [
     ("pytest, not compile", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not compile",
                              "-n", "2", "--dist", "loadfile"]),
     ("pytest, compile", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "compile"]),
+    ("close_loop self-check", [sys.executable, "bench/close_loop.py", "--self-check"]),
+    ("validate self-check", [sys.executable, "bench/validate.py", "self-check"]),
 ]
 
 
