@@ -348,11 +348,11 @@ DEFINITIONS = (
            log=_legacy_log(x_layer("act"), first_call("act"), lambda call: desc_field(call, "mode"))),
     ApiDef(Api.POOLING, "bench_pooling", "cudnn_pooling.cu.j2", ApiFamily.LEGACY, "cudnn", pooling_job,
            columns=(*OP_HEAD, ints("dims", 14), choice("mode", POOLING_MODE), *OP_FORMAT),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(io_layer("pool"), first_last_call("pool"), lambda call: desc_field(call, "mode"))),
     ApiDef(Api.SOFTMAX, "bench_softmax", "cudnn_softmax.cu.j2", ApiFamily.LEGACY, "cudnn", softmax_job,
            columns=(*OP_HEAD, DIMS4, *OP_FORMAT, choice("mode", SOFTMAX_MODE)), algorithms=(SOFTMAX_ALGORITHM,),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(_softmax_layer, _softmax_call,
                            lambda call: call.args.get("algo") or call.args.get("algorithm"))),
     ApiDef(Api.LRN, "bench_lrn", "cudnn_lrn.cu.j2", ApiFamily.LEGACY, "cudnn", lrn_job,
