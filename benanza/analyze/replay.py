@@ -11,8 +11,10 @@ refused with one line naming the layer and the API, never skipped.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import networkx as nx
 
@@ -28,6 +30,7 @@ from benanza.apis.graph import engine_cells, with_named_configs
 from benanza.errors import BenanzaError
 from benanza.generate.codegen import PRECISION_INDEX
 from benanza.generate.replay import (
+    COPY_KINDS,
     REPLAY_KINDS,
     Buffer,
     ReplayPlan,
@@ -39,9 +42,10 @@ from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model, Tensor, bias_add
 from benanza.records import Result
 
-SUPPORTED = ", ".join(api.value for api in REPLAY_KINDS)
+SUPPORTED = ", ".join([*(api.value for api in REPLAY_KINDS), *(f"{op} (copies)" for op in COPY_KINDS)])
 ROOFLINE_NOTE = "the bound charges its bytes at the copy roofline; the replay runs its fastest measured call"
 TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
+BIAS_NOTE = "the conv's bias add, a call of its own as the bound charges it"
 
 
 def best_execution(inputs: Inputs) -> tuple[Execution, Inputs]:
@@ -75,7 +79,7 @@ class _Builder:
     # ---------------------------------------------------------- refusals
     def refuse(self, layer: Layer, what: str) -> BenanzaError:
         return BenanzaError(f"{self.model.name}: layer {layer.name!r} ({layer.op}): {what}; "
-                            f"benanza replay runs {SUPPORTED} so far (docs/REPLAY.md)")
+                            f"replay steps exist for {SUPPORTED} so far (docs/REPLAY.md)")
 
     # ---------------------------------------------------------- buffers
     def _new(self, tensor: Tensor | str, shape: tuple[int, ...], layout: str, alias: int = -1,
@@ -142,8 +146,12 @@ class _Builder:
         except ValueError:
             raise self.refuse(head, f"{row.api} is no library call") from None
         kind = REPLAY_KINDS.get(api)
+        if api is Api.COPY and head.op in COPY_KINDS and len(members) == 1:
+            self.concat(head, row, charged, note)
+            return
         if kind is None:
-            raise self.refuse(head, f"its chosen call {api.value} has no replay step yet")
+            what = f"its bound is a {api.value} charge" if api is Api.COPY else f"its chosen call {api.value}"
+            raise self.refuse(head, f"{what} has no replay step yet")
         precision = Precision(row.dtype)
         if PRECISIONS[precision].storage != PRECISIONS[self.store].storage:
             raise self.refuse(head, f"its chosen row stores {precision.value}, the run stores {self.store.value}")
@@ -165,7 +173,7 @@ class _Builder:
         outs = self.outputs_of(members)
         if len(outs) != 1:
             raise self.refuse(head, f"its group writes {len(outs)} tensors read elsewhere (one is replayed)")
-        reads = self.operands(api, row, head, members, item, layout)
+        reads = self.operands(api, rowd, head, members, item, layout)
         writes = self.write(outs[0], layout)
         names = tuple(self.model.layers[i].name for i in group.layers) if members == group.layers else \
             tuple(self.model.layers[i].name for i in members)
@@ -173,16 +181,46 @@ class _Builder:
                                members, names, reads, writes, rowd, PRECISION_INDEX[(precision, index_layout)],
                                step_tolerance(precision, row.algorithm), charged, row.median_ms, note))
 
-    def operands(self, api: Api, row: Result, head: Layer, members: tuple[int, ...],
+    def concat(self, layer: Layer, row: Result, charged: float, note: str) -> None:
+        """A Concat as copies of each input into its slice of the output (``StepKind.CONCAT``): along
+        the channels of NHWC data as NHWC rows, else in the model's own (NCHW) order."""
+        out = layer.outputs[0]
+        rank = len(out.shape)
+        axis = int(layer.attrs.get("axis", 1)) % rank
+        inputs = [t for t in layer.inputs if t.name]
+        if any(t.constant for t in inputs):
+            raise self.refuse(layer, "a Concat of a constant is not replayed yet")
+        held = [self.buffers[self.by_tensor[t.name]].layout for t in inputs if t.name in self.by_tensor]
+        nhwc = rank == 4 and axis == 1 and "NHWC" in held
+        layout = "NHWC" if nhwc else "NCHW"
+        reads = tuple(self.read(layer, t, layout) for t in inputs)
+        if nhwc:
+            parts, outer, inner = [t.shape[1] for t in inputs], out.shape[0] * out.shape[2] * out.shape[3], 1
+        else:
+            parts, outer, inner = [t.shape[axis] for t in inputs], math.prod(out.shape[:axis]), \
+                math.prod(out.shape[axis + 1:])
+        writes = self.write(out, layout)
+        precision = self.store
+        self.steps.append(Step(len(self.steps), COPY_KINDS[layer.op], row.api, row.algorithm, precision.value, layout,
+                               Fusion.NONE.value, (layer.index,), (layer.name,), reads, writes,
+                               {"parts": [int(v) for v in parts], "outer": int(outer), "inner": int(inner)},
+                               PRECISION_INDEX[(precision, layout)], 0.0, charged, row.median_ms,
+                               note or "a copy of each input into its slice of the output"))
+
+    def operands(self, api: Api, row: dict[str, Any], head: Layer, members: tuple[int, ...],
                  item: Layer | FusionCandidate, layout: str) -> tuple[int, ...]:
-        """Buffers the call reads: its activation input, and a residual fusion's second input (z)."""
-        if api in (Api.GEMM_EX,):
-            if head.inputs[0].constant or not head.inputs[1].constant:
+        """Buffers the call reads: its activation input, a residual fusion's second input (z), an
+        elementwise op's second activation."""
+        if api in (Api.GEMM_EX, Api.LT_MATMUL):
+            if row.get("a_constant") or not row.get("b_constant"):
                 raise self.refuse(head, f"{api.value} replays a GEMM of an activation by constant weights only")
             if head.attrs.get("transA", 0):
                 raise self.refuse(head, "a GEMM whose activation operand is transposed is not replayed yet")
+        if api is Api.OP_TENSOR:  # the input with the output's shape first (a), then b if it is no constant
+            inputs = sorted((t for t in head.inputs if t.name), key=lambda t: t.shape != head.outputs[0].shape)
+            return tuple(self.read(head, t, layout) for t in inputs if not t.constant)
         x = self.read(head, head.inputs[0], layout)
-        if isinstance(item, FusionCandidate) and row.fusion == Fusion.CONV_BIAS_ADD_ACT.value:
+        if isinstance(item, FusionCandidate) and item.pattern == Fusion.CONV_BIAS_ADD_ACT.value:
             inside = {t.name for i in members for t in self.model.layers[i].outputs}
             add = next(self.model.layers[i] for i in members if self.model.layers[i].op in ("Add", "Sum"))
             z = [t for t in add.inputs if t.name not in inside and not t.constant]
@@ -192,23 +230,29 @@ class _Builder:
         return (x,)
 
     def bias(self, group: Group, row: Result) -> None:
-        """A conv's bias add after it (cudnnAddTensor, in place on the group's output)."""
+        """A conv's bias add after it, as the bound charged it: ``cudnnAddTensor`` in place on the conv's
+        output (checked with the conv), or ``cudnnOpTensor`` into a buffer of its own (as its benchmark)."""
         head = self.model.layers[group.layers[0]]
         api = Api(row.api)
-        if REPLAY_KINDS.get(api) != StepKind.ADD_TENSOR:
+        kind = REPLAY_KINDS.get(api)
+        if kind not in (StepKind.ADD_TENSOR, StepKind.OP_TENSOR):
             raise self.refuse(head, f"its bias add {api.value} has no replay step yet")
         precision = Precision(row.dtype)
-        add = bias_add(head)
-        fields = REGISTRY[api].builder(add, self.model, precision)  # type: ignore[misc]
+        fields = REGISTRY[api].builder(bias_add(head), self.model, precision)  # type: ignore[misc]
         prev = self.steps[-1]
         layout = row.layout or fields.layout
         if layout != prev.layout and not _layout_free(self.buffers[prev.writes].shape):
             raise self.refuse(head, f"its bias add runs {layout}, its conv wrote {prev.layout}")
+        writes = prev.writes
+        if kind == StepKind.OP_TENSOR:
+            out = self.outputs_of(group.layers)[0]
+            writes = self.write(out, layout)
         rowd = {**fields.row, "key": row.layer_key, "fusion": row.fusion}
-        self.steps.append(Step(len(self.steps), StepKind.ADD_TENSOR, api.value, row.algorithm, precision.value, layout,
-                               row.fusion, group.layers, (f"{head.name} (bias)",), (prev.writes,), prev.writes, rowd,
+        self.steps.append(Step(len(self.steps), kind, api.value, row.algorithm, precision.value, layout, row.fusion,
+                               group.layers, (f"{head.name} (bias)",), (prev.writes,), writes, rowd,
                                PRECISION_INDEX[(precision, PRECISIONS[precision].cudnn_layout.removeprefix(
-                                   "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms))
+                                   "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms,
+                               BIAS_NOTE))
 
     def measured_call(self, layer: Layer) -> Result:
         """The fastest ok row of the layer's own call under the run's constraints (a roofline group's stand-in)."""
@@ -216,7 +260,10 @@ class _Builder:
                 and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)]
         best = fastest(rows)
         if best is None:
-            raise self.refuse(layer, "the bound charges it a roofline and no measured call of it ran ok")
+            tried = Counter(f"{r.api} {r.status}" for r in self.inputs.measurements.get(layer.key, ())
+                            if r.fusion == Fusion.NONE.value and r.l2 == "warm")
+            what = ", ".join(f"{k} x{n}" for k, n in sorted(tried.items())) or "no row"
+            raise self.refuse(layer, f"the bound charges it a roofline and no measured call of it ran ok ({what})")
         return best
 
     def group(self, group: Group) -> None:

@@ -366,6 +366,6 @@ DEFINITIONS = (
            log=_legacy_log(_elementwise_layer, _add_tensor_call, None)),
     ApiDef(Api.OP_TENSOR, "bench_op_tensor", "cudnn_op_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", op_tensor_job,
            columns=(*OP_HEAD, ints("a", 4), ints("b", 4), choice("op", OP_TENSOR_OP), *OP_FORMAT),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(_elementwise_layer, _op_tensor_call, lambda call: desc_field(call, "opTensorOp"))),
 )

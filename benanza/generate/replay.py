@@ -47,9 +47,14 @@ class StepKind:
     CONV_BIAS_ACT = "conv_bias_act"
     GRAPH_CONV = "graph_conv"
     GEMM_EX = "gemm_ex"
+    LT_MATMUL = "lt_matmul"
     POOLING = "pooling"
     SOFTMAX = "softmax"
     ADD_TENSOR = "add_tensor"
+    OP_TENSOR = "op_tensor"
+    ACTIVATION = "activation"
+    LRN = "lrn"
+    CONCAT = "concat"  # a non-library layer: cudaMemcpy2DAsync per input, the copy the ceilings measure
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
 
 
@@ -60,17 +65,28 @@ REPLAY_KINDS: dict[Api, str] = {
     Api.CONV_BIAS_ACT: StepKind.CONV_BIAS_ACT,
     Api.GRAPH_CONV: StepKind.GRAPH_CONV,
     Api.GEMM_EX: StepKind.GEMM_EX,
+    Api.LT_MATMUL: StepKind.LT_MATMUL,
     Api.POOLING: StepKind.POOLING,
     Api.SOFTMAX: StepKind.SOFTMAX,
     Api.ADD_TENSOR: StepKind.ADD_TENSOR,
+    Api.OP_TENSOR: StepKind.OP_TENSOR,
+    Api.ACTIVATION: StepKind.ACTIVATION,
+    Api.LRN: StepKind.LRN,
 }
 KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
-STEP_KINDS: tuple[str, ...] = (*REPLAY_KINDS.values(), StepKind.TRANSFORM)
+# Non-library layers (charged their bytes at the copy roofline) the replay runs as copies: op -> kind.
+COPY_KINDS: dict[str, str] = {"Concat": StepKind.CONCAT}
+STEP_KINDS: tuple[str, ...] = (*REPLAY_KINDS.values(), *COPY_KINDS.values(), StepKind.TRANSFORM)
 
 TENSOR_FORMAT = Vocabulary("cudnnTensorFormat_t", ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC"))
 # A transform step's own row: the tensor's 4-D dims and the two layouts.
 TRANSFORM_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", 4), choice("src", TENSOR_FORMAT),
                                          choice("dst", TENSOR_FORMAT))
+# A concat's row: outer rows of parts[i] x inner elements from each input (axis split as the model's NCHW
+# order, or NHWC rows for a channel concat of NHWC data).
+CONCAT_COLUMNS: tuple[Column, ...] = (PRECISION, ints("parts", at_least=1, at_most=256), Column("outer", Kind.INT),
+                                      Column("inner", Kind.INT))
+OWN_COLUMNS: dict[str, tuple[Column, ...]] = {StepKind.TRANSFORM: TRANSFORM_COLUMNS, StepKind.CONCAT: CONCAT_COLUMNS}
 # Every step kind's table beside its API's own columns: the algorithm the analysis chose.
 ALGORITHM = Column("algorithm", Kind.TEXT)
 STEPS_COLUMNS: tuple[Column, ...] = (
@@ -83,7 +99,7 @@ BUFFER_COLUMNS: tuple[Column, ...] = (PRECISION, Column("elements", Kind.INT), C
 
 def kind_columns(kind: str) -> tuple[Column, ...]:
     """The columns of a step kind's table: its API's job-table columns and the chosen algorithm."""
-    own = TRANSFORM_COLUMNS if kind == StepKind.TRANSFORM else REGISTRY[KIND_APIS[kind]].columns
+    own = OWN_COLUMNS[kind] if kind in OWN_COLUMNS else REGISTRY[KIND_APIS[kind]].columns
     return (*own, ALGORITHM)
 
 

@@ -309,6 +309,31 @@ __global__ void pooling_kernel(PoolDims d, Packed4 in, Packed4 out, int mode, co
   }
 }
 
+__global__ void op_tensor_kernel(Packed4 ta, Packed4 tb, int op, const float* a, const float* b, float* y) {
+  const size_t total = count_of(ta.d);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, h, w;
+    ta.coords(i, n, c, h, w);
+    const float u = a[i], v = b[tb.offset(n, c, h, w)];
+    y[i] = op == CUDNN_OP_TENSOR_MUL ? u * v : u + v;
+  }
+}
+
+__global__ void lrn_kernel(Packed4 t, int size, float alpha, float beta, float bias, const float* x, float* y) {
+  const size_t total = count_of(t.d);
+  const int behind = (size - 1) / 2, ahead = size - 1 - behind;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, h, w;
+    t.coords(i, n, c, h, w);
+    float sum = 0.f;
+    for (int k = max(0, c - behind); k <= min(t.d.c - 1, c + ahead); ++k) {
+      const float v = x[t.offset(n, k, h, w)];
+      sum += v * v;
+    }
+    y[i] = x[i] / powf(bias + alpha / float(size) * sum, beta);
+  }
+}
+
 // One block per (outer, inner) row of `cols` values `inner` apart.
 __global__ void softmax_kernel(int cols, int inner, const float* x, float* y) {
   __shared__ float part[kThreads];
@@ -472,6 +497,16 @@ void pooling_reference(const PoolDims& d, bool nhwc, int mode, const float* x, f
 
 void softmax_reference(int rows, int cols, int inner, const float* x, float* y, cudaStream_t stream) {
   softmax_kernel<<<unsigned(rows * inner), kThreads, 0, stream>>>(cols, inner, x, y);
+}
+
+void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, const float* a, const float* b,
+                         float* y, cudaStream_t stream) {
+  op_tensor_kernel<<<blocks_for(count_of(a_dims.d)), kThreads, 0, stream>>>(a_dims, b_dims, op, a, b, y);
+}
+
+void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
+                   cudaStream_t stream) {
+  lrn_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(dims, size, alpha, beta, bias, x, y);
 }
 
 }  // namespace bz

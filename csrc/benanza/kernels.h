@@ -59,6 +59,14 @@ void pooling_reference(const PoolDims& d, bool nhwc, int mode, const float* x, f
 // [rows, cols, inner]): max, then the sum of exp(x - max), then the quotient.
 void softmax_reference(int rows, int cols, int inner, const float* x, float* y, cudaStream_t stream);
 
+// y = a op b in fp32 (`op` CUDNN_OP_TENSOR_ADD or _MUL), b broadcast to a's dims (a dimension of 1).
+void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, const float* a, const float* b,
+                         float* y, cudaStream_t stream);
+
+// Cross-channel LRN in fp32: y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
+void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
+                   cudaStream_t stream);
+
 // Uniform values in [-1, 1) from a counter-based hash of (seed, index): never zero,
 // reproducible, independent of launch geometry.
 void fill_uniform(void* data, size_t count, DType dtype, uint64_t seed, cudaStream_t stream);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "benanza/bench.h"
 #include "benanza/conv_reference.h"
 #include "benanza/cublas_util.h"
+#include "benanza/cublaslt.h"
 #include "benanza/cudnn_conv.h"
 #include "benanza/cudnn_graph.h"
 #include "benanza/cudnn_ops.h"
@@ -87,9 +89,11 @@ class ReplayStep {
   virtual ~ReplayStep() = default;
   // Enqueue the step's call(s) on ctx.stream (captured into the replay's graph).
   virtual void enqueue(Context& ctx) = 0;
-  // max |out - ref| / max |ref| of its output against the fp32 reference of the inputs it read; NaN when
-  // another step's check covers it (a bias add: its convolution's).
+  // max |out - ref| / max |ref| of its output against the fp32 reference of the inputs it read (+inf or
+  // NaN: garbage, a failure).
   virtual double check(Context& ctx) = 0;
+  // Whether another step's check covers this one (a bias add in place: its convolution's).
+  virtual bool checked_elsewhere() const { return false; }
   // A bias added in place after this step by the next one (cudnnAddTensor): its check includes it.
   virtual bool absorb_bias(const void* /*bias*/) { return false; }
   double tolerance = 0;
@@ -435,13 +439,263 @@ class AddTensorStep : public ReplayStep {
     const float one = 1.f;
     BZ_CHECK_CUDNN(cudnnAddTensor(ctx.cudnn(), &one, a_desc_, bias_.get(), &one, c_desc_, io_.write));
   }
-  double check(Context&) override { return NAN; }  // its convolution's check includes the bias
+  double check(Context&) override { return 0.0; }
+  bool checked_elsewhere() const override { return true; }  // its convolution's check includes the bias
   const void* bias() const { return bias_.get(); }
 
  private:
   ReplayIo io_;
   TensorDesc c_desc_, a_desc_;
   Buffer bias_;
+};
+
+// cublasLtMatmul with the algorithm the analysis chose: the heuristic is asked as its benchmark asked it,
+// and the configuration of that name taken from its list (refused when the list no longer has it).
+class LtStep : public ReplayStep {
+ public:
+  struct Spec {
+    GemmDims dims;
+    const CublasPrecision* p;
+    cublasOperation_t op_a, op_b;
+    float alpha, beta;
+    bool bias, relu;
+    cublasLtEpilogue_t epilogue;
+    std::string algorithm;
+  };
+
+  LtStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed) : s_(s), io_(io) {
+    const GemmDims& d = s.dims;
+    const DType t = s.p->storage;
+    const size_t e = dtype_size(t);
+    y_count_ = size_t(d.batch) * d.m * d.n;
+    if (io.write_elements != y_count_) throw Error(Status::Failed, "output buffer of the wrong size");
+    const size_t b_count = size_t(d.stride_b ? d.batch : 1) * d.k * d.n;
+    b_ = Buffer(b_count * e);
+    fill_weights(ctx, b_, b_count, t, cudnn_type(s.p->data), seed * 16 + 2, d.k);
+    c_count_ = size_t(d.c_rows) * d.c_cols;
+    if (c_count_) {
+      c_src_ = Buffer(c_count_ * e);
+      c_ = Buffer(y_count_ * e);
+      ctx.fill(c_src_, c_count_, t, seed * 16 + 3);
+      gemm_broadcast(d, c_src_.get(), t, c_.get(), ctx.stream);
+    }
+    if (s.bias) {
+      bias_ = Buffer(size_t(d.n) * e);
+      ctx.fill(bias_, size_t(d.n), t, seed * 16 + 4);
+    }
+    work_ = Buffer(kCublasWorkspaceBytes);
+    m_.emplace(d, *s.p, s.op_a, s.op_b, s.epilogue, s.bias ? bias_.get() : nullptr, work_.bytes());
+    for (int rank = 0; rank < m_->returned; ++rank) {
+      const cublasLtMatmulHeuristicResult_t& h = m_->results[rank];
+      if (h.state == CUBLAS_STATUS_SUCCESS && lt_algo_name(h.algo) == s.algorithm) {
+        algo_ = h.algo;
+        ws_ = h.workspaceSize;
+        workspace_bytes = (long long)ws_;
+        return;
+      }
+    }
+    throw Error(Status::NotSupported, "cublasLtMatmulAlgoGetHeuristic no longer returns " + s.algorithm);
+  }
+
+  void enqueue(Context& ctx) override {
+    const void* c = c_count_ ? c_.get() : io_.write;  // as its benchmark: D itself, unread (beta 0), without C
+    BZ_CHECK_CUBLAS(cublasLtMatmul(m_->lt.h, m_->op.d, &s_.alpha, b_.get(), m_->a.l, io_.reads[0], m_->b.l, &s_.beta,
+                                   c, m_->c.l, io_.write, m_->d.l, &algo_, work_.get(), ws_, ctx.stream));
+  }
+
+  double check(Context& ctx) override {
+    Buffer ref(y_count_ * sizeof(float));
+    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], b_.get(), c_count_ ? c_src_.get() : nullptr,
+                   s_.bias ? bias_.get() : nullptr, s_.relu, s_.p->storage, ref.as<float>(), ctx.stream);
+    return whole_error(ctx, io_.write, s_.p->storage, ref, y_count_);
+  }
+
+ private:
+  static cudnnDataType_t cudnn_type(cudaDataType_t t) {
+    return t == CUDA_R_16F ? CUDNN_DATA_HALF : t == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  }
+
+  Spec s_;
+  ReplayIo io_;
+  size_t y_count_ = 0, c_count_ = 0, ws_ = 0;
+  Buffer b_, c_src_, c_, bias_, work_;
+  std::optional<LtMatmul> m_;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+// cudnnOpTensor (ADD or MUL), out of place as its benchmark calls it: y = a op b, b broadcast; b is a
+// second activation when the step reads two buffers, else a constant of the step's own.
+class OpTensorStep : public ReplayStep {
+ public:
+  struct Spec {
+    Dims4 a, b;
+    const CudnnPrecision* p;
+    cudnnOpTensorOp_t op;
+    cudnnTensorFormat_t format;
+  };
+
+  OpTensorStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed) : s_(s), io_(io) {
+    if (s.op != CUDNN_OP_TENSOR_ADD && s.op != CUDNN_OP_TENSOR_MUL)
+      throw Error(Status::NotSupported, "the reference covers CUDNN_OP_TENSOR_ADD and _MUL only");
+    set_tensor(a_desc_, s.format, s.p->data, s.a);
+    set_tensor(b_desc_, s.format, s.p->data, s.b);
+    BZ_CHECK_CUDNN(cudnnSetOpTensorDescriptor(desc_, s.op, s.p->compute, CUDNN_NOT_PROPAGATE_NAN));
+    if (io.write_elements != count_of(s.a)) throw Error(Status::Failed, "output buffer of the wrong size");
+    if (io.reads.size() < 2) {
+      own_b_ = Buffer(count_of(s.b) * dtype_size(s.p->storage));
+      ctx.fill(own_b_, count_of(s.b), s.p->storage, seed * 16 + 3);
+    }
+  }
+  void enqueue(Context& ctx) override {
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnOpTensor(ctx.cudnn(), desc_, &one, a_desc_, io_.reads[0], &one, b_desc_, b(), &zero, a_desc_,
+                                 io_.write));
+  }
+  double check(Context& ctx) override {
+    const DType t = s_.p->storage;
+    const bool nhwc = s_.format == CUDNN_TENSOR_NHWC;
+    Buffer a = as_float(ctx, io_.reads[0], t, count_of(s_.a)), bf = as_float(ctx, b(), t, count_of(s_.b));
+    Buffer ref(count_of(s_.a) * sizeof(float));
+    op_tensor_reference(Packed4{s_.a, nhwc}, Packed4{s_.b, nhwc}, int(s_.op), a.as<float>(), bf.as<float>(),
+                        ref.as<float>(), ctx.stream);
+    BZ_CHECK_CUDA(cudaGetLastError());
+    return whole_error(ctx, io_.write, t, ref, count_of(s_.a));
+  }
+
+ private:
+  const void* b() const { return io_.reads.size() >= 2 ? io_.reads[1] : own_b_.get(); }
+
+  Spec s_;
+  ReplayIo io_;
+  TensorDesc a_desc_, b_desc_;
+  OpTensorDesc desc_;
+  Buffer own_b_;
+};
+
+// cudnnActivationForward, out of place as its benchmark calls it.
+class ActivationStep : public ReplayStep {
+ public:
+  struct Spec {
+    Dims4 dims;
+    const CudnnPrecision* p;
+    cudnnActivationMode_t act;
+    double coef;
+    cudnnTensorFormat_t format;
+  };
+
+  ActivationStep(const Spec& s, const ReplayIo& io) : s_(s), io_(io) {
+    set_tensor(desc_, s.format, s.p->data, s.dims);
+    BZ_CHECK_CUDNN(cudnnSetActivationDescriptor(act_, s.act, CUDNN_NOT_PROPAGATE_NAN, s.coef));
+    if (io.write_elements != count_of(s.dims)) throw Error(Status::Failed, "output buffer of the wrong size");
+  }
+  void enqueue(Context& ctx) override {
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnActivationForward(ctx.cudnn(), act_, &one, desc_, io_.reads[0], &zero, desc_, io_.write));
+  }
+  // elementwise: the harness's activation applied to an fp32 copy of x, as its benchmark checks it
+  double check(Context& ctx) override {
+    const size_t n = count_of(s_.dims);
+    Buffer ref = as_float(ctx, io_.reads[0], s_.p->storage, n);
+    activation_reference(ref.as<float>(), n, int(s_.act), s_.coef, ctx.stream);
+    return whole_error(ctx, io_.write, s_.p->storage, ref, n);
+  }
+
+ private:
+  Spec s_;
+  ReplayIo io_;
+  TensorDesc desc_;
+  ActivationDesc act_;
+};
+
+// cudnnLRNCrossChannelForward.
+class LrnStep : public ReplayStep {
+ public:
+  struct Spec {
+    Dims4 dims;
+    const CudnnPrecision* p;
+    unsigned size;
+    double alpha, beta, bias;
+    cudnnTensorFormat_t format;
+  };
+
+  LrnStep(const Spec& s, const ReplayIo& io) : s_(s), io_(io) {
+    set_tensor(desc_, s.format, s.p->data, s.dims);
+    BZ_CHECK_CUDNN(cudnnSetLRNDescriptor(lrn_, s.size, s.alpha, s.beta, s.bias));
+    if (io.write_elements != count_of(s.dims)) throw Error(Status::Failed, "output buffer of the wrong size");
+  }
+  void enqueue(Context& ctx) override {
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnLRNCrossChannelForward(ctx.cudnn(), lrn_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_,
+                                               io_.reads[0], &zero, desc_, io_.write));
+  }
+  double check(Context& ctx) override {
+    const size_t n = count_of(s_.dims);
+    Buffer x = as_float(ctx, io_.reads[0], s_.p->storage, n), ref(n * sizeof(float));
+    lrn_reference(Packed4{s_.dims, s_.format == CUDNN_TENSOR_NHWC}, int(s_.size), float(s_.alpha), float(s_.beta),
+                  float(s_.bias), x.as<float>(), ref.as<float>(), ctx.stream);
+    BZ_CHECK_CUDA(cudaGetLastError());
+    return whole_error(ctx, io_.write, s_.p->storage, ref, n);
+  }
+
+ private:
+  Spec s_;
+  ReplayIo io_;
+  TensorDesc desc_;
+  LRNDesc lrn_;
+};
+
+// Concat: each input copied into its slice of the output with cudaMemcpy2DAsync, the copy the
+// ceilings and the copy bound were measured with: `outer` rows of parts[i] x inner elements each.
+class ConcatStep : public ReplayStep {
+ public:
+  struct Spec {
+    const CudnnPrecision* p;
+    std::vector<long long> parts;
+    long long outer, inner;
+  };
+
+  ConcatStep(const Spec& s, const ReplayIo& io) : s_(s), io_(io) {
+    long long total = 0;
+    for (long long part : s.parts) total += part;
+    if (s.parts.size() != io.reads.size()) throw Error(Status::Failed, "a concat reads one buffer per part");
+    if (io.write_elements != size_t(s.outer * total * s.inner)) throw Error(Status::Failed, "output of the wrong size");
+    total_ = total;
+  }
+  void enqueue(Context& ctx) override {
+    const size_t e = dtype_size(s_.p->storage);
+    long long at = 0;
+    for (size_t i = 0; i < s_.parts.size(); ++i) {
+      const size_t width = size_t(s_.parts[i] * s_.inner) * e;
+      BZ_CHECK_CUDA(cudaMemcpy2DAsync(static_cast<char*>(io_.write) + size_t(at * s_.inner) * e,
+                                      size_t(total_ * s_.inner) * e, io_.reads[i], width, width, size_t(s_.outer),
+                                      cudaMemcpyDeviceToDevice, ctx.stream));
+      at += s_.parts[i];
+    }
+  }
+  // Each slice copied back out must give its input exactly.
+  double check(Context& ctx) override {
+    const DType t = s_.p->storage;
+    const size_t e = dtype_size(t);
+    double worst = 0;
+    long long at = 0;
+    for (size_t i = 0; i < s_.parts.size(); ++i) {
+      const size_t n = size_t(s_.outer * s_.parts[i] * s_.inner), width = size_t(s_.parts[i] * s_.inner) * e;
+      Buffer back(n * e);
+      BZ_CHECK_CUDA(cudaMemcpy2DAsync(back.get(), width, static_cast<const char*>(io_.write) + size_t(at * s_.inner) * e,
+                                      size_t(total_ * s_.inner) * e, width, size_t(s_.outer), cudaMemcpyDeviceToDevice,
+                                      ctx.stream));
+      Buffer ref = as_float(ctx, io_.reads[i], t, n);
+      const double err = whole_error(ctx, back.get(), t, ref, n);
+      worst = std::isfinite(err) ? std::max(worst, err) : err;
+      at += s_.parts[i];
+    }
+    return worst;
+  }
+
+ private:
+  Spec s_;
+  ReplayIo io_;
+  long long total_ = 0;
 };
 
 // cudnnTransformTensor: a layout change between two steps (the bound charges none: composition cost).
@@ -486,6 +740,7 @@ struct ReplayOptions {
   int device = 0;
   int step_reps = 20;  // sequence runs whose per-step event times give each step's median
   bool cold = true;
+  bool check_plan = false;  // read and check the tables, print what they hold, touch no GPU
 };
 
 inline bool parse_replay_options(int argc, char** argv, ReplayOptions& o, Options& timing) {
@@ -502,6 +757,8 @@ inline bool parse_replay_options(int argc, char** argv, ReplayOptions& o, Option
       o.step_reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--no-cold") {
       o.cold = false;
+    } else if (a == "--check-plan") {
+      o.check_plan = true;
     } else {
       return false;
     }
@@ -555,9 +812,9 @@ inline int run_replay(Context& ctx, const ReplayOptions& o, std::vector<std::uni
   std::string rows = "[";
   int failed = 0, checked = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    const double err = steps[i]->check(ctx);
-    const bool covered = std::isnan(err);
-    const bool ok = covered || err <= steps[i]->tolerance;
+    const bool covered = steps[i]->checked_elsewhere();
+    const double err = covered ? 0.0 : steps[i]->check(ctx);
+    const bool ok = covered || err <= steps[i]->tolerance;  // NaN and +inf fail
     checked += covered ? 0 : 1;
     failed += ok ? 0 : 1;
     Json r;
