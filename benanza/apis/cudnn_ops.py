@@ -340,7 +340,7 @@ def _legacy_log(layer: LayerSignature, call: CallSignature, algorithm: Callable[
 DEFINITIONS = (
     ApiDef(Api.BATCHNORM_INF, "bench_batchnorm", "cudnn_batchnorm.cu.j2", ApiFamily.LEGACY, "cudnn", batchnorm_job,
            columns=(*OP_HEAD, DIMS4, Column("epsilon", Kind.REAL), *OP_FORMAT), algorithms=(BATCHNORM_ALGORITHM,),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(x_layer("bn"), first_call("bn"), lambda call: call.args.get("mode"))),
     ApiDef(Api.ACTIVATION, "bench_activation", "cudnn_activation.cu.j2", ApiFamily.LEGACY, "cudnn", activation_job,
            columns=(*OP_HEAD, DIMS4, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL), *OP_FORMAT),

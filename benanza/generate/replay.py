@@ -54,6 +54,7 @@ class StepKind:
     OP_TENSOR = "op_tensor"
     ACTIVATION = "activation"
     LRN = "lrn"
+    BATCHNORM = "batchnorm"
     CONCAT = "concat"  # a non-library layer: cudaMemcpy2DAsync per input, the copy the ceilings measure
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
 
@@ -72,6 +73,7 @@ REPLAY_KINDS: dict[Api, str] = {
     Api.OP_TENSOR: StepKind.OP_TENSOR,
     Api.ACTIVATION: StepKind.ACTIVATION,
     Api.LRN: StepKind.LRN,
+    Api.BATCHNORM_INF: StepKind.BATCHNORM,
 }
 KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
 # Non-library layers (charged their bytes at the copy roofline) the replay runs as copies: op -> kind.

@@ -334,6 +334,21 @@ __global__ void lrn_kernel(Packed4 t, int size, float alpha, float beta, float b
   }
 }
 
+__global__ void positive_kernel(float* v, size_t count) {  // var in [0.25, 1.25)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    v[i] = 0.25f + fabsf(v[i]);
+}
+
+__global__ void batchnorm_kernel(Packed4 t, const float* x, const float* scale, const float* bias, const float* mean,
+                                 const float* var, double epsilon, float* y) {
+  const size_t total = count_of(t.d);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, h, w;
+    t.coords(i, n, c, h, w);
+    y[i] = float(double(scale[c]) * (double(x[i]) - mean[c]) / sqrt(double(var[c]) + epsilon) + bias[c]);
+  }
+}
+
 // One block per (outer, inner) row of `cols` values `inner` apart.
 __global__ void softmax_kernel(int cols, int inner, const float* x, float* y) {
   __shared__ float part[kThreads];
@@ -507,6 +522,15 @@ void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, c
 void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
                    cudaStream_t stream) {
   lrn_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(dims, size, alpha, beta, bias, x, y);
+}
+
+void positive_variance(float* var, size_t count, cudaStream_t stream) {
+  positive_kernel<<<blocks_for(count), kThreads, 0, stream>>>(var, count);
+}
+
+void batchnorm_reference(const Packed4& dims, const float* x, const float* scale, const float* bias, const float* mean,
+                         const float* var, double epsilon, float* y, cudaStream_t stream) {
+  batchnorm_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(dims, x, scale, bias, mean, var, epsilon, y);
 }
 
 }  // namespace bz

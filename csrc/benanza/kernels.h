@@ -67,6 +67,13 @@ void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, c
 void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
                    cudaStream_t stream);
 
+// Random values in [-1, 1) made a variance in [0.25, 1.25) (fp32, in place).
+void positive_variance(float* var, size_t count, cudaStream_t stream);
+
+// Inference batch norm in fp32 (spatial: per channel): y = scale (x - mean) / sqrt(var + epsilon) + bias.
+void batchnorm_reference(const Packed4& dims, const float* x, const float* scale, const float* bias, const float* mean,
+                         const float* var, double epsilon, float* y, cudaStream_t stream);
+
 // Uniform values in [-1, 1) from a counter-based hash of (seed, index): never zero,
 // reproducible, independent of launch geometry.
 void fill_uniform(void* data, size_t count, DType dtype, uint64_t seed, cudaStream_t stream);

@@ -259,10 +259,19 @@ class GraphConvStep : public ReplayStep {
     const DType t = s_.p->storage;
     const GraphConvSpec& j = s_.graph;
     ref.conv(io_.reads[0], w_.get(), t, ctx.stream);
-    if (j.bias || j.alpha2 != 0.f || j.has_act)
-      ref.bias_act(t, j.alpha2 != 0.f ? io_.reads[1] : nullptr, j.bias ? bias_.get() : nullptr, 1.f, j.alpha2,
+    const void* bias = j.bias ? bias_.get() : added_bias_;
+    if (bias || j.alpha2 != 0.f || j.has_act)
+      ref.bias_act(t, j.alpha2 != 0.f ? io_.reads[1] : nullptr, bias, 1.f, j.alpha2,
                    int(j.has_act ? s_.act : CUDNN_ACTIVATION_IDENTITY), s_.coef, ctx.stream);
     return max_rel_error(io_.write, t, ref.spans(), ctx.stream);
+  }
+
+  // A plain convolution's bias added after it in place (cudnnAddTensor): its check includes it.
+  bool absorb_bias(const void* bias) override {
+    const GraphConvSpec& j = s_.graph;
+    if (j.bias || j.alpha2 != 0.f || j.has_act) return false;
+    added_bias_ = bias;
+    return true;
   }
 
  private:
@@ -272,6 +281,7 @@ class GraphConvStep : public ReplayStep {
   FeGraph g_;
   int64_t index_ = 0;
   Buffer w_, bias_, work_;
+  const void* added_bias_ = nullptr;
   std::unordered_map<int64_t, void*> pack_;
 };
 
@@ -696,6 +706,51 @@ class ConcatStep : public ReplayStep {
   Spec s_;
   ReplayIo io_;
   long long total_ = 0;
+};
+
+// cudnnBatchNormalizationForwardInference (spatial), with random per-channel parameters of its own.
+class BatchNormStep : public ReplayStep {
+ public:
+  struct Spec {
+    Dims4 dims;
+    const CudnnPrecision* p;
+    double epsilon;
+    cudnnTensorFormat_t format;
+  };
+
+  BatchNormStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed) : s_(s), io_(io) {
+    if (s.epsilon < CUDNN_BN_MIN_EPSILON) throw Error(Status::NotSupported, "epsilon below CUDNN_BN_MIN_EPSILON");
+    if (io.write_elements != count_of(s.dims)) throw Error(Status::Failed, "output buffer of the wrong size");
+    set_tensor(x_desc_, s.format, s.p->data, s.dims);
+    BZ_CHECK_CUDNN(cudnnDeriveBNTensorDescriptor(bn_desc_, x_desc_, CUDNN_BATCHNORM_SPATIAL));
+    const size_t c = size_t(s.dims.c);
+    for (int k = 0; k < 4; ++k) {
+      params_[k] = Buffer(c * sizeof(float));
+      ctx.fill(params_[k], c, DType::F32, seed * 16 + 2 + uint64_t(k));
+    }
+    positive_variance(params_[3].as<float>(), c, ctx.stream);
+  }
+  void enqueue(Context& ctx) override {
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnBatchNormalizationForwardInference(
+        ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_desc_, io_.reads[0], x_desc_, io_.write, bn_desc_,
+        params_[0].get(), params_[1].get(), params_[2].get(), params_[3].get(), s_.epsilon));
+  }
+  double check(Context& ctx) override {
+    const size_t n = count_of(s_.dims);
+    Buffer x = as_float(ctx, io_.reads[0], s_.p->storage, n), ref(n * sizeof(float));
+    batchnorm_reference(Packed4{s_.dims, s_.format == CUDNN_TENSOR_NHWC}, x.as<float>(), params_[0].as<float>(),
+                        params_[1].as<float>(), params_[2].as<float>(), params_[3].as<float>(), s_.epsilon,
+                        ref.as<float>(), ctx.stream);
+    BZ_CHECK_CUDA(cudaGetLastError());
+    return whole_error(ctx, io_.write, s_.p->storage, ref, n);
+  }
+
+ private:
+  Spec s_;
+  ReplayIo io_;
+  TensorDesc x_desc_, bn_desc_;
+  Buffer params_[4];  // scale, bias, mean, var (fp32, as cuDNN derives them)
 };
 
 // cudnnTransformTensor: a layout change between two steps (the bound charges none: composition cost).
