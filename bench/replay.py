@@ -7,10 +7,14 @@ bound a real execution of exactly the bound's plan reaches, and where it does no
 Each cell is planned from DB (``benanza replay``'s plan), generated, built (the program's source is the
 same for every cell: the build cache compiles it once) and run; a plan with a call the replay cannot
 make yet is a cell with status ``refused`` and the one-line reason. The JSON is rewritten after every
-cell, so an interrupted run keeps what it measured.
+cell and read back by the next run, which skips the cells it holds (``--redo`` runs them again), so a
+campaign can be run in pieces (``--only``) under a per-command time limit.
 
-    python bench/replay.py --db ~/.cache/benanza/h100.db --models models/zoo \\
-        --out perfdb/validation/h100_replay.json [--batches 1,64] [--dtypes fp32,fp16] [--work replay_runs]
+    python bench/replay.py [--db ~/.cache/benanza/h100.db] --models models/zoo \\
+        --out perfdb/validation/h100_replay.json [--only resnet50,vgg19] [--batches 1,64] \\
+        [--dtypes fp32,fp16] [--work replay_runs] [--redo]
+
+``--dtypes`` items are the precisions each cell's bound may use, ``+`` joining several (``fp32+tf32``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benanza.api import database
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.workflows.replay import replay
@@ -31,11 +36,12 @@ SCHEMA = 1
 
 
 def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str) -> dict[str, Any]:
-    """One model x batch x precision: its replay summary and per-step results, or why not."""
+    """One model x batch x precision set (``fp32+tf32``): its replay summary and per-step results, or why not."""
     t0 = time.perf_counter()
     base = {"model": model.stem, "batch": batch, "dtype": dtype}
+    precisions = [Precision(d) for d in dtype.split("+")]
     try:
-        outcome = replay(model, db, work / f"{model.stem}_b{batch}_{dtype}", command, batch, [Precision(dtype)])
+        outcome = replay(model, db, work / f"{model.stem}_b{batch}_{dtype}", command, batch, precisions)
     except BenanzaError as exc:
         return {**base, "status": "refused", "message": exc.message, "seconds": time.perf_counter() - t0}
     steps = [{"step": s.index, "kind": s.kind, "api": s.api, "algorithm": s.algorithm, "layers": list(s.names),
@@ -43,29 +49,40 @@ def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str
              for s in outcome.plan.steps]
     for s, r in zip(steps, outcome.result.get("steps", []), strict=False):
         s.update(replay_ms=r.get("median_ms"), max_rel_error=r.get("max_rel_error"), checked=r.get("checked"))
-    return {**base, **outcome.summary(), "steps_detail": steps, "seconds": time.perf_counter() - t0}
+    summary = outcome.summary()
+    return {**summary, **base, "storage": summary["dtype"], "model_name": summary["model"], "steps_detail": steps,
+            "seconds": time.perf_counter() - t0}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", type=Path, required=True, help="performance database whose best executions are replayed")
+    ap.add_argument("--db", type=Path, help="performance database whose best executions are replayed: .db, "
+                    ".columns.xz or .db.xz (default: the shipped H100 database)")
     ap.add_argument("--models", type=Path, default=Path("models/zoo"), help="directory of .onnx models")
     ap.add_argument("--out", type=Path, required=True, help="JSON to write (rewritten after every cell)")
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--dtypes", default="fp32,fp16")
     ap.add_argument("--work", type=Path, default=Path("replay_runs"), help="where the replay projects go")
+    ap.add_argument("--only", help="comma-separated model stems (default: every model in --models)")
+    ap.add_argument("--redo", action="store_true", help="run again the cells --out already holds")
     args = ap.parse_args(argv)
-    models = sorted(args.models.glob("*.onnx"))
+    args.db = database(args.db)  # the shipped one unpacked once into ~/.cache/benanza
+    only = set(args.only.split(",")) if args.only else None
+    models = sorted(m for m in args.models.glob("*.onnx") if only is None or m.stem in only)
     if not models:
         print(f"error: no .onnx models in {args.models}", file=sys.stderr)
         return 1
     batches = [int(b) for b in args.batches.split(",")]
-    dtypes = [Precision(d.strip().lower()).value for d in args.dtypes.split(",")]
+    dtypes = ["+".join(Precision(p.strip().lower()).value for p in d.split("+")) for d in args.dtypes.split(",")]
     command = shlex.join(["python", "bench/replay.py", *(argv if argv is not None else sys.argv[1:])])
-    cells: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = json.loads(args.out.read_text())["cells"] if args.out.is_file() else []
     for model in models:
         for batch in batches:
             for dtype in dtypes:
+                held = [c for c in cells if (c["model"], c["batch"], c["dtype"]) == (model.stem, batch, dtype)]
+                if held and not args.redo:
+                    continue
+                cells = [c for c in cells if c not in held]
                 c = cell(model, args.db, batch, dtype, args.work, command)
                 cells.append(c)
                 ratio = c.get("replay_over_lbl_seq")
