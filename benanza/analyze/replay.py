@@ -32,6 +32,7 @@ from benanza.generate.codegen import PRECISION_INDEX
 from benanza.generate.replay import (
     COPY_KINDS,
     REPLAY_KINDS,
+    VIEW_KINDS,
     Buffer,
     ReplayPlan,
     Step,
@@ -45,6 +46,7 @@ from benanza.records import Result
 SUPPORTED = ", ".join([*(api.value for api in REPLAY_KINDS), *(f"{op} (copies)" for op in COPY_KINDS)])
 ROOFLINE_NOTE = "the bound charges its bytes at the copy roofline; the replay runs its fastest measured call"
 TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
+VIEW_NOTE = "a view the bound reads through strides (charged nothing), run as one strided copy"
 BIAS_NOTE = "the conv's bias add, a call of its own as the bound charges it"
 
 
@@ -116,13 +118,30 @@ class _Builder:
 
     # ---------------------------------------------------------- groups
     def alias(self, layer: Layer) -> None:
+        if layer.op in VIEW_KINDS:
+            self.view(layer)
+            return
         if layer.op not in NO_COPY_OPS:
-            raise self.refuse(layer, "a view read through strides (Transpose, Slice, Split, Gather) is not "
-                                     "replayed yet")
+            raise self.refuse(layer, "a view read through strides (Slice, Split, Gather) is not replayed yet")
         src = self.read(layer, layer.inputs[0], "NCHW")  # a reshape means the model's own (NCHW) order
         root = self.buffers[src].alias if self.buffers[src].alias >= 0 else src
         out = layer.outputs[0]
         self.by_tensor[out.name] = self._new(out, out.shape, "", alias=root)
+
+    def view(self, layer: Layer) -> None:
+        """A Transpose the bound charges nothing (its consumers read it through strides), run as one
+        strided copy in the model's order: the cost of a consumer that cannot read strides."""
+        x, out = layer.inputs[0], layer.outputs[0]
+        perm = [int(v) for v in layer.attrs.get("perm", range(len(x.shape) - 1, -1, -1))]
+        if not 1 <= len(x.shape) <= 8:
+            raise self.refuse(layer, f"a Transpose of rank {len(x.shape)}")
+        src = self.read(layer, x, "NCHW")
+        writes = self.write(out, "NCHW")
+        store = self.store
+        self.steps.append(Step(len(self.steps), VIEW_KINDS[layer.op], "", "cudnnTransformTensor", store.value, "NCHW",
+                               Fusion.NONE.value, (layer.index,), (layer.name,), (src,), writes,
+                               {"dims": [int(v) for v in x.shape], "perm": perm}, PRECISION_INDEX[(store, "NCHW")],
+                               0.0, 0.0, None, VIEW_NOTE))
 
     def outputs_of(self, members: tuple[int, ...]) -> list[Tensor]:
         """Tensors of the group read outside it, or model outputs (nobody reads them)."""

@@ -56,6 +56,7 @@ class StepKind:
     LRN = "lrn"
     BATCHNORM = "batchnorm"
     CONCAT = "concat"  # a non-library layer: cudaMemcpy2DAsync per input, the copy the ceilings measure
+    PERMUTE = "permute"  # a Transpose the bound reads through strides, as one strided copy (composition cost)
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
 
 
@@ -78,7 +79,10 @@ REPLAY_KINDS: dict[Api, str] = {
 KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
 # Non-library layers (charged their bytes at the copy roofline) the replay runs as copies: op -> kind.
 COPY_KINDS: dict[str, str] = {"Concat": StepKind.CONCAT}
-STEP_KINDS: tuple[str, ...] = (*REPLAY_KINDS.values(), *COPY_KINDS.values(), StepKind.TRANSFORM)
+# Views the bound reads through strides (charged nothing) that the replay runs as a copy: op -> kind.
+VIEW_KINDS: dict[str, str] = {"Transpose": StepKind.PERMUTE}
+STEP_KINDS: tuple[str, ...] = (*REPLAY_KINDS.values(), *COPY_KINDS.values(), *VIEW_KINDS.values(),
+                               StepKind.TRANSFORM)
 
 TENSOR_FORMAT = Vocabulary("cudnnTensorFormat_t", ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC"))
 # A transform step's own row: the tensor's 4-D dims and the two layouts.
@@ -88,7 +92,11 @@ TRANSFORM_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", 4), choice("src
 # order, or NHWC rows for a channel concat of NHWC data).
 CONCAT_COLUMNS: tuple[Column, ...] = (PRECISION, ints("parts", at_least=1, at_most=256), Column("outer", Kind.INT),
                                       Column("inner", Kind.INT))
-OWN_COLUMNS: dict[str, tuple[Column, ...]] = {StepKind.TRANSFORM: TRANSFORM_COLUMNS, StepKind.CONCAT: CONCAT_COLUMNS}
+# A permutation's row: the input's dims (model order) and the permutation (ONNX Transpose's perm).
+PERMUTE_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", at_least=1, at_most=8),
+                                       ints("perm", at_least=1, at_most=8))
+OWN_COLUMNS: dict[str, tuple[Column, ...]] = {StepKind.TRANSFORM: TRANSFORM_COLUMNS, StepKind.CONCAT: CONCAT_COLUMNS,
+                                              StepKind.PERMUTE: PERMUTE_COLUMNS}
 # Every step kind's table beside its API's own columns: the algorithm the analysis chose.
 ALGORITHM = Column("algorithm", Kind.TEXT)
 STEPS_COLUMNS: tuple[Column, ...] = (

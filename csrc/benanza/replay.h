@@ -753,6 +753,60 @@ class BatchNormStep : public ReplayStep {
   Buffer params_[4];  // scale, bias, mean, var (fp32, as cuDNN derives them)
 };
 
+// A Transpose the bound reads through strides (a view, charged nothing), replayed as one strided copy
+// (cudnnTransformTensor on N-d descriptors): what a consumer that cannot read strides pays.
+class PermuteStep : public ReplayStep {
+ public:
+  struct Spec {
+    const CudnnPrecision* p;
+    std::vector<long long> dims, perm;  // the input's dims (model order, packed) and the permutation
+  };
+
+  PermuteStep(const Spec& s, const ReplayIo& io) : s_(s), io_(io) {
+    const size_t rank = s.dims.size();
+    if (rank < 1 || rank > 8 || s.perm.size() != rank) throw Error(Status::Failed, "a permutation of 1 to 8 dims");
+    std::vector<long long> in_strides(rank, 1);
+    for (size_t i = rank - 1; i > 0; --i) in_strides[i - 1] = in_strides[i] * s.dims[i];
+    std::vector<int> out_dims, src_strides, dst_strides;
+    const size_t pad = rank < 4 ? 4 - rank : 0;  // cuDNN's N-d descriptors take at least 4 dims
+    for (size_t i = 0; i < pad; ++i) out_dims.push_back(1);
+    for (size_t i = 0; i < rank; ++i) {
+      if (s.perm[i] < 0 || size_t(s.perm[i]) >= rank) throw Error(Status::Failed, "not a permutation");
+      out_dims.push_back(int(s.dims[size_t(s.perm[i])]));
+    }
+    const size_t n = out_dims.size();
+    dst_strides.assign(n, 1);
+    for (size_t i = n - 1; i > 0; --i) dst_strides[i - 1] = dst_strides[i] * out_dims[i];
+    src_strides.assign(n, 1);
+    for (size_t i = 0; i < rank; ++i) src_strides[pad + i] = int(in_strides[size_t(s.perm[i])]);
+    for (size_t i = 0; i < pad; ++i) src_strides[i] = dst_strides[i];
+    count_ = 1;
+    for (int d : out_dims) count_ *= size_t(d);
+    if (io.write_elements != count_) throw Error(Status::Failed, "output buffer of the wrong size");
+    BZ_CHECK_CUDNN(cudnnSetTensorNdDescriptor(src_, s.p->data, int(n), out_dims.data(), src_strides.data()));
+    BZ_CHECK_CUDNN(cudnnSetTensorNdDescriptor(dst_, s.p->data, int(n), out_dims.data(), dst_strides.data()));
+  }
+  void enqueue(Context& ctx) override {
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, src_, io_.reads[0], &zero, dst_, io_.write));
+  }
+  // Written back through the input's strides, it must give the input exactly.
+  double check(Context& ctx) override {
+    const DType t = s_.p->storage;
+    Buffer back(count_ * dtype_size(t));
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_, back.get()));
+    Buffer ref = as_float(ctx, io_.reads[0], t, count_);
+    return whole_error(ctx, back.get(), t, ref, count_);
+  }
+
+ private:
+  Spec s_;
+  ReplayIo io_;
+  size_t count_ = 0;
+  TensorDesc src_, dst_;
+};
+
 // cudnnTransformTensor: a layout change between two steps (the bound charges none: composition cost).
 class TransformStep : public ReplayStep {
  public:
