@@ -90,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                       + (f"replay/LBL_seq {ratio:.3f} " if ratio else "") + f"({c['seconds']:.0f} s) "
                       + (c.get("message") or "")[:160], flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps({"schema": SCHEMA, "command": command, "db": str(args.db),
-                                                "cells": cells}, indent=1) + "\n")
+                partial = args.out.with_name(args.out.name + ".partial")  # renamed into place: a kill
+                partial.write_text(json.dumps({"schema": SCHEMA, "command": command, "db": str(args.db),
+                                               "cells": cells}, indent=1) + "\n")  # never leaves half a file
+                partial.replace(args.out)
     ran = [c for c in cells if c.get("replay_over_lbl_seq")]
     print(f"{len(ran)} of {len(cells)} cells replayed; wrote {args.out}")
     return 0
