@@ -78,6 +78,9 @@ class Group:
     folded: tuple[int, ...] = ()  # members folded into the head's weights at zero cost
     fusion: str = ""  # a fused call's pattern (Fusion value)
     saving: float = 0.0  # a fused call's saving over its members unfused, as ranked (what the fix follows)
+    # The measured rows charged, in call order (the call, then a conv's bias add): what ``benanza replay``
+    # runs. Empty for an alias and for a roofline charge. Not part of equality (a Result holds a dict).
+    rows: tuple[Result, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -149,29 +152,32 @@ class _Coster:
         kind, self.unmeasured[layer.index] = _no_row(self.inputs.measurements.get(layer.key, ()))
         return bound, kind
 
-    def bias_ms(self, layer: Layer) -> tuple[float, str]:
-        """The bias add after a conv: its best measured add of the run's storage type, else its roofline."""
+    def bias_ms(self, layer: Layer) -> tuple[float, str, Result | None]:
+        """The bias add after a conv: its best measured add of the run's storage type (and that row),
+        else its roofline."""
         best = bias_add_row(layer, self.inputs, self.store)
         if best is not None:
-            return best.median_ms or 0.0, f" + bias {best.api}"
+            return best.median_ms or 0.0, f" + bias {best.api}", best
         self.unmeasured.setdefault(layer.index, NO_BIAS_BENCHMARK)
-        return bias_roofline_ms(layer, self.store, self.ceil) or 0.0, " + bias (roofline)"
+        return bias_roofline_ms(layer, self.store, self.ceil) or 0.0, " + bias (roofline)", None
 
-    def compute(self, layer: Layer, with_bias: bool) -> tuple[float, str, str] | None:
-        """(ms, call, group kind) of a conv/GEMM: its best allowed row (kind library call), else its
-        roofline (kind says why), plus its bias add when it has one."""
+    def compute(self, layer: Layer, with_bias: bool) -> tuple[float, str, str, tuple[Result, ...]] | None:
+        """(ms, call, group kind, rows charged) of a conv/GEMM: its best allowed row (kind library
+        call), else its roofline (kind says why), plus its bias add when it has one."""
         best = fastest(_allowed(self.inputs.measurements.get(layer.key, ()), self.constraints, Fusion.NONE.value))
+        rows: tuple[Result, ...] = ()
         if best is None:
             got = self.charge_roofline(layer)
             if got is None:
                 return None
             (ms, kind), call = got, "roofline"
         else:
-            ms, call, kind = best.median_ms or 0.0, _describe(best), GroupKind.CALL
+            ms, call, kind, rows = best.median_ms or 0.0, _describe(best), GroupKind.CALL, (best,)
         if with_bias and layer.op in BIAS_OPS:
-            extra, what = self.bias_ms(layer)
+            extra, what, bias_row = self.bias_ms(layer)
             ms, call = ms + extra, call + what
-        return ms, call, kind
+            rows += (bias_row,) if bias_row is not None and rows else ()
+        return ms, call, kind, rows
 
     def memory(self, layer: Layer) -> Group | None:
         """A memory-bound layer: its bytes at the peak bandwidth, or a measured call when cheaper."""
@@ -179,7 +185,8 @@ class _Coster:
         measured = fastest(_allowed(rows, self.constraints, Fusion.NONE.value))
         bound = self.roofline(layer)
         if measured is not None and (bound is None or (measured.median_ms or 0.0) < bound):
-            return Group((layer.index,), GroupKind.MEASURED, measured.median_ms or 0.0, _describe(measured))
+            return Group((layer.index,), GroupKind.MEASURED, measured.median_ms or 0.0, _describe(measured),
+                         rows=(measured,))
         if bound is None:
             self.uncharged[layer.index] = "memory-bound layer and no measured peak"
             return None
@@ -315,7 +322,7 @@ def _chain_group(model: Model, members: tuple[int, ...], coster: _Coster,
         if cand is not None and cand.key else []
     best = fastest(rows)
     if best is not None and (bound is None or (best.median_ms or 0.0) < bound):
-        return Group(members, GroupKind.FUSED, best.median_ms or 0.0, _describe(best))
+        return Group(members, GroupKind.FUSED, best.median_ms or 0.0, _describe(best), rows=(best,))
     if bound is None:
         return None
     return Group(members, GroupKind.CHAIN, bound, f"{moved:.4g} B")
@@ -366,7 +373,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             taken |= covered
             extra = tuple(f for f in folded.get(members[0], ()) if f not in members)
             groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, _describe(row),
-                                folded=extra, fusion=row.fusion, saving=saving))
+                                folded=extra, fusion=row.fusion, saving=saving, rows=(row,)))
     # pointwise chains: one pass at the copy roofline, whatever was measured; grown in _chains below
     blocked = taken | set(folded_into)
     seeds = [tuple(sorted(cand.layers)) for cand in model.fusions
@@ -386,8 +393,8 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
             got = coster.compute(layer, _has_bias(layer) or any(model.layers[f].op in BIAS_GIVING for f in fs))
             taken |= {i, *fs}
             if got is not None:
-                ms, call, kind = got
-                groups.append(Group((i, *fs), kind, ms, call, folded=fs))
+                ms, call, kind, rows = got
+                groups.append(Group((i, *fs), kind, ms, call, folded=fs, rows=rows))
     for i, head in folded_into.items():  # folded into a conv that a fused call took: already covered
         if head in taken:
             taken.add(i)

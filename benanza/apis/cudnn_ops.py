@@ -340,7 +340,7 @@ def _legacy_log(layer: LayerSignature, call: CallSignature, algorithm: Callable[
 DEFINITIONS = (
     ApiDef(Api.BATCHNORM_INF, "bench_batchnorm", "cudnn_batchnorm.cu.j2", ApiFamily.LEGACY, "cudnn", batchnorm_job,
            columns=(*OP_HEAD, DIMS4, Column("epsilon", Kind.REAL), *OP_FORMAT), algorithms=(BATCHNORM_ALGORITHM,),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(x_layer("bn"), first_call("bn"), lambda call: call.args.get("mode"))),
     ApiDef(Api.ACTIVATION, "bench_activation", "cudnn_activation.cu.j2", ApiFamily.LEGACY, "cudnn", activation_job,
            columns=(*OP_HEAD, DIMS4, choice("act", ACTIVATION_MODE), Column("coef", Kind.REAL), *OP_FORMAT),
@@ -348,11 +348,11 @@ DEFINITIONS = (
            log=_legacy_log(x_layer("act"), first_call("act"), lambda call: desc_field(call, "mode"))),
     ApiDef(Api.POOLING, "bench_pooling", "cudnn_pooling.cu.j2", ApiFamily.LEGACY, "cudnn", pooling_job,
            columns=(*OP_HEAD, ints("dims", 14), choice("mode", POOLING_MODE), *OP_FORMAT),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(io_layer("pool"), first_last_call("pool"), lambda call: desc_field(call, "mode"))),
     ApiDef(Api.SOFTMAX, "bench_softmax", "cudnn_softmax.cu.j2", ApiFamily.LEGACY, "cudnn", softmax_job,
            columns=(*OP_HEAD, DIMS4, *OP_FORMAT, choice("mode", SOFTMAX_MODE)), algorithms=(SOFTMAX_ALGORITHM,),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(_softmax_layer, _softmax_call,
                            lambda call: call.args.get("algo") or call.args.get("algorithm"))),
     ApiDef(Api.LRN, "bench_lrn", "cudnn_lrn.cu.j2", ApiFamily.LEGACY, "cudnn", lrn_job,
@@ -366,6 +366,6 @@ DEFINITIONS = (
            log=_legacy_log(_elementwise_layer, _add_tensor_call, None)),
     ApiDef(Api.OP_TENSOR, "bench_op_tensor", "cudnn_op_tensor.cu.j2", ApiFamily.LEGACY, "cudnn", op_tensor_job,
            columns=(*OP_HEAD, ints("a", 4), ints("b", 4), choice("op", OP_TENSOR_OP), *OP_FORMAT),
-           nhwc=True,
+           host_only=True, nhwc=True,  # its reference lives in kernels.cu
            log=_legacy_log(_elementwise_layer, _op_tensor_call, lambda call: desc_field(call, "opTensorOp"))),
 )

@@ -35,7 +35,7 @@ err_console = _console(stderr=True)
 COMMAND_MODULES: dict[str, str] = {
     "analyze": "analyze", "build-cache": "build_cache", "bundles": "compare", "compare": "compare", "db": "db",
     "generate": "generate", "layers": "models", "models": "models", "pipeline": "pipeline", "profile": "profile",
-    "quickstart": "quickstart", "run": "run",
+    "quickstart": "quickstart", "replay": "replay", "run": "run",
 }
 
 

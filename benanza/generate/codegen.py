@@ -25,6 +25,7 @@ import math
 import re
 import site
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,14 +165,20 @@ def source_context(api: Api) -> dict[str, Any]:
                "algorithms": algorithms, "algorithm_tolerance": [ALGORITHM_TOLERANCE.get(a, 0.0) for a in algorithms]}
     # api is a library.Api value (e.g. "cudnn_frontend::graph::conv_fprop"), never model text
     check_plain({k: v for k, v in context.items() if k != "api"})
-    job_table.check_columns(spec.columns, api.value)
-    columns = [c.context() for c in spec.columns]
-    for c in columns:
+    return {**context, "columns": column_contexts(spec.columns, api.value)}
+
+
+def column_contexts(columns: Sequence[job_table.Column], where: str) -> list[dict[str, Any]]:
+    """A job table's columns as a template renders them (``_job_table.j2``), each name and enum
+    spelling checked to be a C++ name and each vocabulary word plain text."""
+    job_table.check_columns(columns, where)
+    out = [c.context() for c in columns]
+    for c in out:
         spelled = (c["name"], *c["enum_values"], *([c["ctype"]] if c["ctype"] else []))
         if any(not _SAFE_CPP.fullmatch(v) for v in spelled):
-            raise BenanzaError(f"codegen: column {c['name']!r} of {api.value} spells something that is not a C++ name")
+            raise BenanzaError(f"codegen: column {c['name']!r} of {where} spells something that is not a C++ name")
         check_plain(c["words"], f"column {c['name']}")
-    return {**context, "columns": columns}
+    return out
 
 
 def render_source(env: jinja2.Environment, api: Api, command: str) -> str:
@@ -206,7 +213,7 @@ def site_dirs() -> list[str]:
 # ---------------------------------------------------------------- files
 
 
-def _write(path: Path, text: str, manifest: Manifest) -> None:
+def write_file(path: Path, text: str, manifest: Manifest) -> None:
     """Write only if the content changed (keeps Ninja's rebuilds incremental)."""
     if path.exists() and path.read_text() == text:
         return
@@ -225,12 +232,12 @@ def name_parts_header(env: jinja2.Environment | None = None) -> str:
     return (env or environment()).get_template(f"{NAME_PARTS_H}.j2").render(**context)
 
 
-def _copy_harness(out: Path, manifest: Manifest, env: jinja2.Environment) -> None:
+def copy_harness(out: Path, manifest: Manifest, env: jinja2.Environment) -> None:
     src = paths.csrc_dir() / "benanza"
     for f in sorted(src.iterdir()):
         if f.is_file() and f.suffix in (".h", ".cuh", ".cu"):
-            _write(out / "csrc" / "benanza" / f.name, f.read_text(), manifest)
-    _write(out / "csrc" / "benanza" / NAME_PARTS_H, name_parts_header(env), manifest)
+            write_file(out / "csrc" / "benanza" / f.name, f.read_text(), manifest)
+    write_file(out / "csrc" / "benanza" / NAME_PARTS_H, name_parts_header(env), manifest)
 
 
 def _shallow_fields(b: Benchmark) -> dict[str, Any]:
@@ -290,23 +297,23 @@ def _write_project(plan: Plan, out: Path, command_line: str) -> Manifest:
         except jinja2.TemplateNotFound as exc:
             raise BenanzaError(f"{paths.templates_dir() / exc.name}: template missing for {jobs[0].api.value}") \
                 from None
-        _write(out / "src" / f"{exe}.cu", source, manifest)
-        _write(out / "src" / f"{exe}{job_table.SUFFIX}", render_table(jobs, command_line), manifest)
+        write_file(out / "src" / f"{exe}.cu", source, manifest)
+        write_file(out / "src" / f"{exe}{job_table.SUFFIX}", render_table(jobs, command_line), manifest)
         manifest.executables[exe] = {"api": jobs[0].api.value, "num_jobs": len(jobs), "source": f"src/{exe}.cu",
                                      "table": f"src/{exe}{job_table.SUFFIX}"}
     for suffix in (".cu", job_table.SUFFIX):
         for stale in (out / "src").glob(f"bench_*{suffix}") if (out / "src").is_dir() else ():
             if stale.name.removesuffix(suffix) not in executables:
                 stale.unlink()
-    _copy_harness(out, manifest, env)
-    _write(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
+    copy_harness(out, manifest, env)
+    write_file(out / "CMakeLists.txt", (paths.templates_dir() / "CMakeLists.txt").read_text(), manifest)
     host_only = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].host_only)
     frontend = sorted(exe for exe, jobs in executables.items() if REGISTRY[jobs[0].api].family is ApiFamily.GRAPH)
     cmake = env.get_template("benchmarks.cmake.j2").render(command=command_line, executables=sorted(executables),
                                                            host_only=host_only, frontend=frontend,
                                                            site_dirs=site_dirs())
-    _write(out / "benchmarks.cmake", cmake, manifest)
+    write_file(out / "benchmarks.cmake", cmake, manifest)
     _manifest_entries(plan, manifest)
     # compact: an indented dump goes through json's pure-Python encoder (half of generate's time for the zoo)
-    _write(out / MANIFEST, json.dumps(manifest.to_dict(), separators=(",", ":")) + "\n", manifest)
+    write_file(out / MANIFEST, json.dumps(manifest.to_dict(), separators=(",", ":")) + "\n", manifest)
     return manifest

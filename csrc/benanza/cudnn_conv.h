@@ -66,18 +66,18 @@ inline void require_symmetric_pads(const ConvDims& d) {
                                           ") are not supported by the legacy cuDNN convolution API");
 }
 
-class ConvProblem {
+// The descriptors of one convolution in precision `p` (the model's dims, checked against cuDNN's
+// output shape), without buffers: ConvProblem adds its random operands, and `benanza replay`'s
+// convolution steps (replay.h) read and write the model's own buffers through the same descriptors.
+class ConvDescriptors {
  public:
   TensorDesc x_desc, y_desc;
   FilterDesc w_desc;
   ConvDesc conv;
   size_t x_count = 0, w_count = 0, y_count = 0;
-  Buffer x, w, y;
   ConvShape shape{};
-  ConvReference ref;  // fp32 reference of y's checked batch entries, in y's layout
 
-  // Descriptors, random x and w, and the reference conv(x, w) (epilogues add to it).
-  ConvProblem(Context& ctx, const ConvDims& d, const CudnnPrecision& p, uint64_t seed) {
+  ConvDescriptors(const ConvDims& d, const CudnnPrecision& p) {
     require_symmetric_pads(d);
     shape = ConvShape{d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.pad_top, d.pad_left, d.stride_h, d.stride_w,
                       d.dil_h, d.dil_w, d.groups, d.p, d.q, p.format == CUDNN_TENSOR_NHWC};
@@ -96,6 +96,27 @@ class ConvProblem {
     x_count = size_t(d.n) * d.c * d.h * d.w;
     w_count = size_t(d.k) * (d.c / d.groups) * d.r * d.s;
     y_count = size_t(d.n) * d.k * d.p * d.q;
+  }
+
+  size_t workspace_size(Context& ctx, cudnnConvolutionFwdAlgo_t algo) const {
+    size_t bytes = 0;
+    BZ_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), x_desc, w_desc, conv, y_desc, algo, &bytes));
+    return bytes;
+  }
+
+ private:
+  static std::string dims(int a, int b, int c, int d) {
+    return "[" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + "," + std::to_string(d) + "]";
+  }
+};
+
+class ConvProblem : public ConvDescriptors {
+ public:
+  Buffer x, w, y;
+  ConvReference ref;  // fp32 reference of y's checked batch entries, in y's layout
+
+  // Descriptors, random x and w, and the reference conv(x, w) (epilogues add to it).
+  ConvProblem(Context& ctx, const ConvDims& d, const CudnnPrecision& p, uint64_t seed) : ConvDescriptors(d, p) {
     size_t e = dtype_size(p.storage);
     x = Buffer(x_count * e);
     w = Buffer(w_count * e);
@@ -108,12 +129,6 @@ class ConvProblem {
 
   // Fill y with NaN so that an algorithm that writes nothing fails the output check.
   void poison_output(Context& ctx) const { BZ_CHECK_CUDA(cudaMemsetAsync(y.get(), 0xff, y.bytes(), ctx.stream)); }
-
-  size_t workspace_size(Context& ctx, cudnnConvolutionFwdAlgo_t algo) const {
-    size_t bytes = 0;
-    BZ_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), x_desc, w_desc, conv, y_desc, algo, &bytes));
-    return bytes;
-  }
 
   // Rank of each algorithm in cudnnGetConvolutionForwardAlgorithm_v7's order (entries
   // with status success only, first occurrence); empty where it has none.
@@ -163,9 +178,6 @@ class ConvProblem {
         out[size_t(a)] = next++;
     }
     return out;
-  }
-  static std::string dims(int a, int b, int c, int d) {
-    return "[" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + "," + std::to_string(d) + "]";
   }
 };
 

@@ -14,15 +14,9 @@
 
 #include "benanza/bench.h"
 #include "benanza/cudnn_util.h"
+#include "benanza/kernels.h"  // Dims4, Packed4
 
 namespace bz {
-
-// A 4-D tensor as cuDNN sees it (n, c, h, w), whatever its memory layout.
-struct Dims4 {
-  int n, c, h, w;
-};
-
-__host__ __device__ inline size_t count_of(const Dims4& d) { return size_t(d.n) * d.c * d.h * d.w; }
 
 inline std::string to_json(const Dims4& d) {
   return "[" + std::to_string(d.n) + "," + std::to_string(d.c) + "," + std::to_string(d.h) + "," +
@@ -33,26 +27,6 @@ inline std::string to_json(const Dims4& d) {
 inline void set_tensor(const TensorDesc& t, cudnnTensorFormat_t format, cudnnDataType_t type, const Dims4& d) {
   BZ_CHECK_CUDNN(cudnnSetTensor4dDescriptor(t, format, type, d.n, d.c, d.h, d.w));
 }
-
-// Index arithmetic of a packed 4-D tensor, for the reference kernels.
-struct Packed4 {
-  Dims4 d;
-  bool nhwc;
-
-  // Coordinates of the i-th element in memory order.
-  __host__ __device__ void coords(size_t i, int& n, int& c, int& h, int& w) const {
-    if (nhwc) {
-      c = int(i % d.c); i /= d.c; w = int(i % d.w); i /= d.w; h = int(i % d.h); n = int(i / d.h);
-    } else {
-      w = int(i % d.w); i /= d.w; h = int(i % d.h); i /= d.h; c = int(i % d.c); n = int(i / d.c);
-    }
-  }
-  // Memory offset of (n, c, h, w); a dimension of size 1 broadcasts (reads index 0).
-  __host__ __device__ size_t offset(int n, int c, int h, int w) const {
-    n = d.n == 1 ? 0 : n; c = d.c == 1 ? 0 : c; h = d.h == 1 ? 0 : h; w = d.w == 1 ? 0 : w;
-    return nhwc ? ((size_t(n) * d.h + h) * d.w + w) * d.c + c : ((size_t(n) * d.c + c) * d.h + h) * d.w + w;
-  }
-};
 
 constexpr int kOpThreads = 256;
 

@@ -284,6 +284,99 @@ void dispatch(DType dtype, F&& f) {
 
 void check_launch() { BZ_CHECK_CUDA(cudaGetLastError()); }
 
+__global__ void pooling_kernel(PoolDims d, Packed4 in, Packed4 out, int mode, const float* x, float* y) {
+  const size_t total = count_of(out.d);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, p, q;
+    out.coords(i, n, c, p, q);
+    float best = -INFINITY, sum = 0.f;
+    int valid = 0;
+    for (int r = 0; r < d.window_h; ++r) {
+      const int h = p * d.stride_h - d.pad_top + r;
+      if (h < 0 || h >= d.h) continue;
+      for (int s = 0; s < d.window_w; ++s) {
+        const int w = q * d.stride_w - d.pad_left + s;
+        if (w < 0 || w >= d.w) continue;
+        const float v = x[in.offset(n, c, h, w)];
+        best = fmaxf(best, v);
+        sum += v;
+        ++valid;
+      }
+    }
+    y[i] = mode == CUDNN_POOLING_MAX || mode == CUDNN_POOLING_MAX_DETERMINISTIC ? best
+           : mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING              ? sum / float(d.window_h * d.window_w)
+                                                                              : sum / float(valid > 0 ? valid : 1);
+  }
+}
+
+__global__ void op_tensor_kernel(Packed4 ta, Packed4 tb, int op, const float* a, const float* b, float* y) {
+  const size_t total = count_of(ta.d);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, h, w;
+    ta.coords(i, n, c, h, w);
+    const float u = a[i], v = b[tb.offset(n, c, h, w)];
+    y[i] = op == CUDNN_OP_TENSOR_MUL ? u * v : u + v;
+  }
+}
+
+__global__ void lrn_kernel(Packed4 t, int size, float alpha, float beta, float bias, const float* x, float* y) {
+  const size_t total = count_of(t.d);
+  const int behind = (size - 1) / 2, ahead = size - 1 - behind;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, h, w;
+    t.coords(i, n, c, h, w);
+    float sum = 0.f;
+    for (int k = max(0, c - behind); k <= min(t.d.c - 1, c + ahead); ++k) {
+      const float v = x[t.offset(n, k, h, w)];
+      sum += v * v;
+    }
+    y[i] = x[i] / powf(bias + alpha / float(size) * sum, beta);
+  }
+}
+
+__global__ void positive_kernel(float* v, size_t count) {  // var in [0.25, 1.25)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    v[i] = 0.25f + fabsf(v[i]);
+}
+
+__global__ void batchnorm_kernel(Packed4 t, const float* x, const float* scale, const float* bias, const float* mean,
+                                 const float* var, double epsilon, float* y) {
+  const size_t total = count_of(t.d);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, c, h, w;
+    t.coords(i, n, c, h, w);
+    y[i] = float(double(scale[c]) * (double(x[i]) - mean[c]) / sqrt(double(var[c]) + epsilon) + bias[c]);
+  }
+}
+
+// One block per (outer, inner) row of `cols` values `inner` apart.
+__global__ void softmax_kernel(int cols, int inner, const float* x, float* y) {
+  __shared__ float part[kThreads];
+  const size_t outer = blockIdx.x / unsigned(inner), in = blockIdx.x % unsigned(inner);
+  const float* row = x + outer * cols * inner + in;  // value c at row[c * inner]
+  float* out_base = y + outer * cols * inner + in;
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[size_t(c) * inner]);
+  part[threadIdx.x] = m;
+  __syncthreads();
+  for (int off = blockDim.x / 2; off > 0; off /= 2) {
+    if (threadIdx.x < off) part[threadIdx.x] = fmaxf(part[threadIdx.x], part[threadIdx.x + off]);
+    __syncthreads();
+  }
+  m = part[0];
+  __syncthreads();
+  float s = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += expf(row[size_t(c) * inner] - m);
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int off = blockDim.x / 2; off > 0; off /= 2) {
+    if (threadIdx.x < off) part[threadIdx.x] += part[threadIdx.x + off];
+    __syncthreads();
+  }
+  s = part[0];
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out_base[size_t(c) * inner] = expf(row[size_t(c) * inner] - m) / s;
+}
+
 }  // namespace
 
 void fill_uniform(void* data, size_t count, DType dtype, uint64_t seed, cudaStream_t stream) {
@@ -408,6 +501,36 @@ double max_rel_error(const void* out, DType dtype, const std::vector<CheckedSpan
   std::memcpy(&mag, &h[1], sizeof mag);
   if (!std::isfinite(diff)) return INFINITY;
   return mag > 0.f ? double(diff) / mag : (diff > 0.f ? INFINITY : 0.0);
+}
+
+void pooling_reference(const PoolDims& d, bool nhwc, int mode, const float* x, float* y, cudaStream_t stream) {
+  const Dims4 x_dims{d.n, d.c, d.h, d.w}, y_dims{d.n, d.c, d.p, d.q};
+  const size_t count = count_of(y_dims);
+  pooling_kernel<<<blocks_for(count), kThreads, 0, stream>>>(d, Packed4{x_dims, nhwc}, Packed4{y_dims, nhwc}, mode, x,
+                                                             y);
+}
+
+void softmax_reference(int rows, int cols, int inner, const float* x, float* y, cudaStream_t stream) {
+  softmax_kernel<<<unsigned(rows * inner), kThreads, 0, stream>>>(cols, inner, x, y);
+}
+
+void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, const float* a, const float* b,
+                         float* y, cudaStream_t stream) {
+  op_tensor_kernel<<<blocks_for(count_of(a_dims.d)), kThreads, 0, stream>>>(a_dims, b_dims, op, a, b, y);
+}
+
+void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
+                   cudaStream_t stream) {
+  lrn_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(dims, size, alpha, beta, bias, x, y);
+}
+
+void positive_variance(float* var, size_t count, cudaStream_t stream) {
+  positive_kernel<<<blocks_for(count), kThreads, 0, stream>>>(var, count);
+}
+
+void batchnorm_reference(const Packed4& dims, const float* x, const float* scale, const float* bias, const float* mean,
+                         const float* var, double epsilon, float* y, cudaStream_t stream) {
+  batchnorm_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(dims, x, scale, bias, mean, var, epsilon, y);
 }
 
 }  // namespace bz

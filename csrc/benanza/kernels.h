@@ -15,6 +15,65 @@
 
 namespace bz {
 
+// A 4-D tensor as cuDNN sees it (n, c, h, w), whatever its memory layout.
+struct Dims4 {
+  int n, c, h, w;
+};
+
+__host__ __device__ inline size_t count_of(const Dims4& d) { return size_t(d.n) * d.c * d.h * d.w; }
+
+// Index arithmetic of a packed 4-D tensor, for the reference kernels.
+struct Packed4 {
+  Dims4 d;
+  bool nhwc;
+
+  // Coordinates of the i-th element in memory order.
+  __host__ __device__ void coords(size_t i, int& n, int& c, int& h, int& w) const {
+    if (nhwc) {
+      c = int(i % d.c); i /= d.c; w = int(i % d.w); i /= d.w; h = int(i % d.h); n = int(i / d.h);
+    } else {
+      w = int(i % d.w); i /= d.w; h = int(i % d.h); i /= d.h; c = int(i % d.c); n = int(i / d.c);
+    }
+  }
+  // Memory offset of (n, c, h, w); a dimension of size 1 broadcasts (reads index 0).
+  __host__ __device__ size_t offset(int n, int c, int h, int w) const {
+    n = d.n == 1 ? 0 : n; c = d.c == 1 ? 0 : c; h = d.h == 1 ? 0 : h; w = d.w == 1 ? 0 : w;
+    return nhwc ? ((size_t(n) * d.h + h) * d.w + w) * d.c + c : ((size_t(n) * d.c + c) * d.h + h) * d.w + w;
+  }
+};
+
+// One 2-D pooling window as the model has it (ONNX pads: begin and end per axis).
+struct PoolDims {
+  int n, c, h, w;  // input
+  int window_h, window_w;
+  int pad_top, pad_left, pad_bottom, pad_right;
+  int stride_h, stride_w;
+  int p, q;  // output height, width (the model's)
+};
+
+// Naive pooling in fp32 (`mode` a cudnnPoolingMode_t value): y (n x c x p x q) from x (n x c x h x w),
+// both packed in NHWC when `nhwc`, else NCHW.
+void pooling_reference(const PoolDims& d, bool nhwc, int mode, const float* x, float* y, cudaStream_t stream);
+
+// Softmax in fp32 over `cols` values `inner` apart, for each of rows x inner rows (x and y packed as
+// [rows, cols, inner]): max, then the sum of exp(x - max), then the quotient.
+void softmax_reference(int rows, int cols, int inner, const float* x, float* y, cudaStream_t stream);
+
+// y = a op b in fp32 (`op` CUDNN_OP_TENSOR_ADD or _MUL), b broadcast to a's dims (a dimension of 1).
+void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, const float* a, const float* b,
+                         float* y, cudaStream_t stream);
+
+// Cross-channel LRN in fp32: y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
+void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
+                   cudaStream_t stream);
+
+// Random values in [-1, 1) made a variance in [0.25, 1.25) (fp32, in place).
+void positive_variance(float* var, size_t count, cudaStream_t stream);
+
+// Inference batch norm in fp32 (spatial: per channel): y = scale (x - mean) / sqrt(var + epsilon) + bias.
+void batchnorm_reference(const Packed4& dims, const float* x, const float* scale, const float* bias, const float* mean,
+                         const float* var, double epsilon, float* y, cudaStream_t stream);
+
 // Uniform values in [-1, 1) from a counter-based hash of (seed, index): never zero,
 // reproducible, independent of launch geometry.
 void fill_uniform(void* data, size_t count, DType dtype, uint64_t seed, cudaStream_t stream);

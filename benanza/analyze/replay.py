@@ -1,0 +1,339 @@
+"""The analysis's best execution as a replay plan: the steps ``benanza replay`` runs (docs/REPLAY.md).
+
+Each group of the headline execution (``execution.Group``) becomes the call its charged row names,
+with the job-table row its micro-benchmark had (the API's own builder, ``ApiDef.builder``), so the
+replay makes exactly the call that was timed: API, algorithm or engine config, precision, layout and
+fused epilogue. Groups the bound charges a roofline (pools, softmax, elementwise chains) run their
+fastest measured call instead, and say so in the step's note. A step the replay cannot run yet is
+refused with one line naming the layer and the API, never skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import networkx as nx
+
+from benanza.analyze.choose import fastest, usable
+from benanza.analyze.dag import contract, layer_graph
+from benanza.analyze.execution import Bounds, Execution, Group, GroupKind, is_alias
+from benanza.analyze.folding import _consumers
+from benanza.analyze.inputs import Inputs
+from benanza.analyze.peaks import effective_ceilings
+from benanza.apis import REGISTRY, whole_call
+from benanza.apis.base import Unsupported
+from benanza.apis.graph import engine_cells, with_named_configs
+from benanza.errors import BenanzaError
+from benanza.generate.codegen import PRECISION_INDEX
+from benanza.generate.replay import (
+    COPY_KINDS,
+    REPLAY_KINDS,
+    VIEW_KINDS,
+    Buffer,
+    ReplayPlan,
+    Step,
+    StepKind,
+    step_tolerance,
+)
+from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
+from benanza.model.layer import FusionCandidate, Layer, Model, Tensor, bias_add
+from benanza.records import Result
+
+SUPPORTED = ", ".join([*(api.value for api in REPLAY_KINDS), *(f"{op} (copies)" for op in COPY_KINDS)])
+ROOFLINE_NOTE = "the bound charges its bytes at the copy roofline; the replay runs its fastest measured call"
+TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
+VIEW_NOTE = "a view the bound reads through strides (charged nothing), run as one strided copy"
+BIAS_NOTE = "the conv's bias add, a call of its own as the bound charges it"
+
+
+def best_execution(inputs: Inputs) -> tuple[Execution, Inputs]:
+    """The headline execution exactly as ``analyze`` computes it (same ceilings, same graph)."""
+    model = inputs.model
+    graph = layer_graph(model.graph, (layer.index for layer in model.layers))
+    ceil, _notes = effective_ceilings(model, inputs)
+    inputs = replace(inputs, ceilings=ceil)
+    return Bounds.of(model, inputs, graph).headline, inputs
+
+
+def _layout_free(shape: tuple[int, ...]) -> bool:
+    """Whether NCHW and NHWC store this tensor alike (not 4-D, or one channel, or a 1 x 1 image)."""
+    return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
+
+
+def _dims4(shape: tuple[int, ...]) -> list[int]:
+    return [int(v) for v in shape]
+
+
+class _Builder:
+    def __init__(self, model: Model, inputs: Inputs, store: Precision) -> None:
+        self.model, self.inputs, self.store = model, inputs, store
+        self.consumers = _consumers(model)
+        self.produced = {t.name for layer in model.layers for t in layer.outputs}
+        self.buffers: list[Buffer] = []
+        self.by_tensor: dict[str, int] = {}  # tensor name -> buffer id holding it
+        self.transformed: dict[tuple[int, str], int] = {}  # (buffer, layout) -> buffer in that layout
+        self.steps: list[Step] = []
+
+    # ---------------------------------------------------------- refusals
+    def refuse(self, layer: Layer, what: str) -> BenanzaError:
+        return BenanzaError(f"{self.model.name}: layer {layer.name!r} ({layer.op}): {what}; "
+                            f"replay steps exist for {SUPPORTED} so far (docs/REPLAY.md)")
+
+    # ---------------------------------------------------------- buffers
+    def _new(self, tensor: Tensor | str, shape: tuple[int, ...], layout: str, alias: int = -1,
+             is_input: bool = False) -> int:
+        name = tensor.name if isinstance(tensor, Tensor) else tensor
+        b = Buffer(len(self.buffers), name, tuple(shape), math.prod(shape) if shape else 1,
+                   "" if _layout_free(tuple(shape)) else layout, alias, is_input)
+        self.buffers.append(b)
+        return b.id
+
+    def read(self, layer: Layer, tensor: Tensor, layout: str) -> int:
+        """The buffer a step reads ``tensor`` from, in ``layout`` (a transform step added when needed)."""
+        if tensor.name not in self.by_tensor:
+            if tensor.constant or tensor.name in self.produced:
+                raise self.refuse(layer, f"input {tensor.name!r} is a constant or not yet computed")
+            self.by_tensor[tensor.name] = self._new(tensor, tensor.shape, layout, is_input=True)
+        b = self.buffers[self.by_tensor[tensor.name]]
+        if not b.layout or not layout or b.layout == layout:
+            return b.id
+        if (b.id, layout) not in self.transformed:
+            out = self._new(f"{b.tensor}@{layout}", b.shape, layout)
+            fmt = {"NCHW": "CUDNN_TENSOR_NCHW", "NHWC": "CUDNN_TENSOR_NHWC"}
+            row = {"dims": _dims4(b.shape), "src": fmt[b.layout], "dst": fmt[layout]}
+            storage = self.store
+            self.steps.append(Step(len(self.steps), StepKind.TRANSFORM, "", "cudnnTransformTensor", storage.value,
+                                   layout, Fusion.NONE.value, (layer.index,), (layer.name,), (b.id,), out, row,
+                                   PRECISION_INDEX[(storage, layout)], 0.0, 0.0, None, TRANSFORM_NOTE))
+            self.transformed[(b.id, layout)] = out
+        return self.transformed[(b.id, layout)]
+
+    def write(self, tensor: Tensor, layout: str) -> int:
+        self.by_tensor[tensor.name] = self._new(tensor, tensor.shape, layout)
+        return self.by_tensor[tensor.name]
+
+    # ---------------------------------------------------------- groups
+    def alias(self, layer: Layer) -> None:
+        if layer.op in VIEW_KINDS:
+            self.view(layer)
+            return
+        if layer.op not in NO_COPY_OPS:
+            raise self.refuse(layer, "a view read through strides (Slice, Split, Gather) is not replayed yet")
+        src = self.read(layer, layer.inputs[0], "NCHW")  # a reshape means the model's own (NCHW) order
+        root = self.buffers[src].alias if self.buffers[src].alias >= 0 else src
+        out = layer.outputs[0]
+        self.by_tensor[out.name] = self._new(out, out.shape, "", alias=root)
+
+    def view(self, layer: Layer) -> None:
+        """A Transpose the bound charges nothing (its consumers read it through strides), run as one
+        strided copy in the model's order: the cost of a consumer that cannot read strides."""
+        x, out = layer.inputs[0], layer.outputs[0]
+        perm = [int(v) for v in layer.attrs.get("perm", range(len(x.shape) - 1, -1, -1))]
+        if not 1 <= len(x.shape) <= 8:
+            raise self.refuse(layer, f"a Transpose of rank {len(x.shape)}")
+        src = self.read(layer, x, "NCHW")
+        writes = self.write(out, "NCHW")
+        store = self.store
+        self.steps.append(Step(len(self.steps), VIEW_KINDS[layer.op], "", "cudnnTransformTensor", store.value, "NCHW",
+                               Fusion.NONE.value, (layer.index,), (layer.name,), (src,), writes,
+                               {"dims": [int(v) for v in x.shape], "perm": perm}, PRECISION_INDEX[(store, "NCHW")],
+                               0.0, 0.0, None, VIEW_NOTE))
+
+    def outputs_of(self, members: tuple[int, ...]) -> list[Tensor]:
+        """Tensors of the group read outside it, or model outputs (nobody reads them)."""
+        inside = set(members)
+        return [t for i in members for t in self.model.layers[i].outputs if t.name
+                and (not self.consumers.get(t.name) or any(c not in inside for c in self.consumers[t.name]))]
+
+    def item(self, row: Result, head: Layer) -> Layer | FusionCandidate:
+        if row.fusion == Fusion.NONE.value:
+            return head
+        cand = next((f for f in self.model.fusions if f.key == row.layer_key and f.pattern == row.fusion), None)
+        if cand is None:
+            raise self.refuse(head, f"fused row {row.fusion} matches no fusion candidate of the model")
+        return cand
+
+    def call(self, group: Group, row: Result, members: tuple[int, ...], charged: float, note: str = "") -> None:
+        """One step making ``row``'s call for ``members`` (the group's, or one layer of a roofline chain)."""
+        head = self.model.layers[members[0]]
+        try:
+            api = Api(row.api)
+        except ValueError:
+            raise self.refuse(head, f"{row.api} is no library call") from None
+        kind = REPLAY_KINDS.get(api)
+        if api is Api.COPY and head.op in COPY_KINDS and len(members) == 1:
+            self.concat(head, row, charged, note)
+            return
+        if kind is None:
+            what = f"its bound is a {api.value} charge" if api is Api.COPY else f"its chosen call {api.value}"
+            raise self.refuse(head, f"{what} has no replay step yet")
+        precision = Precision(row.dtype)
+        if PRECISIONS[precision].storage != PRECISIONS[self.store].storage:
+            raise self.refuse(head, f"its chosen row stores {precision.value}, the run stores {self.store.value}")
+        item = self.item(row, head)
+        try:
+            fields = REGISTRY[api].builder(item, self.model, precision)  # type: ignore[misc]
+        except Unsupported as exc:
+            raise self.refuse(head, f"{api.value}: {exc}") from None
+        layout = row.layout or fields.layout
+        spec = REGISTRY[api]
+        index_layout = layout if spec.both_layouts and layout else PRECISIONS[precision].cudnn_layout.removeprefix(
+            "CUDNN_TENSOR_")
+        rowd = {**fields.row, "key": row.layer_key, "fusion": row.fusion}
+        if "engines" in rowd:  # the graph API: exactly the chosen engine config, by name
+            rowd["engines"] = engine_cells(with_named_configs(fields, [row.algorithm]).row["engines"])
+        if "format" in rowd and layout:
+            rowd["format"] = f"CUDNN_TENSOR_{layout}"
+            rowd["layout"] = layout
+        outs = self.outputs_of(members)
+        if len(outs) != 1:
+            raise self.refuse(head, f"its group writes {len(outs)} tensors read elsewhere (one is replayed)")
+        reads = self.operands(api, rowd, head, members, item, layout)
+        writes = self.write(outs[0], layout)
+        names = tuple(self.model.layers[i].name for i in group.layers) if members == group.layers else \
+            tuple(self.model.layers[i].name for i in members)
+        self.steps.append(Step(len(self.steps), kind, api.value, row.algorithm, precision.value, layout, row.fusion,
+                               members, names, reads, writes, rowd, PRECISION_INDEX[(precision, index_layout)],
+                               step_tolerance(precision, row.algorithm), charged, row.median_ms, note))
+
+    def concat(self, layer: Layer, row: Result, charged: float, note: str) -> None:
+        """A Concat as copies of each input into its slice of the output (``StepKind.CONCAT``): along
+        the channels of NHWC data as NHWC rows, else in the model's own (NCHW) order."""
+        out = layer.outputs[0]
+        rank = len(out.shape)
+        axis = int(layer.attrs.get("axis", 1)) % rank
+        inputs = [t for t in layer.inputs if t.name]
+        if any(t.constant for t in inputs):
+            raise self.refuse(layer, "a Concat of a constant is not replayed yet")
+        held = [self.buffers[self.by_tensor[t.name]].layout for t in inputs if t.name in self.by_tensor]
+        nhwc = rank == 4 and axis == 1 and "NHWC" in held
+        layout = "NHWC" if nhwc else "NCHW"
+        reads = tuple(self.read(layer, t, layout) for t in inputs)
+        if nhwc:
+            parts, outer, inner = [t.shape[1] for t in inputs], out.shape[0] * out.shape[2] * out.shape[3], 1
+        else:
+            parts, outer, inner = [t.shape[axis] for t in inputs], math.prod(out.shape[:axis]), \
+                math.prod(out.shape[axis + 1:])
+        writes = self.write(out, layout)
+        precision = self.store
+        self.steps.append(Step(len(self.steps), COPY_KINDS[layer.op], row.api, row.algorithm, precision.value, layout,
+                               Fusion.NONE.value, (layer.index,), (layer.name,), reads, writes,
+                               {"parts": [int(v) for v in parts], "outer": int(outer), "inner": int(inner)},
+                               PRECISION_INDEX[(precision, layout)], 0.0, charged, row.median_ms,
+                               note or "a copy of each input into its slice of the output"))
+
+    def operands(self, api: Api, row: dict[str, Any], head: Layer, members: tuple[int, ...],
+                 item: Layer | FusionCandidate, layout: str) -> tuple[int, ...]:
+        """Buffers the call reads: its activation input, a residual fusion's second input (z), an
+        elementwise op's second activation."""
+        if api in (Api.GEMM_EX, Api.LT_MATMUL):
+            if row.get("a_constant") or not row.get("b_constant"):
+                raise self.refuse(head, f"{api.value} replays a GEMM of an activation by constant weights only")
+            if head.attrs.get("transA", 0):
+                raise self.refuse(head, "a GEMM whose activation operand is transposed is not replayed yet")
+        if api is Api.OP_TENSOR:  # the input with the output's shape first (a), then b if it is no constant
+            inputs = sorted((t for t in head.inputs if t.name), key=lambda t: t.shape != head.outputs[0].shape)
+            return tuple(self.read(head, t, layout) for t in inputs if not t.constant)
+        x = self.read(head, head.inputs[0], layout)
+        if isinstance(item, FusionCandidate) and item.pattern == Fusion.CONV_BIAS_ADD_ACT.value:
+            inside = {t.name for i in members for t in self.model.layers[i].outputs}
+            add = next(self.model.layers[i] for i in members if self.model.layers[i].op in ("Add", "Sum"))
+            z = [t for t in add.inputs if t.name not in inside and not t.constant]
+            if len(z) != 1:
+                raise self.refuse(add, "a residual fusion without exactly one residual input")
+            return x, self.read(add, z[0], layout)
+        return (x,)
+
+    def bias(self, group: Group, row: Result) -> None:
+        """A conv's bias add after it, as the bound charged it: ``cudnnAddTensor`` in place on the conv's
+        output (checked with the conv), or ``cudnnOpTensor`` into a buffer of its own (as its benchmark)."""
+        head = self.model.layers[group.layers[0]]
+        api = Api(row.api)
+        kind = REPLAY_KINDS.get(api)
+        if kind not in (StepKind.ADD_TENSOR, StepKind.OP_TENSOR):
+            raise self.refuse(head, f"its bias add {api.value} has no replay step yet")
+        precision = Precision(row.dtype)
+        fields = REGISTRY[api].builder(bias_add(head), self.model, precision)  # type: ignore[misc]
+        prev = self.steps[-1]
+        layout = row.layout or fields.layout
+        if layout != prev.layout and not _layout_free(self.buffers[prev.writes].shape):
+            raise self.refuse(head, f"its bias add runs {layout}, its conv wrote {prev.layout}")
+        writes = prev.writes
+        if kind == StepKind.OP_TENSOR:
+            out = self.outputs_of(group.layers)[0]
+            writes = self.write(out, layout)
+        rowd = {**fields.row, "key": row.layer_key, "fusion": row.fusion}
+        self.steps.append(Step(len(self.steps), kind, api.value, row.algorithm, precision.value, layout, row.fusion,
+                               group.layers, (f"{head.name} (bias)",), (prev.writes,), writes, rowd,
+                               PRECISION_INDEX[(precision, PRECISIONS[precision].cudnn_layout.removeprefix(
+                                   "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms,
+                               BIAS_NOTE))
+
+    def measured_call(self, layer: Layer) -> Result:
+        """The fastest ok row of the layer's own call under the run's constraints (a roofline group's stand-in)."""
+        rows = [r for r in usable(self.inputs.measurements.get(layer.key, ())) if r.fusion == Fusion.NONE.value
+                and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)]
+        best = fastest(rows)
+        if best is None:
+            tried = Counter(f"{r.api} {r.status}" for r in self.inputs.measurements.get(layer.key, ())
+                            if r.fusion == Fusion.NONE.value and r.l2 == "warm")
+            what = ", ".join(f"{k} x{n}" for k, n in sorted(tried.items())) or "no row"
+            raise self.refuse(layer, f"the bound charges it a roofline and no measured call of it ran ok ({what})")
+        return best
+
+    def group(self, group: Group) -> None:
+        head = self.model.layers[group.layers[0]]
+        if group.kind == GroupKind.ALIAS:
+            self.alias(head)
+            return
+        if group.rows:
+            self.call(group, group.rows[0], group.layers, group.ms)
+            for extra in group.rows[1:]:
+                self.bias(group, extra)
+            return
+        if group.kind == GroupKind.CALL or group.folded:
+            raise self.refuse(head, "the bound charges it a roofline (no measured call) and the replay needs one")
+        for n, i in enumerate(group.layers):  # a roofline group: each member its fastest measured call
+            layer = self.model.layers[i]
+            if is_alias(layer, self.consumers):
+                self.alias(layer)
+                continue
+            self.call(group, self.measured_call(layer), (i,), group.ms if n == 0 else 0.0, ROOFLINE_NOTE)
+
+
+def _order(model: Model, exe: Execution) -> list[Group]:
+    """The groups in an order that runs each after everything it reads (a fused group whose residual
+    comes from a later layer, ResNet's shortcut, waits for it), ties by head index."""
+    graph = layer_graph(model.graph, (layer.index for layer in model.layers))
+    contracted = contract(graph, [g.layers for g in exe.groups if len(g.layers) > 1])
+    if contracted is None:
+        raise BenanzaError(f"{model.name}: the best execution's fused groups form a cycle: no order runs them")
+    heads = {g.layers[0]: g for g in exe.groups}
+    return [heads[n] for n in nx.lexicographical_topological_sort(contracted) if n in heads]
+
+
+def replay_plan(inputs: Inputs, exe: Execution | None = None) -> ReplayPlan:
+    """The plan that runs ``inputs``' best execution (``best_execution`` unless given), step by step."""
+    if exe is None:
+        exe, inputs = best_execution(inputs)
+    model = inputs.model
+    store = inputs.constraints.store
+    b = _Builder(model, inputs, store)
+    if exe.uncharged:
+        i, why = exe.uncharged[0]
+        raise b.refuse(model.layers[i], f"the bound could not charge it ({why})")
+    for group in _order(model, exe):
+        b.group(group)
+    outputs = _model_outputs(model, b.by_tensor, b.consumers)
+    precisions = tuple(p.value for p in Precision if p in inputs.constraints.precisions)
+    return ReplayPlan(model.name, model.batch, store.value, precisions, dict(inputs.system), exe.seq_ms, exe.par_ms,
+                      tuple(b.buffers), tuple(b.steps), outputs)
+
+
+def _model_outputs(model: Model, by_tensor: Mapping[str, int], consumers: Mapping[str, list[int]]) -> tuple[int, ...]:
+    return tuple(by_tensor[t.name] for layer in model.layers for t in layer.outputs
+                 if t.name and not consumers.get(t.name) and t.name in by_tensor)

@@ -1,0 +1,87 @@
+"""``benanza replay``: run the model's best equivalent execution as one program and time it beside LBL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from benanza.atomic import check_output, write_text
+from benanza.cli.main import console, friendly_errors, main
+from benanza.cli.options import (
+    CheckedPath,
+    ExistingPath,
+    database,
+    force_option,
+    parse_precisions,
+    seq_len_option,
+)
+from benanza.cli.progress import working
+from benanza.plain_text import line
+from benanza.workflows.measure import command_line
+from benanza.workflows.replay import replay
+
+
+@main.command("replay")
+@click.argument("model", type=ExistingPath(dir_okay=False, path_type=Path))
+@click.option("--db", "db_path", type=CheckedPath(dir_okay=False, path_type=Path),
+              help="Performance database whose best execution is replayed: .db, .columns.xz or .db.xz "
+                   "(default: the shipped H100 database).")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's).")
+@seq_len_option
+@click.option("--dtype", "dtypes", help="Precisions the best execution may use, e.g. fp16 (default: fp32,tf32).")
+@click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory of the replay project (default: replay_<model>_b<batch>_<dtype>).")
+@click.option("--generate-only", is_flag=True, help="Write the plan and the project, build and run nothing.")
+@click.option("--build-only", is_flag=True, help="Build the program but do not run it (no GPU needed).")
+@click.option("--device", type=click.IntRange(min=0), default=0, show_default=True, help="CUDA device to run on.")
+@click.option("--no-cold", is_flag=True, help="Time warm L2 only (skip the cold-L2 figure).")
+@click.option("--json", "json_path", type=CheckedPath(dir_okay=False, path_type=Path),
+              help="Write the result (plan summary, replay times, per-step times and checks) as JSON.")
+@force_option
+@friendly_errors
+def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: int | None, dtypes: str | None,
+               system_name: str | None, out_dir: Path | None, generate_only: bool, build_only: bool, device: int,
+               no_cold: bool, json_path: Path | None, force: bool) -> None:
+    """Replay MODEL's best equivalent execution (the headline LBL's) as one C++ program.
+
+    Each step makes exactly the call the analysis chose (API, algorithm or engine config, layout,
+    fused epilogue); roofline-charged layers run their fastest measured call; the whole sequence is
+    one CUDA graph timed like the micro-benchmarks (warm L2, then cold L2), and every step's output
+    is checked against the fp32 reference of its own inputs. Refuses, in one line naming the layer
+    and the API, a plan with a call the replay cannot make yet (docs/REPLAY.md).
+    """
+    if json_path:
+        check_output(json_path, "json", (model, db_path), force)
+    precisions = parse_precisions(dtypes) if dtypes is not None else None
+    label = "-".join(p.value for p in precisions) if precisions else "default"
+    out = out_dir or Path(f"replay_{model.stem}_b{batch or 'model'}_{label}")
+    with working(f"replaying {model.name}"):
+        outcome = replay(model, database(db_path), out, command_line(), batch, precisions, system_name,
+                         seq_len=seq_len, build_it=not generate_only, run_it=not (generate_only or build_only),
+                         device=device, cold=not no_cold)
+    plan = outcome.plan
+    console.print(line(f"{plan.model} batch {plan.batch} {plan.dtype}: {len(plan.steps)} steps, "
+                       f"LBL_seq {plan.lbl_seq_ms:.4g} ms, LBL_par {plan.lbl_par_ms:.4g} ms; project {out}"),
+                  highlight=False)
+    summary = outcome.summary()
+    if outcome.result:
+        warm, cold = summary["replay_warm_ms"], summary["replay_cold_ms"]
+        text = f"replay {warm:.4g} ms warm" if warm else "replay not timed"
+        text += f", {cold:.4g} ms cold" if cold else ""
+        if summary["replay_over_lbl_seq"]:
+            text += f"; replay / LBL_seq {summary['replay_over_lbl_seq']:.3g}"
+        text += f"; check {summary['status']}"
+        text += f" ({summary['message']})" if summary["message"] else ""
+        console.print(line(text), highlight=False)
+    elif outcome.executable is not None:
+        console.print(line(f"built {outcome.executable}"), highlight=False)
+    if json_path:
+        record = {"schema": 1, "summary": summary, "result": outcome.result, "system": outcome.system,
+                  "plan": plan.to_dict()}
+        write_text(json_path, json.dumps(record, indent=1) + "\n")
+        console.print(line(f"wrote {json_path}"), highlight=False)
+    if outcome.result and summary["status"] != "ok":
+        raise SystemExit(1)

@@ -1,0 +1,103 @@
+"""Replay the zoo's best executions on this GPU: replay time / LBL_seq per model, batch and precision.
+
+Why: issue 37. LBL is a sum of calls timed alone; the replay runs the same calls as one program (one
+CUDA graph, real buffers, every step's output checked), so replay / LBL_seq says how much of the
+bound a real execution of exactly the bound's plan reaches, and where it does not (per-step times).
+
+Each cell is planned from DB (``benanza replay``'s plan), generated, built (the program's source is the
+same for every cell: the build cache compiles it once) and run; a plan with a call the replay cannot
+make yet is a cell with status ``refused`` and the one-line reason. The JSON is rewritten after every
+cell and read back by the next run, which skips the cells it holds (``--redo`` runs them again), so a
+campaign can be run in pieces (``--only``) under a per-command time limit.
+
+    python bench/replay.py [--db ~/.cache/benanza/h100.db] --models models/zoo \\
+        --out perfdb/validation/h100_replay.json [--only resnet50,vgg19] [--batches 1,64] \\
+        [--dtypes fp32,fp16] [--work replay_runs] [--redo]
+
+``--dtypes`` items are the precisions each cell's bound may use, ``+`` joining several (``fp32+tf32``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benanza.api import database
+from benanza.errors import BenanzaError
+from benanza.library import Precision
+from benanza.workflows.replay import replay
+
+SCHEMA = 1
+
+
+def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str) -> dict[str, Any]:
+    """One model x batch x precision set (``fp32+tf32``): its replay summary and per-step results, or why not."""
+    t0 = time.perf_counter()
+    base = {"model": model.stem, "batch": batch, "dtype": dtype}
+    precisions = [Precision(d) for d in dtype.split("+")]
+    try:
+        outcome = replay(model, db, work / f"{model.stem}_b{batch}_{dtype}", command, batch, precisions)
+    except BenanzaError as exc:
+        return {**base, "status": "refused", "message": exc.message, "seconds": time.perf_counter() - t0}
+    steps = [{"step": s.index, "kind": s.kind, "api": s.api, "algorithm": s.algorithm, "layers": list(s.names),
+              "charged_ms": s.charged_ms, "measured_ms": s.measured_ms, "note": s.note}
+             for s in outcome.plan.steps]
+    for s, r in zip(steps, outcome.result.get("steps", []), strict=False):
+        s.update(replay_ms=r.get("median_ms"), max_rel_error=r.get("max_rel_error"), checked=r.get("checked"))
+    summary = outcome.summary()
+    return {**summary, **base, "storage": summary["dtype"], "model_name": summary["model"], "steps_detail": steps,
+            "seconds": time.perf_counter() - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", type=Path, help="performance database whose best executions are replayed: .db, "
+                    ".columns.xz or .db.xz (default: the shipped H100 database)")
+    ap.add_argument("--models", type=Path, default=Path("models/zoo"), help="directory of .onnx models")
+    ap.add_argument("--out", type=Path, required=True, help="JSON to write (rewritten after every cell)")
+    ap.add_argument("--batches", default="1,64")
+    ap.add_argument("--dtypes", default="fp32,fp16")
+    ap.add_argument("--work", type=Path, default=Path("replay_runs"), help="where the replay projects go")
+    ap.add_argument("--only", help="comma-separated model stems (default: every model in --models)")
+    ap.add_argument("--redo", action="store_true", help="run again the cells --out already holds")
+    args = ap.parse_args(argv)
+    args.db = database(args.db)  # the shipped one unpacked once into ~/.cache/benanza
+    only = set(args.only.split(",")) if args.only else None
+    models = sorted(m for m in args.models.glob("*.onnx") if only is None or m.stem in only)
+    if not models:
+        print(f"error: no .onnx models in {args.models}", file=sys.stderr)
+        return 1
+    batches = [int(b) for b in args.batches.split(",")]
+    dtypes = ["+".join(Precision(p.strip().lower()).value for p in d.split("+")) for d in args.dtypes.split(",")]
+    command = shlex.join(["python", "bench/replay.py", *(argv if argv is not None else sys.argv[1:])])
+    cells: list[dict[str, Any]] = json.loads(args.out.read_text())["cells"] if args.out.is_file() else []
+    for model in models:
+        for batch in batches:
+            for dtype in dtypes:
+                held = [c for c in cells if (c["model"], c["batch"], c["dtype"]) == (model.stem, batch, dtype)]
+                if held and not args.redo:
+                    continue
+                cells = [c for c in cells if c not in held]
+                c = cell(model, args.db, batch, dtype, args.work, command)
+                cells.append(c)
+                ratio = c.get("replay_over_lbl_seq")
+                print(f"{c['model']:14} b{batch:<4} {dtype}: {c['status']:12} "
+                      + (f"replay/LBL_seq {ratio:.3f} " if ratio else "") + f"({c['seconds']:.0f} s) "
+                      + (c.get("message") or "")[:160], flush=True)
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                partial = args.out.with_name(args.out.name + ".partial")  # renamed into place: a kill
+                partial.write_text(json.dumps({"schema": SCHEMA, "command": command, "db": str(args.db),
+                                               "cells": cells}, indent=1) + "\n")  # never leaves half a file
+                partial.replace(args.out)
+    ran = [c for c in cells if c.get("replay_over_lbl_seq")]
+    print(f"{len(ran)} of {len(cells)} cells replayed; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""``benanza replay`` (issue 37, docs/REPLAY.md): the plan is the headline bound's execution, call for
+call, against the shipped H100 database; the generator refuses what it cannot run in one line naming
+the layer and the API; no model text reaches the C++; the program builds against the real headers
+(``compile``, in the shared project) and, on a GPU, runs ResNet-50 with every step checked."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import GPU, LIGHT, NVCC, SharedBuild
+
+from benanza.apis import REGISTRY, job_table
+from benanza.cli.main import main
+from benanza.errors import BenanzaError
+from benanza.generate import codegen
+from benanza.generate import replay as gen
+from benanza.library import Api, Precision
+from benanza.measure import build_cache
+from benanza.store.shipped import shipped_db
+from benanza.workflows.analysis import analyze_model
+from benanza.workflows.replay import plan_model
+
+FP16 = (Precision.FP16,)
+
+
+def light(stem: str) -> Path:
+    return LIGHT / f"light_{'bvlc_alexnet' if stem == 'alexnet' else stem}.onnx"
+
+
+@functools.cache
+def plan(stem: str = "resnet50", batch: int = 64, precisions: tuple[Precision, ...] = FP16) -> gen.ReplayPlan:
+    """One plan per argument set and test session (the shipped data are read-only)."""
+    return plan_model(light(stem), shipped_db(), batch, precisions)
+
+
+def test_the_plan_is_the_headline_execution() -> None:
+    """Same bound as ``benanza analyze``; every layer computed by exactly one step, aliased, or folded."""
+    p = plan()
+    report = analyze_model(light("resnet50"), shipped_db(), batch=64, precisions=FP16)[0]
+    assert p.lbl_seq_ms == pytest.approx(report.summary["LBL_seq (ms)"])
+    assert p.lbl_par_ms == pytest.approx(report.summary["LBL_par (ms)"])
+    model_layers = len(report.model["layer shapes"])
+    computed = [i for s in p.steps if not s.names[0].endswith("(bias)") for i in s.layers]
+    aliased = {b.tensor for b in p.buffers if b.alias >= 0}
+    assert len(computed) == len(set(computed))  # no layer twice
+    assert len(set(computed)) + len(aliased) == model_layers  # ResNet-50: the Flatten is its one alias
+    assert {s.kind for s in p.steps} >= {gen.StepKind.CONV_BIAS_ACT, gen.StepKind.GRAPH_CONV, gen.StepKind.POOLING,
+                                         gen.StepKind.GEMM_EX, gen.StepKind.SOFTMAX}
+
+
+def test_every_step_makes_a_measured_call_as_its_benchmark_did() -> None:
+    """Each step's (api, algorithm, dtype, fusion, layout) is an ok warm row of its key with that median
+    (our own SQL, not the code under test), and its row is what the API's builder gives the benchmark."""
+    p = plan()
+    db = sqlite3.connect(shipped_db())
+    for s in p.steps:
+        got = db.execute("SELECT median_ms FROM benchmarks WHERE layer_key = ? AND api = ? AND algorithm = ? AND "
+                         "dtype = ? AND fusion = ? AND layout = ? AND status = 'ok' AND l2 = 'warm'",
+                         (s.row["key"], s.api, s.algorithm, s.dtype, s.fusion,
+                          s.layout if s.api.startswith("cudnn") else "")).fetchall()
+        assert [m for (m,) in got] == [pytest.approx(s.measured_ms)], (s.index, s.api, s.algorithm)
+        spec = REGISTRY[Api(s.api)]
+        assert {c.name for c in spec.columns} <= set(s.row) | {"precision"}
+
+
+def test_every_step_reads_what_an_earlier_step_wrote() -> None:
+    p = plan()
+    ready = {b.id for b in p.buffers if b.input}
+    for s in p.steps:
+        roots = {p.buffers[r].alias if p.buffers[r].alias >= 0 else r for r in s.reads}
+        assert roots <= ready, s.index
+        ready.add(s.writes)
+        ready |= {b.id for b in p.buffers if b.alias == s.writes}
+    assert set(p.outputs) <= ready | {b.id for b in p.buffers if b.alias in ready}
+
+
+def test_a_step_the_replay_cannot_make_is_refused_naming_the_layer_and_the_api() -> None:
+    """AlexNet's ceil-mode MaxPool has no call that ran ok (cuDNN's pooling refused it); ShuffleNet's
+    classifier at batch 64 in fp16 is a graph-API matmul, which has no step yet: one line each, the
+    layer and the API named, never a silent skip."""
+    with pytest.raises(BenanzaError) as err:
+        plan("alexnet", 1, FP16)
+    message = str(err.value)
+    assert "\n" not in message and "docs/REPLAY.md" in message
+    assert "'n14' (MaxPool)" in message and f"{Api.POOLING.value} not_supported" in message
+    with pytest.raises(BenanzaError) as err:
+        plan("shufflenet", 64, FP16)
+    assert "'n201' (Gemm)" in str(err.value) and Api.GRAPH_MATMUL.value in str(err.value)
+
+
+# Cells whose plans hold every step kind between them (the CPU tests plan each once per session).
+CELLS = (("resnet50", 64, Precision.FP16), ("zfnet512", 64, Precision.FP16), ("densenet121", 1, Precision.FP16),
+         ("shufflenet", 1, Precision.FP32))
+
+
+def test_more_of_the_zoo_plans() -> None:
+    """Step kinds beyond ResNet-50 fp16's: cuBLASLt with its epilogue, LRN, copies for Concat, a layout
+    transform before a Flatten of NHWC data, op-tensor and add-tensor bias adds, batch norm, activations,
+    ShuffleNet's channel shuffle as a strided copy."""
+    kinds = {s.kind for stem, batch, dtype in CELLS for s in plan(stem, batch, (dtype,)).steps}
+    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD}  # (ResNet-50 and DenseNet-121 fp32 at b64 have it)
+
+
+def test_the_supported_set_is_a_table_of_the_apis_columns() -> None:
+    for api, kind in gen.REPLAY_KINDS.items():
+        assert [c.name for c in gen.kind_columns(kind)] == [*(c.name for c in REGISTRY[api].columns), "algorithm"]
+    assert set(gen.STEP_KINDS) == {*gen.REPLAY_KINDS.values(), *gen.COPY_KINDS.values(), *gen.VIEW_KINDS.values(),
+                                   gen.StepKind.TRANSFORM}
+
+
+def test_model_text_never_reaches_the_cpp(tmp_path: Path) -> None:
+    """The source and every table are the same whatever the layers and tensors are called (names are in
+    plan.json only); the source is the same for every model (its plan is read at run time)."""
+    p = plan()
+    evil = '"); system("rm -rf /"); //\n#include </etc/passwd>'
+    renamed = dataclasses.replace(
+        p, steps=tuple(dataclasses.replace(s, names=tuple(evil for _ in s.names)) for s in p.steps),
+        buffers=tuple(dataclasses.replace(b, tensor=evil) for b in p.buffers), model=evil)
+    gen.write_project(p, tmp_path / "a", "benanza replay a")
+    gen.write_project(renamed, tmp_path / "b", "benanza replay a")
+    for f in sorted((tmp_path / "a" / "src").iterdir()):
+        assert f.read_bytes() == (tmp_path / "b" / "src" / f.name).read_bytes(), f.name
+    assert "rm -rf" not in "".join(f.read_text() for f in (tmp_path / "b" / "src").iterdir())
+    assert json.loads((tmp_path / "b" / gen.PLAN_JSON).read_text())["model"] == evil
+    assert gen.render_source("x") == gen.render_source("x")  # no plan in it
+
+
+def test_the_tables_hold_the_plan(tmp_path: Path) -> None:
+    p = plan()
+    gen.write_project(p, tmp_path, "benanza replay")
+    api, columns, rows = job_table.read((tmp_path / "src" / "replay.jobs").read_text())
+    assert (api, columns) == ("replay", [c.name for c in gen.STEPS_COLUMNS])
+    assert [r[0] for r in rows] == [s.kind for s in p.steps]
+    _, _, buffers = job_table.read((tmp_path / "src" / "replay.buffers").read_text())
+    assert len(buffers) == len(p.buffers)
+
+
+def test_cli_generate_only(tmp_path: Path) -> None:
+    out = tmp_path / "r50"
+    result = CliRunner().invoke(main, ["replay", str(light("resnet50")), "--batch", "64", "--dtype", "fp16",
+                                       "--generate-only", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "57 steps" in result.output and "LBL_seq" in result.output
+    assert json.loads((out / gen.PLAN_JSON).read_text())["batch"] == 64
+    refused = CliRunner().invoke(main, ["replay", str(light("alexnet")), "--batch", "1", "--dtype", "fp16",
+                                        "--generate-only", "--out", str(tmp_path / "a")])
+    assert refused.exit_code == 1 and Api.POOLING.value in refused.output
+
+
+def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
+    """The replay program beside the shared project's benchmarks: its source and tables in src/, its
+    executable added to benchmarks.cmake (the harness library is built once for both)."""
+    (shared.out / "src").mkdir(exist_ok=True)
+    for f in (project / "src").iterdir():
+        shutil.copy(f, shared.out / "src" / f.name)
+    lists = build_cache.cmake_lists((shared.out / "benchmarks.cmake").read_text())
+    add = [e for e in (gen.EXECUTABLE,) if e not in lists["BENANZA_EXECUTABLES"]]
+    cmake = codegen.environment().get_template("benchmarks.cmake.j2").render(
+        command="tests/test_replay.py", executables=[*lists["BENANZA_EXECUTABLES"], *add],
+        host_only=[*lists.get("BENANZA_HOST_ONLY", []), *add], frontend=[*lists.get("BENANZA_FRONTEND", []), *add],
+        site_dirs=codegen.site_dirs())
+    (shared.out / "benchmarks.cmake").write_text(cmake)
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path) -> None:
+    """ResNet-50's replay against the real cuDNN/cuBLAS/cudnn-frontend headers, in the shared compile
+    project (no warning allowed), then its --check-plan: the C++ reads every table Python wrote."""
+    p = plan()
+    gen.write_project(p, tmp_path / "r50", "benanza replay (tests)")
+    _add_to_shared_project(shared_build, tmp_path / "r50")
+    done = subprocess.run(["cmake", "--build", str(shared_build.build), "--target", gen.EXECUTABLE],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "warning" not in done.stdout.lower(), done.stdout[-4000:]
+    exe = shared_build.build / gen.EXECUTABLE
+    checked = subprocess.run([str(exe), "--plan", str(tmp_path / "r50" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    line = json.loads(checked.stdout)
+    assert (line["steps"], line["buffers"]) == (len(p.steps), len(p.buffers))
+    assert line["graph_conv"] == sum(s.kind == gen.StepKind.GRAPH_CONV for s in p.steps)
+    broken = tmp_path / "r50" / "src" / "replay.graph_conv"
+    broken.write_text(broken.read_text().replace("\tconv+bn+act\t", "\tconv+bn+act\tx\t", 1))
+    refused = subprocess.run([str(exe), "--plan", str(tmp_path / "r50" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "replay.graph_conv" in refused.stderr
+
+
+@pytest.mark.compile
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU or NVCC is None, reason="needs nvcc and an NVIDIA GPU")
+def test_resnet50_replays_with_every_step_checked(tmp_path: Path) -> None:
+    """On the GPU: ResNet-50 at batch 1 in fp16, built and run; every step's output within its
+    tolerance of the fp32 reference of its own inputs, and a warm and a cold time."""
+    from benanza.workflows.replay import replay
+
+    outcome = replay(light("resnet50"), shipped_db(), tmp_path / "r50", "benanza replay (tests)", 1, FP16)
+    s = outcome.summary()
+    assert s["status"] == "ok", outcome.result
+    assert s["replay_warm_ms"] > 0 and s["replay_cold_ms"] > 0
+    assert s["failed_steps"] == 0 and s["checked_steps"] >= len(outcome.plan.steps) - 1
+
+
+def _io_elements(s: gen.Step) -> tuple[list[int], int]:
+    """(elements of each buffer read, elements written) that the step's C++ class sizes from its row."""
+    from math import prod
+
+    r = s.row
+    if s.kind in (gen.StepKind.CONV_FWD, gen.StepKind.CONV_BIAS_ACT, gen.StepKind.GRAPH_CONV):
+        n, c, h, w, k = r["dims"][:5]
+        y = n * k * r["dims"][16] * r["dims"][17]
+        residual = float(r.get("alpha2", 0.0)) != 0.0
+        return [n * c * h * w, *([y] if residual else [])], y
+    if s.kind in (gen.StepKind.GEMM_EX, gen.StepKind.LT_MATMUL):
+        batch, m, n, k = r["dims"][:4]
+        return [batch * m * k], batch * m * n
+    if s.kind == gen.StepKind.POOLING:
+        d = r["dims"]
+        return [prod(d[:4])], d[0] * d[1] * d[12] * d[13]
+    if s.kind in (gen.StepKind.SOFTMAX, gen.StepKind.ACTIVATION, gen.StepKind.LRN, gen.StepKind.BATCHNORM,
+                  gen.StepKind.TRANSFORM, gen.StepKind.PERMUTE):
+        return [prod(r["dims"])], prod(r["dims"])
+    if s.kind == gen.StepKind.ADD_TENSOR:
+        return [prod(r["c"])], prod(r["c"])
+    if s.kind == gen.StepKind.OP_TENSOR:
+        return [prod(r["a"]), prod(r["b"])][:len(s.reads)], prod(r["a"])
+    assert s.kind == gen.StepKind.CONCAT
+    return [r["outer"] * part * r["inner"] for part in r["parts"]], r["outer"] * sum(r["parts"]) * r["inner"]
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: f"{c[0]}-b{c[1]}-{c[2].value}")
+def test_every_buffer_has_the_size_its_step_reads_and_writes(cell: tuple[str, int, Precision]) -> None:
+    """What the program would only find on a GPU: each step's buffers hold exactly the elements its row
+    says it reads and writes (the C++ steps refuse a wrong output size; a read would run off the end)."""
+    stem, batch, dtype = cell
+    p = plan(stem, batch, (dtype,))
+    for s in p.steps:
+        reads, write = _io_elements(s)
+        assert [p.buffers[b].elements for b in s.reads] == reads, (stem, s.index, s.kind)
+        assert p.buffers[s.writes].elements == write, (stem, s.index, s.kind)
