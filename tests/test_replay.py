@@ -45,8 +45,8 @@ def test_the_plan_is_the_headline_execution() -> None:
     """Same bound as ``benanza analyze``; every layer computed by exactly one step, aliased, or folded."""
     p = plan()
     report = analyze_model(light("resnet50"), shipped_db(), batch=64, precisions=FP16)[0]
-    assert p.lbl_seq_ms == pytest.approx(report.summary["LBL_seq (ms)"])
-    assert p.lbl_par_ms == pytest.approx(report.summary["LBL_par (ms)"])
+    assert p.lbl_seq_ms == pytest.approx(report.summary.lbl_seq_ms)
+    assert p.lbl_par_ms == pytest.approx(report.summary.lbl_par_ms)
     model_layers = len(report.model["layer shapes"])
     computed = [i for s in p.steps if not s.names[0].endswith("(bias)") for i in s.layers]
     aliased = {b.tensor for b in p.buffers if b.alias >= 0}
@@ -94,6 +94,17 @@ def test_a_step_the_replay_cannot_make_is_refused_naming_the_layer_and_the_api()
     with pytest.raises(BenanzaError) as err:
         plan("shufflenet", 64, FP16)
     assert "'n201' (Gemm)" in str(err.value) and Api.GRAPH_MATMUL.value in str(err.value)
+
+
+def test_an_in_place_call_only_adds_a_convs_bias() -> None:
+    """cudnnAddTensor adds into its first input (C += A). DenseNet-121's BN→Mul→Add chains are roofline
+    groups whose members run their fastest measured call; where that was cudnnAddTensor, the step wrote a
+    buffer of its own and the program failed on the H200 ("a bias add runs in place"). A stand-in call now
+    writes a buffer of its own; an add-tensor step only adds a conv's bias on that conv's output."""
+    for stem, batch, dtype in (("densenet121", 1, Precision.FP32), ("densenet121", 1, Precision.FP16)):
+        for s in plan(stem, batch, (dtype,)).steps:
+            if s.kind in gen.IN_PLACE_KINDS:
+                assert s.reads == (s.writes,) and s.names[0].endswith("(bias)"), (stem, dtype, s.index, s.names)
 
 
 # Cells whose plans hold every step kind between them (the CPU tests plan each once per session).

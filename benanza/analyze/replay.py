@@ -31,6 +31,7 @@ from benanza.errors import BenanzaError
 from benanza.generate.codegen import PRECISION_INDEX
 from benanza.generate.replay import (
     COPY_KINDS,
+    IN_PLACE_KINDS,
     REPLAY_KINDS,
     VIEW_KINDS,
     Buffer,
@@ -274,9 +275,12 @@ class _Builder:
                                BIAS_NOTE))
 
     def measured_call(self, layer: Layer) -> Result:
-        """The fastest ok row of the layer's own call under the run's constraints (a roofline group's stand-in)."""
+        """The fastest ok row of the layer's own call under the run's constraints (a roofline group's stand-in):
+        a call that writes a buffer of its own (an in-place one, cudnnAddTensor's C += A, would overwrite
+        an input another layer still reads)."""
         rows = [r for r in usable(self.inputs.measurements.get(layer.key, ())) if r.fusion == Fusion.NONE.value
-                and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)]
+                and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)
+                and REPLAY_KINDS.get(Api(r.api)) not in IN_PLACE_KINDS]
         best = fastest(rows)
         if best is None:
             tried = Counter(f"{r.api} {r.status}" for r in self.inputs.measurements.get(layer.key, ())

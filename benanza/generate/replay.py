@@ -77,6 +77,9 @@ REPLAY_KINDS: dict[Api, str] = {
     Api.BATCHNORM_INF: StepKind.BATCHNORM,
 }
 KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
+# Step kinds that only run in place on their first input (cudnnAddTensor: C += bias): they serve a conv's bias
+# add, never a layer that writes a buffer of its own (a roofline member's stand-in call).
+IN_PLACE_KINDS: frozenset[str] = frozenset({StepKind.ADD_TENSOR})
 # Non-library layers (charged their bytes at the copy roofline) the replay runs as copies: op -> kind.
 COPY_KINDS: dict[str, str] = {"Concat": StepKind.CONCAT}
 # Views the bound reads through strides (charged nothing) that the replay runs as a copy: op -> kind.
