@@ -753,16 +753,40 @@ class BatchNormStep : public ReplayStep {
   Buffer params_[4];  // scale, bias, mean, var (fp32, as cuDNN derives them)
 };
 
+// cudnnTransformTensor from the input's descriptor (src_) to the output's (dst_): a strided copy or a
+// layout change. Transformed back, the output must give its input exactly.
+class TransformCopy : public ReplayStep {
+ public:
+  void enqueue(Context& ctx) override {
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, src_, io_.reads[0], &zero, dst_, io_.write));
+  }
+  double check(Context& ctx) override {
+    Buffer back(count_ * dtype_size(type_));
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_, back.get()));
+    Buffer ref = as_float(ctx, io_.reads[0], type_, count_);
+    return whole_error(ctx, back.get(), type_, ref, count_);
+  }
+
+ protected:
+  TransformCopy(const ReplayIo& io, DType type) : io_(io), type_(type) {}
+  ReplayIo io_;
+  DType type_;
+  size_t count_ = 0;
+  TensorDesc src_, dst_;
+};
+
 // A Transpose the bound reads through strides (a view, charged nothing), replayed as one strided copy
 // (cudnnTransformTensor on N-d descriptors): what a consumer that cannot read strides pays.
-class PermuteStep : public ReplayStep {
+class PermuteStep : public TransformCopy {
  public:
   struct Spec {
     const CudnnPrecision* p;
     std::vector<long long> dims, perm;  // the input's dims (model order, packed) and the permutation
   };
 
-  PermuteStep(const Spec& s, const ReplayIo& io) : s_(s), io_(io) {
+  PermuteStep(const Spec& s, const ReplayIo& io) : TransformCopy(io, s.p->storage) {
     const size_t rank = s.dims.size();
     if (rank < 1 || rank > 8 || s.perm.size() != rank) throw Error(Status::Failed, "a permutation of 1 to 8 dims");
     std::vector<long long> in_strides(rank, 1);
@@ -786,29 +810,10 @@ class PermuteStep : public ReplayStep {
     BZ_CHECK_CUDNN(cudnnSetTensorNdDescriptor(src_, s.p->data, int(n), out_dims.data(), src_strides.data()));
     BZ_CHECK_CUDNN(cudnnSetTensorNdDescriptor(dst_, s.p->data, int(n), out_dims.data(), dst_strides.data()));
   }
-  void enqueue(Context& ctx) override {
-    const float one = 1.f, zero = 0.f;
-    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, src_, io_.reads[0], &zero, dst_, io_.write));
-  }
-  // Written back through the input's strides, it must give the input exactly.
-  double check(Context& ctx) override {
-    const DType t = s_.p->storage;
-    Buffer back(count_ * dtype_size(t));
-    const float one = 1.f, zero = 0.f;
-    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_, back.get()));
-    Buffer ref = as_float(ctx, io_.reads[0], t, count_);
-    return whole_error(ctx, back.get(), t, ref, count_);
-  }
-
- private:
-  Spec s_;
-  ReplayIo io_;
-  size_t count_ = 0;
-  TensorDesc src_, dst_;
 };
 
 // cudnnTransformTensor: a layout change between two steps (the bound charges none: composition cost).
-class TransformStep : public ReplayStep {
+class TransformStep : public TransformCopy {
  public:
   struct Spec {
     Dims4 dims;
@@ -816,30 +821,12 @@ class TransformStep : public ReplayStep {
     cudnnTensorFormat_t src, dst;
   };
 
-  TransformStep(const Spec& s, const ReplayIo& io) : s_(s), io_(io) {
+  TransformStep(const Spec& s, const ReplayIo& io) : TransformCopy(io, s.p->storage) {
     set_tensor(src_, s.src, s.p->data, s.dims);
     set_tensor(dst_, s.dst, s.p->data, s.dims);
-    if (io.write_elements != count_of(s.dims)) throw Error(Status::Failed, "output buffer of the wrong size");
+    count_ = count_of(s.dims);
+    if (io.write_elements != count_) throw Error(Status::Failed, "output buffer of the wrong size");
   }
-  void enqueue(Context& ctx) override {
-    const float one = 1.f, zero = 0.f;
-    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, src_, io_.reads[0], &zero, dst_, io_.write));
-  }
-  // Transformed back, it must give its input exactly.
-  double check(Context& ctx) override {
-    const DType t = s_.p->storage;
-    const size_t n = count_of(s_.dims);
-    Buffer back(n * dtype_size(t));
-    const float one = 1.f, zero = 0.f;
-    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_, back.get()));
-    Buffer ref = as_float(ctx, io_.reads[0], t, n);
-    return whole_error(ctx, back.get(), t, ref, n);
-  }
-
- private:
-  Spec s_;
-  ReplayIo io_;
-  TensorDesc src_, dst_;
 };
 
 // ------------------------------------------------------------------ the run
