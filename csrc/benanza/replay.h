@@ -285,6 +285,32 @@ class GraphConvStep : public ReplayStep {
   std::unordered_map<int64_t, void*> pack_;
 };
 
+// A replayed GEMM's constant operands, as its benchmark made them: the weights (B, He-scaled) and ONNX's C
+// broadcast into the output's shape (copied into D before a GemmEx, read as C by cuBLASLt).
+struct GemmOperands {
+  size_t y_count = 0, c_count = 0;
+  Buffer b, c_src, c;
+
+  GemmOperands(Context& ctx, const GemmDims& d, DType t, cudaDataType_t data, size_t write_elements, uint64_t seed) {
+    const size_t e = dtype_size(t);
+    y_count = size_t(d.batch) * d.m * d.n;
+    if (write_elements != y_count) throw Error(Status::Failed, "output buffer of the wrong size");
+    const size_t b_count = size_t(d.stride_b ? d.batch : 1) * d.k * d.n;
+    b = Buffer(b_count * e);
+    const cudnnDataType_t weights = data == CUDA_R_16F    ? CUDNN_DATA_HALF
+                                    : data == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16
+                                                          : CUDNN_DATA_FLOAT;
+    fill_weights(ctx, b, b_count, t, weights, seed * 16 + 2, d.k);
+    c_count = size_t(d.c_rows) * d.c_cols;
+    if (c_count) {
+      c_src = Buffer(c_count * e);
+      c = Buffer(y_count * e);
+      ctx.fill(c_src, c_count, t, seed * 16 + 3);
+      gemm_broadcast(d, c_src.get(), t, c.get(), ctx.stream);
+    }
+  }
+};
+
 // cublasGemmEx (strided batched for a batch) of an activation (the model's A) by constant weights
 // (its B); ONNX's beta * C broadcast into the output before the call, as its benchmark's checked call.
 class GemmStep : public ReplayStep {
@@ -297,54 +323,36 @@ class GemmStep : public ReplayStep {
     cublasGemmAlgo_t algo;
   };
 
-  GemmStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed) : s_(s), io_(io) {
-    const GemmDims& d = s.dims;
-    const DType t = s.p->storage;
-    const size_t e = dtype_size(t);
-    y_count_ = size_t(d.batch) * d.m * d.n;
-    if (io.write_elements != y_count_) throw Error(Status::Failed, "output buffer of the wrong size");
-    const size_t b_count = size_t(d.stride_b ? d.batch : 1) * d.k * d.n;
-    b_ = Buffer(b_count * e);
-    fill_weights(ctx, b_, b_count, t, s.p->data == CUDA_R_16F ? CUDNN_DATA_HALF
-                                     : s.p->data == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
-                 seed * 16 + 2, d.k);
-    c_count_ = size_t(d.c_rows) * d.c_cols;
-    if (c_count_) {
-      c_src_ = Buffer(c_count_ * e);
-      c_ = Buffer(y_count_ * e);
-      ctx.fill(c_src_, c_count_, t, seed * 16 + 3);
-      gemm_broadcast(d, c_src_.get(), t, c_.get(), ctx.stream);
-    }
-  }
+  GemmStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
+      : s_(s), io_(io), ops_(ctx, s.dims, s.p->storage, s.p->data, io.write_elements, seed) {}
 
   void enqueue(Context& ctx) override {
     const GemmDims& d = s_.dims;
     const CublasPrecision& p = *s_.p;
-    if (c_count_)
-      BZ_CHECK_CUDA(cudaMemcpyAsync(io_.write, c_.get(), c_.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
+    if (ops_.c_count)
+      BZ_CHECK_CUDA(cudaMemcpyAsync(io_.write, ops_.c.get(), ops_.c.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
     if (d.batch == 1)
-      BZ_CHECK_CUBLAS(cublasGemmEx(ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, b_.get(), p.data,
+      BZ_CHECK_CUBLAS(cublasGemmEx(ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, ops_.b.get(), p.data,
                                    d.lda, io_.reads[0], p.data, d.ldb, &s_.beta, io_.write, p.data, d.ldc, p.compute,
                                    s_.algo));
     else
       BZ_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-          ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, b_.get(), p.data, d.lda, d.stride_b,
+          ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, ops_.b.get(), p.data, d.lda, d.stride_b,
           io_.reads[0], p.data, d.ldb, d.stride_a, &s_.beta, io_.write, p.data, d.ldc, (long long)d.cm * d.cn,
           d.batch, p.compute, s_.algo));
   }
 
   double check(Context& ctx) override {
-    Buffer ref(y_count_ * sizeof(float));
-    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], b_.get(), c_count_ ? c_src_.get() : nullptr, nullptr,
-                   false, s_.p->storage, ref.as<float>(), ctx.stream);
-    return whole_error(ctx, io_.write, s_.p->storage, ref, y_count_);
+    Buffer ref(ops_.y_count * sizeof(float));
+    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], ops_.b.get(), ops_.c_count ? ops_.c_src.get() : nullptr,
+                   nullptr, false, s_.p->storage, ref.as<float>(), ctx.stream);
+    return whole_error(ctx, io_.write, s_.p->storage, ref, ops_.y_count);
   }
 
  private:
   Spec s_;
   ReplayIo io_;
-  size_t y_count_ = 0, c_count_ = 0;
-  Buffer b_, c_src_, c_;
+  GemmOperands ops_;
 };
 
 // cudnnPoolingForward.
@@ -473,24 +481,12 @@ class LtStep : public ReplayStep {
     std::string algorithm;
   };
 
-  LtStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed) : s_(s), io_(io) {
+  LtStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
+      : s_(s), io_(io), ops_(ctx, s.dims, s.p->storage, s.p->data, io.write_elements, seed) {
     const GemmDims& d = s.dims;
     const DType t = s.p->storage;
-    const size_t e = dtype_size(t);
-    y_count_ = size_t(d.batch) * d.m * d.n;
-    if (io.write_elements != y_count_) throw Error(Status::Failed, "output buffer of the wrong size");
-    const size_t b_count = size_t(d.stride_b ? d.batch : 1) * d.k * d.n;
-    b_ = Buffer(b_count * e);
-    fill_weights(ctx, b_, b_count, t, cudnn_type(s.p->data), seed * 16 + 2, d.k);
-    c_count_ = size_t(d.c_rows) * d.c_cols;
-    if (c_count_) {
-      c_src_ = Buffer(c_count_ * e);
-      c_ = Buffer(y_count_ * e);
-      ctx.fill(c_src_, c_count_, t, seed * 16 + 3);
-      gemm_broadcast(d, c_src_.get(), t, c_.get(), ctx.stream);
-    }
     if (s.bias) {
-      bias_ = Buffer(size_t(d.n) * e);
+      bias_ = Buffer(size_t(d.n) * dtype_size(t));
       ctx.fill(bias_, size_t(d.n), t, seed * 16 + 4);
     }
     work_ = Buffer(kCublasWorkspaceBytes);
@@ -508,27 +504,24 @@ class LtStep : public ReplayStep {
   }
 
   void enqueue(Context& ctx) override {
-    const void* c = c_count_ ? c_.get() : io_.write;  // as its benchmark: D itself, unread (beta 0), without C
-    BZ_CHECK_CUBLAS(cublasLtMatmul(m_->lt.h, m_->op.d, &s_.alpha, b_.get(), m_->a.l, io_.reads[0], m_->b.l, &s_.beta,
+    const void* c = ops_.c_count ? ops_.c.get() : io_.write;  // as its benchmark: D itself, unread (beta 0), without C
+    BZ_CHECK_CUBLAS(cublasLtMatmul(m_->lt.h, m_->op.d, &s_.alpha, ops_.b.get(), m_->a.l, io_.reads[0], m_->b.l, &s_.beta,
                                    c, m_->c.l, io_.write, m_->d.l, &algo_, work_.get(), ws_, ctx.stream));
   }
 
   double check(Context& ctx) override {
-    Buffer ref(y_count_ * sizeof(float));
-    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], b_.get(), c_count_ ? c_src_.get() : nullptr,
+    Buffer ref(ops_.y_count * sizeof(float));
+    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], ops_.b.get(), ops_.c_count ? ops_.c_src.get() : nullptr,
                    s_.bias ? bias_.get() : nullptr, s_.relu, s_.p->storage, ref.as<float>(), ctx.stream);
-    return whole_error(ctx, io_.write, s_.p->storage, ref, y_count_);
+    return whole_error(ctx, io_.write, s_.p->storage, ref, ops_.y_count);
   }
 
  private:
-  static cudnnDataType_t cudnn_type(cudaDataType_t t) {
-    return t == CUDA_R_16F ? CUDNN_DATA_HALF : t == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-  }
-
   Spec s_;
   ReplayIo io_;
-  size_t y_count_ = 0, c_count_ = 0, ws_ = 0;
-  Buffer b_, c_src_, c_, bias_, work_;
+  GemmOperands ops_;
+  size_t ws_ = 0;
+  Buffer bias_, work_;
   std::optional<LtMatmul> m_;
   cublasLtMatmulAlgo_t algo_{};
 };
