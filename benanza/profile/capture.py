@@ -16,10 +16,10 @@ folded into random initializers, batch set) and starts two CHILD processes of
    runs inside ``torch.profiler`` with each run in ``record_function("model_run")``.
 
 Both start at once, so their start-up (interpreter, framework import, model build: most
-of a profile's time) overlaps; the profiled child waits at a gate before its first GPU
-work, which the parent opens when the latency child has ended: the GPU work of the two
-never overlaps. A ``--torch-module`` capture exports the module in a third child, on
-the CPU, beside both.
+of a profile's time) overlaps; the profiled child waits at a gate before it first
+touches the GPU (CUDA context, weights, runs), which the parent opens when the latency
+child has ended: the GPU work of the two never overlaps. A ``--torch-module`` capture
+exports the module in a third child, on the CPU, beside both.
 
 Each child prints one JSON object as its last stdout line; a child that finds no
 usable GPU says so in it, and the parent raises ``no usable CUDA GPU: ...``.
@@ -117,7 +117,7 @@ def child_command(framework: Framework, model: Path, bundle: Path, precision: Pr
                   algo_search: AlgoSearch, profiled: bool, python: str = sys.executable, torch_module: str = "",
                   batch: int | None = None, gate: Path | None = None) -> ChildRun:
     """The child's argument list (never a shell string: paths and model text stay data) and environment.
-    With ``gate``, the child waits for that file to exist before its first GPU work."""
+    With ``gate``, the child waits for that file to exist before it first touches the GPU."""
     argv = (python, "-m", "benanza.profile.capture_child", "--framework", framework.value, "--model", str(model),
             "--bundle", str(bundle), "--dtype", precision.value, "--runs", str(runs), "--warmup", str(warmup),
             "--algo-search", algo_search.value, "--mode", "profile" if profiled else "latency")

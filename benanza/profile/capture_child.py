@@ -95,8 +95,8 @@ GATE_POLL_S = 0.002  # how often a gated child looks for its gate file
 
 
 def wait_for_gate(args: argparse.Namespace) -> None:
-    """Before its first GPU work, a gated child waits until the parent opens the gate (the other run has
-    ended), so that the two children's start-ups overlap but their GPU work never does."""
+    """Before it first touches the GPU (its CUDA context, weights, runs), a gated child waits until the parent
+    opens the gate (the other run has ended): the two children's start-ups overlap, their GPU work never does."""
     if not args.gate:
         return
     gate, parent, deadline = Path(args.gate), os.getppid(), time.monotonic() + CHILD_TIMEOUT_S
@@ -150,6 +150,7 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
         so.optimized_model_filepath = str(bundle / OPTIMIZED)
     cuda_options = {"device_id": 0, "cudnn_conv_algo_search": ORT_ALGO_SEARCH[AlgoSearch(args.algo_search)],
                     "use_tf32": int(ALLOW_TF32[prec])}
+    wait_for_gate(args)  # the session makes the CUDA context and uploads the weights: GPU work
     try:
         sess = ort.InferenceSession(args.model, so, providers=[("CUDAExecutionProvider", cuda_options),
                                                                "CPUExecutionProvider"])
@@ -162,7 +163,6 @@ def _child_onnxruntime(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(SEED)
     feeds = _random_feeds([(i.name, i.shape, ORT_TYPES.get(i.type, "float32")) for i in sess.get_inputs()], rng)
     phases.lap("session")
-    wait_for_gate(args)
 
     def run() -> None:
         sess.run(None, feeds)  # outputs come back to the host: Run() synchronizes
@@ -246,6 +246,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
                  for v in proto.graph.input if v.name not in init]
         host_inputs = [torch.from_numpy(a) for a in _random_feeds(specs, rng).values()]
     phases.lap("build the module")
+    wait_for_gate(args)  # everything from here touches the GPU (context, weights, runs)
     module = module.cuda().eval()
     if prec is Precision.FP16:
         module = module.half()
@@ -254,7 +255,6 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
     # float inputs in the run's precision; token ids and masks keep their integer type
     inputs = [t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in host_inputs]
     phases.lap("to the GPU")
-    wait_for_gate(args)
 
     def run() -> None:
         with torch.no_grad():
