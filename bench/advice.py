@@ -1,5 +1,6 @@
 """The advice per shipped profile bundle: bound, Benanza ratio, predicted speedup, overhead and the
-largest gap with its fix, as JSON and (with --before) a before -> after Markdown table (docs/RESULTS.md §5.2).
+largest gap with its fix, as JSON and (with --before) a before -> after Markdown table
+(docs/RESULTS.md at 83e8fcb, §5.2).
 
     python bench/advice.py --json after.json                       # in this checkout
     python bench/advice.py --json after.json --before before.json  # before.json: the same, run in an older checkout

@@ -1,4 +1,4 @@
-"""Benanza ratio and as-executed check for profile bundles, as one Markdown table (docs/RESULTS.md §4).
+"""Benanza ratio and as-executed check for profile bundles, as one Markdown table (docs/RESULTS.md at 83e8fcb, §4).
 
     python bench/bundles.py perf.db models/zoo BUNDLE... [--precisions fp32,tf32]
 

@@ -34,7 +34,7 @@ the wall seconds (campaign efficiency), the time per phase, and the slowest jobs
 
 The phase times come from the harness's end lines (csrc/benanza/bench.h PhaseClock) and the
 runner (JobOutcome.phases); executables built before those print none (then only process start,
-db write and other are known). Results: docs/RESULTS.md §Campaign.
+db write and other are known). Results: docs/RESULTS.md §7.
 """
 
 from __future__ import annotations

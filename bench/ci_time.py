@@ -11,7 +11,7 @@ time a quiet 2-core machine needs at best.
 It starts cold, as CI on a clean checkout does: the parsed-bundle caches (perfdb/bundles/*/.parsed)
 are deleted and XDG_CACHE_HOME points at an empty directory (--warm keeps both).
 
-Prints one row per step and the total (docs/RESULTS.md §CI).
+Prints one row per step and the total (docs/RESULTS.md §16, CI).
 """
 
 from __future__ import annotations

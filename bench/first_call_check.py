@@ -1,5 +1,5 @@
 """The cold-weights / warm check of tests/test_cold_weights.py, repeated with two harnesses: the
-C++ harness of git revision ``--old`` and the working tree's (docs/RESULTS.md §9, session 10).
+C++ harness of git revision ``--old`` and the working tree's (docs/RESULTS.md at 83e8fcb, §9, session 10).
 
 Why: that test failed 2 of 3 times on the H100 in session 9. The cause was a warm row whose
 "median" was a single first call (24-79 ms for a 0.42 ms graph-API conv; a first call over

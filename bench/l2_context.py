@@ -1,4 +1,4 @@
-"""What a batch-1 GEMM pays after other kernels (docs/RESULTS.md §8, session 10): its CUPTI
+"""What a batch-1 GEMM pays after other kernels (docs/RESULTS.md §6; session 10's run: at 83e8fcb, §8): its CUPTI
 duration back to back, after a tiny kernel, with rotated weights, after a 64 MB read and after a
 64 MB write (L2 lines left dirty), each sequence replayed as a CUDA graph so no launch gap differs.
 

@@ -3,7 +3,7 @@
     python bench/loop.py perf.db models/zoo BEFORE AFTER --gap "algorithm-selection gap (ms)" [--precisions ...]
 
 BEFORE is the bundle the analyzer made the recommendation from, AFTER the same model run
-with the recommendation applied (docs/RESULTS.md §5). Prints one Markdown row: the gap
+with the recommendation applied (docs/RESULTS.md at 83e8fcb, §5). Prints one Markdown row: the gap
 the analyzer predicted from BEFORE, the as-executed LBL of both runs, and the realized
 change of GPU busy and end-to-end time.
 """

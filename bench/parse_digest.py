@@ -1,6 +1,6 @@
 """Digest of what the cuDNN log readers return, per shipped log, to show that a reader change leaves it as it was.
 
-Why: the record reader skips what no reader uses (fields built on first use, CI time, docs/RESULTS.md §9 CI);
+Why: the record reader skips what no reader uses (fields built on first use, CI time, docs/RESULTS.md §16);
 that must not change one record a reader consumes. Per log it prints the digest of ``read_cudnn_log``'s
 result (paths made relative) and of every record ``RecordReader`` yields with its full field tree, and
 the parse's CPU seconds; run it on two checkouts and compare the lines (the CPU figures aside).

@@ -13,7 +13,7 @@ Per job it compares the fastest ok median of the two runs and prints how many ag
 the jobs whose results differ in algorithms or statuses (neither racing nor host threads may change
 them), the worst ratios, and the time each
 run took (the racing run second, so that clocks and caches are warm for both; run it twice to see
-the order does not matter). Needs a GPU. Results: docs/RESULTS.md §9.
+the order does not matter). Needs a GPU. Results: docs/RESULTS.md §12.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shipped database's campaign on one H100 (docs/RESULTS.md §9), in steps that fit calls of
+# The shipped database's campaign on one H100 (docs/RESULTS.md §7), in steps that fit calls of
 # a few minutes each; every step resumes (generate leaves unchanged files alone, the build is
 # incremental, the runner skips the jobs the database holds). Run from the repository root:
 #

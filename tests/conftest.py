@@ -5,7 +5,7 @@ The compile tests of several modules share ONE generated project, built once per
 (``shared_build``): each module registers the plan of the jobs it wants compiled with
 ``@compiled_in_the_shared_build``; the session fixture merges the plans of the collected
 modules and builds them together, so every template is compiled against the real headers
-once instead of once per module (CI time, docs/RESULTS.md §CI).
+once instead of once per module (CI time, docs/RESULTS.md §16).
 """
 
 from __future__ import annotations

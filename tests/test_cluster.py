@@ -106,7 +106,7 @@ def test_shards_and_sizes() -> None:
 
 
 def test_a_campaign_drains_on_small_shards_of_every_executable() -> None:
-    """With equal shards 4 H100s ran 180 to 456 of 1 261 jobs each (docs/RESULTS.md §7): the campaign ended
+    """With equal shards 4 H100s ran 180 to 456 of 1 261 jobs each (docs/RESULTS.md §11): the campaign ended
     on some workers' long shards. Draining: each executable ends in halving shards, listed (and so started)
     largest first, so every executable's last jobs come in shards of at most MIN_SHARD_JOBS at the end."""
     jobs = {"a": [runner.ScheduledJob("a", i, None) for i in range(200)],

@@ -1,6 +1,6 @@
 """What each gap's fix predicts (``analyze.predictions``, ``workflows.close_loop``): the readings the
 close-the-loop harness judges a native change by, on the analyzer's fixture and on a shipped bundle
-(the change itself and its timing are bench/close_loop.py's, on the GPU: docs/RESULTS.md §5)."""
+(the change itself and its timing are bench/close_loop.py's, on the GPU: docs/RESULTS.md §4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The profile bundles recorded on the H100 (perfdb/bundles) against the shipped database.
 
 Real data: ONNX Runtime 1.31 (CUDA EP) and PyTorch 2.11 runs of zoo models, recorded with
-`benanza profile` (docs/RESULTS.md §4). A sound lower bound never exceeds what was measured.
+`benanza profile` (docs/RESULTS.md at 83e8fcb, §4). A sound lower bound never exceeds what was measured.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def test_export_keeps_the_batchnorm_the_module_runs(tmp_path: Path) -> None:
     """Eager PyTorch runs each BatchNorm module as a kernel of its own. The TorchScript exporter's eval
     mode folds it into the conv's weights, and the analysis then sees no BN layer: its kernels map to
     no layer and the folding gap is 0 where BN folding saved 0.29 ms of torchvision ResNet-50 b64
-    on the H100 (docs/RESULTS.md §5.3)."""
+    on the H100 (docs/RESULTS.md §4.1)."""
     _torch()
     from benanza.model.onnx_import import load_model
     from benanza.profile.capture import export_torch_module

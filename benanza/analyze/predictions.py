@@ -1,6 +1,6 @@
 """What each gap's fix predicts: the saving an analysis says a change to the run would make, read the
 way the close-the-loop harness checks it (bench/close_loop.py applies the change natively and times
-it; docs/RESULTS.md §5). Pure functions of a ``Report`` (and, for BatchNorm folding, the model and the
+it; docs/RESULTS.md §4). Pure functions of a ``Report`` (and, for BatchNorm folding, the model and the
 database's bias-add rows), each returning its figures with ``predicted_ms`` (None where the analysis
 cannot say), plus the arithmetic of comparing a realized saving with its prediction.
 

@@ -89,7 +89,7 @@ def make_shards(jobs: Mapping[str, list[runner.ScheduledJob]], size: int, drain:
     ``drain`` (several workers, default sizing): each executable ends in halving shards, and the list
     runs largest first, the order Dask starts them in, so a campaign ends on small shards of every
     executable instead of one worker's long one. With equal shards, 4 H100s ran 180 to 456 of 1 261
-    jobs each (docs/RESULTS.md §7): the wall was the busiest worker's."""
+    jobs each (docs/RESULTS.md §11): the wall was the busiest worker's."""
     out = []
     for exe, todo in jobs.items():
         start = 0

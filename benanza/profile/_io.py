@@ -75,7 +75,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     The text is what ``open_text`` reads (the same ``read1`` calls of ``_CHUNK`` bytes through the same
     decoder as ``io.TextIOWrapper``, so a cut stream ends on the same line), split a chunk at a time:
     ``readline`` per line cost as much as the cuDNN log reader itself (32 million lines in the shipped
-    bundles, CI time, docs/RESULTS.md §CI). The caps are checked line by line only in a chunk that
+    bundles, CI time, docs/RESULTS.md §16). The caps are checked line by line only in a chunk that
     could break one.
     """
     max_chars, max_lines = expansion_caps(path)

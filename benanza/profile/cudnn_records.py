@@ -57,7 +57,7 @@ class Record:
 
     Its field tree is built on first use of ``root``: most records of a real log (descriptor
     creation and destruction, ``cudnnBackendGetAttribute`` dumps) are never read, and building
-    every tree was most of a parse (CI time, docs/RESULTS.md §CI). ``value`` reads one top-level
+    every tree was most of a parse (CI time, docs/RESULTS.md §16). ``value`` reads one top-level
     field without building the tree.
     """
 
@@ -110,7 +110,7 @@ def _direct_children(lines: list[str]) -> Iterator[str]:
 
 
 def _parse_field(text: str) -> Field:
-    # str methods, not a regex: a batch-64 log has about 2 million of these lines (CI time, docs/RESULTS.md §CI)
+    # str methods, not a regex: a batch-64 log has about 2 million of these lines (CI time, docs/RESULTS.md §16)
     name, sep, rest = text.partition(": ")
     if not sep:
         return Field(name=text[:-1]) if text.endswith(":") else Field(name=text, raw=text)

@@ -1,6 +1,6 @@
 """Close the loop: what a gap's fix predicts for a profiled run, read from its analysis
 (``analyze.predictions``) with the database reads BatchNorm folding needs. bench/close_loop.py applies
-each change natively, times it and compares (docs/RESULTS.md §5)."""
+each change natively, times it and compares (docs/RESULTS.md §4)."""
 
 from __future__ import annotations
 
