@@ -25,9 +25,11 @@ PACKAGE = ROOT / "benanza"
 # The floors, in the order data flows; a module may import its own floor and those before it.
 STAGES = ("model", "apis", "generate", "measure", "store", "profile", "analyze", "report", "workflows", "api", "cli",
           "__main__")
-# What every floor stands on: the vocabulary, the records, errors, where the data files are, output helpers.
+# What every floor stands on: the vocabulary, the records, errors, where the data files are, output helpers,
+# the phase stopwatch.
 GROUND = frozenset({"benanza", "benanza.library", "benanza.records", "benanza.errors", "benanza.paths",
-                    "benanza.atomic", "benanza.csv_cells", "benanza.plain_text", "benanza.pickled_cache"})
+                    "benanza.atomic", "benanza.csv_cells", "benanza.plain_text", "benanza.pickled_cache",
+                    "benanza.phases"})
 
 
 def _modules() -> dict[str, Path]:

@@ -169,7 +169,7 @@ FIRST_RUN = ("import json, time; s = time.time(); time.sleep(0.6); "
              "print(json.dumps({'start': s, 'end': time.time()}))")
 GATED_RUN = ("import argparse, json, os, sys, time; s = time.time(); "
              "sys.argv[2:] and open(sys.argv[2], 'w').write(str(os.getpid())); "
-             "from benanza.profile.capture import Phases; from benanza.profile.capture_child import wait_for_gate; "
+             "from benanza.phases import Phases; from benanza.profile.capture_child import wait_for_gate; "
              "wait_for_gate(argparse.Namespace(gate=sys.argv[1], phases=Phases())); "
              "print(json.dumps({'start': s, 'through': time.time()}))")
 

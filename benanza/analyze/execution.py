@@ -34,7 +34,7 @@ import networkx as nx
 
 from benanza.analyze.choose import fastest, usable
 from benanza.analyze.dag import contract, critical_path
-from benanza.analyze.folding import COMPUTE_OPS, FOLDABLE_OPS, _consumers, _sole_consumer, folds  # noqa: F401 (FOLDABLE_OPS: importable here as before)
+from benanza.analyze.folding import COMPUTE_OPS, FOLDABLE_OPS, _sole_consumer, folds, tensor_consumers  # noqa: F401 (FOLDABLE_OPS: importable here as before)
 from benanza.analyze.inputs import WHAT_IFS, Ceilings, Constraints, Inputs, WhatIf
 from benanza.analyze.peaks import tensor_bytes
 from benanza.analyze.roofline import layer_bytes, speed_of_light
@@ -333,7 +333,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
     """The cost of the cheapest equivalent execution this module knows (see the module doc)."""
     ceil = ceil or inputs.ceilings
     coster = _Coster(model, inputs, constraints, ceil)
-    consumers = _consumers(model)
+    consumers = tensor_consumers(model)
     folded = folds(model)
     folded_into = {f: head for head, fs in folded.items() for f in fs}
     groups: list[Group] = []

@@ -15,7 +15,8 @@ COMPUTE_OPS = frozenset({"Conv", "Gemm", "MatMul"})  # charged their measured ca
 FOLDABLE_OPS = frozenset({"BatchNormalization", "Mul", "Add"})  # into a conv/GEMM's weights and bias
 
 
-def _consumers(model: Model) -> dict[str, list[int]]:
+def tensor_consumers(model: Model) -> dict[str, list[int]]:
+    """The layers that read each tensor, by tensor name."""
     out: dict[str, list[int]] = defaultdict(list)
     for layer in model.layers:
         for t in layer.inputs:
@@ -43,7 +44,7 @@ def _per_channel_constant(follower: Layer, anchor: Layer, current: Tensor) -> bo
 
 def folds(model: Model) -> dict[int, tuple[int, ...]]:
     """conv/GEMM index -> the followers folded into its weights (BatchNormalization, Mul/Add by constants)."""
-    consumers = _consumers(model)
+    consumers = tensor_consumers(model)
     out: dict[int, tuple[int, ...]] = {}
     for layer in model.layers:
         if layer.op not in COMPUTE_OPS or len(layer.outputs) != 1:

@@ -21,7 +21,7 @@ import networkx as nx
 from benanza.analyze.choose import fastest, usable
 from benanza.analyze.dag import contract, layer_graph
 from benanza.analyze.execution import Bounds, Execution, Group, GroupKind, is_alias
-from benanza.analyze.folding import _consumers
+from benanza.analyze.folding import tensor_consumers
 from benanza.analyze.inputs import Inputs
 from benanza.analyze.peaks import effective_ceilings
 from benanza.apis import REGISTRY, whole_call
@@ -72,7 +72,7 @@ def _dims4(shape: tuple[int, ...]) -> list[int]:
 class _Builder:
     def __init__(self, model: Model, inputs: Inputs, store: Precision) -> None:
         self.model, self.inputs, self.store = model, inputs, store
-        self.consumers = _consumers(model)
+        self.consumers = tensor_consumers(model)
         self.produced = {t.name for layer in model.layers for t in layer.outputs}
         self.buffers: list[Buffer] = []
         self.by_tensor: dict[str, int] = {}  # tensor name -> buffer id holding it

@@ -4,7 +4,6 @@ profile + generate + build + run + analyze: an unseen model's first answer from 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
@@ -16,6 +15,7 @@ from benanza.cli.progress import ConsoleProgress, working
 from benanza.cli.run import cluster_options
 from benanza.errors import BenanzaError
 from benanza.measure import system
+from benanza.phases import Phases
 from benanza.plain_text import line, plain
 from benanza.report import print_report
 from benanza.workflows import measure
@@ -57,13 +57,12 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
     precisions = tuple(p.value for p in parse_precisions(dtypes))
-    started = time.perf_counter()
-    profiled: dict[str, float] = {}
+    profiled = Phases()
     if profile_with:
         batch = batch or 1
         bundle = profile_first(model, profile_with, batch, precisions[0], seq_len, project_dir, bundle,
                                bool(cluster or scheduler_file))
-        profiled["profile"] = round(time.perf_counter() - started, 3)
+        profiled.lap("profile")
     done = measure.pipeline(model, db_path, precisions, batch, seq_len, project_dir, timeout_s, bundle,
                             executed_calls=bool(profile_with), build_jobs=build_jobs,
                             build_cache=False if no_build_cache else None, cluster=cluster,
@@ -72,7 +71,7 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
         raise SystemExit(1)
     if done.report is not None:
         print_report(done.report, console)
-    say_timings({**profiled, **done.steps_s}, done.timed_gpu_s, timings)
+    say_timings({**profiled.times, **done.steps_s}, done.timed_gpu_s, timings)
 
 
 def say_timings(steps: dict[str, float], timed_gpu_s: float, path: Path | None) -> None:

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from benanza import __version__
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.measure import system
+from benanza.phases import Phases
 from benanza.profile.bundle import Framework, model_digest, write_meta
 from benanza.profile.materialize import materialize, strip_weights, to_fp16
 from benanza.profile.ranges import TORCH_MODULE_FORMAT
@@ -86,20 +87,6 @@ QUIET_ENV: dict[str, str] = {"CUDNN_LOGLEVEL_DBG": "0", "CUBLAS_LOGINFO_DBG": "0
 
 
 LAUNCHED_ENV = "BENANZA_CHILD_LAUNCHED"  # the parent's time.time() at a child's launch: the child's start-up cost
-
-
-@dataclass
-class Phases:
-    """Wall seconds per named phase, in order (meta.json ``extra.capture_s``): where a profile's time
-    goes, so that its cost is measured per phase rather than guessed (issue 32: ≤ 15 s a bundle)."""
-
-    times: dict[str, float] = field(default_factory=dict)
-    mark: float = field(default_factory=time.perf_counter)
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.times[name] = round(now - self.mark, 3)
-        self.mark = now
 
 
 # ---------------------------------------------------------------- the parent side
@@ -222,6 +209,14 @@ def _child_report(proc: subprocess.CompletedProcess[str], label: str) -> dict[st
     return report
 
 
+def drop_empty_logs(bundle: Path) -> None:
+    """An empty API log means the library was not called: the bundle says "absent", not "unreadable"."""
+    for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
+        log = bundle / name
+        if log.is_file() and log.stat().st_size == 0:
+            log.unlink()
+
+
 def check_gpu() -> dict[str, Any]:
     """This machine's GPU (benanza.measure.system's fingerprint), or the one-line 'no usable CUDA GPU' error."""
     info = system.fingerprint()
@@ -275,10 +270,7 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
         phases.lap("both children (their start-ups overlap; their GPU work does not)")
     if (bundle / OPTIMIZED).is_file():
         strip_weights(bundle / OPTIMIZED)
-    for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
-        log = bundle / name
-        if log.is_file() and log.stat().st_size == 0:
-            log.unlink()  # an empty log means the library was not called: say "absent", not "unreadable"
+    drop_empty_logs(bundle)
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "randomized_weights": len(mat.randomized), "latency_without": "API logs and profiler",
              "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {}),
@@ -349,10 +341,7 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
             shutil.rmtree(bundle, ignore_errors=True)  # a bundle without its runs or its export is no bundle
             raise
     batch_run = int(exported["batch"])
-    for name in ("cudnn_api.log", "cublas_api.log", "cublaslt_api.log"):
-        log = bundle / name
-        if log.is_file() and log.stat().st_size == 0:
-            log.unlink()
+    drop_empty_logs(bundle)
     extra = {**profiled.get("settings", {}), "runs_profiled": profiled_runs, "warmup": warmup,
              "torch_module": spec, "latency_without": "API logs and profiler", "clock": profiled.get("clock", {}),
              "capture_format": TORCH_MODULE_FORMAT, "benanza_version": __version__,

@@ -26,6 +26,7 @@ import onnx
 
 from benanza.errors import BenanzaError
 from benanza.library import Precision
+from benanza.phases import Phases
 from benanza.profile.bundle import Framework
 from benanza.profile.capture import (
     ALLOW_TF32,
@@ -36,7 +37,6 @@ from benanza.profile.capture import (
     OPTIMIZED,
     ORT_ALGO_SEARCH,
     AlgoSearch,
-    Phases,
     export_torch_module,
 )
 from benanza.profile.materialize import SEED

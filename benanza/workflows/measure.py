@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benanza.errors import BenanzaError
+from benanza.phases import Phases
 from benanza.records import ExecutedCall
 
 if TYPE_CHECKING:  # the CLI imports this module for Progress: it loads no stage until a function runs
@@ -277,19 +277,6 @@ class PipelineRun:
         return sum(getattr(s, "total", s).timed_gpu_s for s in self.summaries)
 
 
-class StepClock:
-    """Wall seconds per named step, in order."""
-
-    def __init__(self) -> None:
-        self.steps: dict[str, float] = {}
-        self.mark = time.perf_counter()
-
-    def lap(self, step: str) -> None:
-        now = time.perf_counter()
-        self.steps[step] = round(self.steps.get(step, 0.0) + now - self.mark, 3)
-        self.mark = now
-
-
 def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int | None, seq_len: int | None,
              project_dir: Path, timeout_s: float, bundle: Path | None = None, executed_calls: bool = False,
              build_jobs: int | None = None, build_cache: bool | None = None, cluster: str | None = None,
@@ -305,7 +292,7 @@ def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
         raise BenanzaError(f"{model}: no *.onnx files")
-    clock = StepClock()
+    clock = Phases()
     project = generate(models, project_dir, precisions, batch, progress, seq_len=seq_len)
     clock.lap("generate")
     build(project, progress, jobs=build_jobs, cache=build_cache)
@@ -317,13 +304,13 @@ def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int
                                        shard_jobs=shard_jobs)
         clock.lap("measure the plan")
         if failed(summaries):
-            return PipelineRun(project, tuple(summaries), failed=True, steps_s=clock.steps)
+            return PipelineRun(project, tuple(summaries), failed=True, steps_s=clock.times)
     else:
         fingerprint = system.fingerprint(bandwidth=True)
         if not fingerprint.get("usable"):
             progress.warned(f"no usable NVIDIA GPU ({fingerprint.get('reason', 'unknown reason')}): stopping after "
                             "the build")
-            return PipelineRun(project, steps_s=clock.steps)
+            return PipelineRun(project, steps_s=clock.times)
         clock.lap("system fingerprint")
         summaries = [run_here(project, db_path, fingerprint, progress, timeout_s=timeout_s)]
         clock.lap("measure the plan")
@@ -344,4 +331,4 @@ def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int
         with progress.step(f"analyzing {model.name} against {db_path}"):
             report, _ = analyze_model(model, db_path, bundle, batch=batch, seq_len=seq_len)
         clock.lap("analyze")
-    return PipelineRun(project, tuple(summaries), report, steps_s=clock.steps)
+    return PipelineRun(project, tuple(summaries), report, steps_s=clock.times)
