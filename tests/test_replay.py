@@ -158,6 +158,44 @@ def test_a_chain_without_a_kernel_op_runs_its_members_measured_calls(monkeypatch
         assert [p.buffers[b].elements for b in s.reads] == reads and p.buffers[s.writes].elements == write
 
 
+def test_a_bias_measured_in_another_layout_follows_a_transform() -> None:
+    """ShuffleNet at batch 1 in fp16: conv n169 (graph API, NCHW) has its bias add measured NHWC only. The
+    plan transforms the conv's output first (a step the bound does not charge) and adds the bias in place
+    on that copy, which its consumers then read (the parent refused: "its bias add runs NHWC, its conv
+    wrote NCHW"). The cell still refuses later, at its graph-API classifier (no step yet)."""
+    from benanza.workflows.prepare import prepare
+
+    with pytest.raises(BenanzaError) as err:
+        plan("shufflenet", 1, FP16)
+    assert "'n201' (Gemm)" in str(err.value) and "n169" not in str(err.value)
+    inputs, _ = prepare(light("shufflenet"), shipped_db(), None, None, 1, list(FP16), "both", None, None)
+    exe, inputs = ana.best_execution(inputs)
+    b = ana._Builder(inputs.model, inputs, Precision.FP16)
+    with pytest.raises(BenanzaError):
+        for group in ana._order(inputs.model, exe):  # the steps up to the refusal
+            b.group(group)
+    bias = next(s for s in b.steps if s.names == ("n169 (bias)",))
+    conv, transform = b.steps[bias.index - 2], b.steps[bias.index - 1]
+    assert (conv.kind, conv.layout, transform.kind, bias.kind) == (gen.StepKind.GRAPH_CONV, "NCHW",
+                                                                   gen.StepKind.TRANSFORM, gen.StepKind.ADD_TENSOR)
+    assert transform.reads == (conv.writes,) and bias.reads == (transform.writes,) == (bias.writes,)
+    assert (transform.row["src"], transform.row["dst"], bias.layout) == ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC",
+                                                                         "NHWC")
+    readers = [s for s in b.steps[bias.index + 1:] if conv.writes in s.reads or bias.writes in s.reads]
+    assert readers and all(conv.writes not in s.reads for s in readers)  # the biased copy is the tensor now
+
+
+def test_an_in_place_call_only_adds_a_convs_bias() -> None:
+    """cudnnAddTensor adds into its first input (C += A). DenseNet-121's BN→Mul→Add chains are roofline
+    groups whose members run their fastest measured call; where that was cudnnAddTensor, the step wrote a
+    buffer of its own and the program failed on the H200 ("a bias add runs in place"). A stand-in call now
+    writes a buffer of its own; an add-tensor step only adds a conv's bias on that conv's output."""
+    for stem, batch, dtype in (("densenet121", 1, Precision.FP32), ("densenet121", 1, Precision.FP16)):
+        for s in plan(stem, batch, (dtype,)).steps:
+            if s.kind in gen.IN_PLACE_KINDS:
+                assert s.reads == (s.writes,) and s.names[0].endswith("(bias)"), (stem, dtype, s.index, s.names)
+
+
 # Cells whose plans hold every step kind between them (the CPU tests plan each once per session).
 CELLS = (("resnet50", 64, Precision.FP16), ("zfnet512", 64, Precision.FP16), ("densenet121", 1, Precision.FP16),
          ("shufflenet", 1, Precision.FP32))

@@ -261,7 +261,8 @@ class _Builder:
 
     def bias(self, group: Group, row: Result) -> None:
         """A conv's bias add after it, as the bound charged it: ``cudnnAddTensor`` in place on the conv's
-        output (checked with the conv), or ``cudnnOpTensor`` into a buffer of its own (as its benchmark)."""
+        output (checked with the conv), or ``cudnnOpTensor`` into a buffer of its own (as its benchmark);
+        measured in another layout than the conv wrote, after a transform step (checked with that)."""
         head = self.model.layers[group.layers[0]]
         api = Api(row.api)
         kind = REPLAY_KINDS.get(api)
@@ -271,15 +272,20 @@ class _Builder:
         fields = REGISTRY[api].builder(bias_add(head), self.model, precision)  # type: ignore[misc]
         prev = self.steps[-1]
         layout = row.layout or fields.layout
+        out = self.outputs_of(group.layers)[0]
+        src = prev.writes
         if layout != prev.layout and not _layout_free(self.buffers[prev.writes].shape):
-            raise self.refuse(head, f"its bias add runs {layout}, its conv wrote {prev.layout}")
-        writes = prev.writes
+            # measured in another layout than its conv wrote: a layout change first (composition cost), the
+            # bias added to the changed copy (in place: that copy is the tensor from now on)
+            src = self.read(head, out, layout)
+            del self.transformed[(prev.writes, layout)]
+            self.by_tensor[out.name] = src
+        writes = src
         if kind == StepKind.OP_TENSOR:
-            out = self.outputs_of(group.layers)[0]
             writes = self.write(out, layout)
         rowd = {**fields.row, "key": row.layer_key, "fusion": row.fusion}
         self.steps.append(Step(len(self.steps), kind, api.value, row.algorithm, precision.value, layout, row.fusion,
-                               group.layers, (f"{head.name} (bias)",), (prev.writes,), writes, rowd,
+                               group.layers, (f"{head.name} (bias)",), (src,), writes, rowd,
                                PRECISION_INDEX[(precision, PRECISIONS[precision].cudnn_layout.removeprefix(
                                    "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms,
                                BIAS_NOTE))
