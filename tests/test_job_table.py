@@ -17,7 +17,7 @@ from benanza.errors import BenanzaError
 MODES = Vocabulary("Mode", ("RELU", "TANH"))
 COLUMNS = (KEY, PRECISION, ints("dims", 3), Column("alpha", Kind.REAL32), Column("coef", Kind.REAL),
            Column("bias", Kind.FLAG), choice("mode", MODES), Column("steps", Kind.CHOICES, 1, 4, MODES),
-           ints("extra", at_most=2), ENGINES)
+           ints("extra", at_most=2), Column("slopes", Kind.REALS, 0, 3), ENGINES)
 
 # A reader over the harness's job_table.h with the columns above, printing each job as JSON
 # (bz::Json quotes what it prints), or the reader's one-line error and exit 2 (as bz::main does).
@@ -33,7 +33,7 @@ const bz::Column kColumns[] = {
     {"key", bz::Cell::Text}, {"precision", bz::Cell::Int}, {"dims", bz::Cell::Ints, 3, 3},
     {"alpha", bz::Cell::Real32}, {"coef", bz::Cell::Real}, {"bias", bz::Cell::Flag},
     {"mode", bz::Cell::Choice, 1, 1, kModes, 2}, {"steps", bz::Cell::Choices, 1, 4, kModes, 2},
-    {"extra", bz::Cell::Ints, 0, 2}, {"engines", bz::Cell::Texts, 0, 65536}};
+    {"extra", bz::Cell::Ints, 0, 2}, {"slopes", bz::Cell::Reals, 0, 3}, {"engines", bz::Cell::Texts, 0, 65536}};
 struct Dims { int a; long long b; unsigned c; };
 
 int main(int argc, char** argv) {
@@ -43,12 +43,14 @@ int main(int argc, char** argv) {
       const Dims d = bz::aggregate_of<Dims, 3>(r, 2);
       std::string steps, engines;
       for (long long s : r.choices(7)) steps += kModes[s] + std::string(" ");
-      for (const std::string& e : r.texts(9)) engines += e + "|";
+      for (const std::string& e : r.texts(10)) engines += e + "|";
+      double slopes = 0;
+      for (double v : r.reals(9)) slopes = slopes * 10 + v;
       bz::Json j;
       j.add("key", r.text(0)).add("precision", r.index(1, 4)).add("a", d.a).add("b", d.b).add("c", (long long)d.c);
       j.add("alpha", double(r.real32(3))).add("coef", r.real(4)).add("bias", r.flag(5));
       j.add("mode", r.choice_name(6)).add("steps", steps).add("extra", (long long)r.integers(8).size());
-      j.add("engines", engines);
+      j.add("engines", engines).add("slopes", slopes);
       bz::emit(j);
     });
   } catch (const bz::TableError& e) {
@@ -70,7 +72,7 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def row(**changes: object) -> dict[str, object]:
     base: dict[str, object] = {"key": "0123abcd", "precision": 1, "dims": [1, 2**40, 3], "alpha": 0.1,
                                "coef": float("inf"), "bias": True, "mode": "TANH", "steps": ["RELU", "TANH"],
-                               "extra": [], "engines": ["12,SPLIT_K=3,TILE=-1", "7"]}
+                               "extra": [], "slopes": [0.5, -2, 0.25], "engines": ["12,SPLIT_K=3,TILE=-1", "7"]}
     return {**base, **changes}
 
 
@@ -79,7 +81,7 @@ def read(reader: Path, path: Path, api: str = "api") -> subprocess.CompletedProc
 
 
 def test_any_key_round_trips_through_the_table(reader: Path, tmp_path: Path) -> None:
-    rows = [row(key=EVIL), row(key=""), row(key="fusion:conv_relu:0a-1b", engines=[], extra=[5, -6])]
+    rows = [row(key=EVIL), row(key=""), row(key="fusion:conv_relu:0a-1b", engines=[], extra=[5, -6], slopes=[])]
     text = job_table.render("api", COLUMNS, rows, "benanza generate x\n// evil \\")
     assert EVIL not in text and '"' not in text and "\\" not in text.split("\n", 1)[1]
     assert text.count("\n") == 3 + len(rows)  # comment, header, columns, one line per job: no newline leaks
@@ -90,8 +92,8 @@ def test_any_key_round_trips_through_the_table(reader: Path, tmp_path: Path) -> 
     assert [g["key"] for g in got] == [EVIL, "", "fusion:conv_relu:0a-1b"]
     assert got[0] == {"key": EVIL, "precision": 1, "a": 1, "b": 2**40, "c": 3, "alpha": 0.100000001,
                       "coef": None, "bias": True, "mode": "TANH", "steps": "RELU TANH ", "extra": 0,
-                      "engines": "12,SPLIT_K=3,TILE=-1|7|"}
-    assert got[2]["extra"] == 2 and got[2]["engines"] == ""
+                      "engines": "12,SPLIT_K=3,TILE=-1|7|", "slopes": (0.5 * 10 - 2) * 10 + 0.25}
+    assert got[2]["extra"] == 2 and got[2]["engines"] == "" and got[2]["slopes"] == 0
     api, columns, cells = job_table.read(text)  # the Python side reads what it wrote
     assert api == "api" and columns == [c.name for c in COLUMNS]
     assert [job_table.decode_text(c[0]) for c in cells] == [EVIL, "", "fusion:conv_relu:0a-1b"]
@@ -101,7 +103,8 @@ def test_the_writer_refuses_what_a_column_cannot_hold() -> None:
     for bad, why in ((row(precision=1.5), "not a 64-bit integer"), (row(dims=[1, 2]), "2 items"),
                      (row(alpha=float("inf")), "cannot go into a job table"), (row(coef=float("nan")), "cannot"),
                      (row(bias=2), "not a flag"), (row(mode="SIGMOID"), "not a Mode"), (row(steps=[]), "0 items"),
-                     (row(key=b"bytes"), "not text"), (row(engines=[""]), "non-empty texts")):
+                     (row(key=b"bytes"), "not text"), (row(engines=[""]), "non-empty texts"),
+                     (row(slopes=[1.0, float("nan")]), "cannot go into"), (row(slopes=[1, 2, 3, 4]), "4 items")):
         with pytest.raises(BenanzaError, match=why):
             job_table.render("api", COLUMNS, [bad])
     with pytest.raises(BenanzaError, match="no such field"):
@@ -113,7 +116,7 @@ def _good() -> str:
 
 
 @pytest.mark.parametrize("name, edit, line, why", [
-    ("cells", lambda t: t.replace("\t12,SPLIT_K=3,TILE=-1 7\n", "\n", 1), 4, "9 cells, expected 10"),
+    ("cells", lambda t: t.replace("\t12,SPLIT_K=3,TILE=-1 7\n", "\n", 1), 4, "10 cells, expected 11"),
     ("int", lambda t: t.replace("0123abcd\t1\t", "0123abcd\t1x\t", 1), 4, "column 'precision': expected an integer"),
     ("range", lambda t: t.replace("0123abcd\t1\t", "0123abcd\t7\t", 1), 4, "column 'precision': 7 is not below 4"),
     ("narrow", lambda t: t.replace("\t1 1099511627776 3\t", "\t4294967296 1 3\t", 1), 4,
@@ -124,6 +127,7 @@ def _good() -> str:
     ("count", lambda t: t.replace("\t1 1099511627776 3\t", "\t1 2\t", 1), 4, "column 'dims': expected 3 items, got 2"),
     ("spaces", lambda t: t.replace("\t1 1099511627776 3\t", "\t1  2 3\t", 1), 4, "single spaces"),
     ("nan", lambda t: t.replace("\tinf\t", "\tnan\t", 1), 4, "column 'coef': expected a number"),
+    ("reals", lambda t: t.replace("\t0.5 -2.0 0.25\t", "\t0.5 x 0.25\t", 1), 4, "column 'slopes': expected a number"),
     ("flag", lambda t: t.replace("\tinf\t1\t", "\tinf\t2\t", 1), 4, "column 'bias': expected 0 or 1"),
     ("float", lambda t: t.replace("\t0.1\t", "\t1e39\t", 1), 4, "column 'alpha': expected a finite number"),
     ("control", lambda t: t.replace("0123abcd", "01\r23", 1), 4, "a control character"),

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import GPU, LIGHT, NVCC, SharedBuild
 
+from benanza.analyze import replay as ana
 from benanza.apis import REGISTRY, job_table
 from benanza.cli.main import main
 from benanza.errors import BenanzaError
@@ -52,7 +53,7 @@ def test_the_plan_is_the_headline_execution() -> None:
     aliased = {b.tensor for b in p.buffers if b.alias >= 0}
     assert len(computed) == len(set(computed))  # no layer twice
     assert len(set(computed)) + len(aliased) == model_layers  # ResNet-50: the Flatten is its one alias
-    assert {s.kind for s in p.steps} >= {gen.StepKind.CONV_BIAS_ACT, gen.StepKind.GRAPH_CONV, gen.StepKind.POOLING,
+    assert {s.kind for s in p.steps} >= {gen.StepKind.CONV_BIAS_ACT, gen.StepKind.GRAPH_CONV, gen.StepKind.POOL,
                                          gen.StepKind.GEMM_EX, gen.StepKind.SOFTMAX}
 
 
@@ -62,6 +63,9 @@ def test_every_step_makes_a_measured_call_as_its_benchmark_did() -> None:
     p = plan()
     db = sqlite3.connect(shipped_db())
     for s in p.steps:
+        if s.kind in gen.OWN_KERNEL_STEPS:  # benanza's own kernel: no library call (test_roofline_pools_...)
+            assert (s.api, s.algorithm, s.measured_ms) == ("", gen.KERNEL_ALGORITHM, None)
+            continue
         got = db.execute("SELECT median_ms FROM benchmarks WHERE layer_key = ? AND api = ? AND algorithm = ? AND "
                          "dtype = ? AND fusion = ? AND layout = ? AND status = 'ok' AND l2 = 'warm'",
                          (s.row["key"], s.api, s.algorithm, s.dtype, s.fusion,
@@ -83,17 +87,102 @@ def test_every_step_reads_what_an_earlier_step_wrote() -> None:
 
 
 def test_a_step_the_replay_cannot_make_is_refused_naming_the_layer_and_the_api() -> None:
-    """AlexNet's ceil-mode MaxPool has no call that ran ok (cuDNN's pooling refused it); ShuffleNet's
-    classifier at batch 64 in fp16 is a graph-API matmul, which has no step yet: one line each, the
-    layer and the API named, never a silent skip."""
-    with pytest.raises(BenanzaError) as err:
-        plan("alexnet", 1, FP16)
-    message = str(err.value)
-    assert "\n" not in message and "docs/REPLAY.md" in message
-    assert "'n14' (MaxPool)" in message and f"{Api.POOLING.value} not_supported" in message
+    """ShuffleNet's classifier at batch 64 in fp16 is a graph-API matmul, which has no step yet: one line,
+    the layer and the API named, never a silent skip."""
     with pytest.raises(BenanzaError) as err:
         plan("shufflenet", 64, FP16)
-    assert "'n201' (Gemm)" in str(err.value) and Api.GRAPH_MATMUL.value in str(err.value)
+    message = str(err.value)
+    assert "\n" not in message and "docs/REPLAY.md" in message
+    assert "'n201' (Gemm)" in message and Api.GRAPH_MATMUL.value in message
+
+
+# (model, batch, precision, a pool cuDNN refused: the model's asymmetric pads, ceil-mode sizes)
+REFUSED_POOLS = (("alexnet", 1, Precision.FP32, "n14"), ("inception_v1", 64, Precision.FP16, "n138"),
+                 ("inception_v2", 1, Precision.FP16, "n7"))
+
+
+@pytest.mark.parametrize("cell", REFUSED_POOLS, ids=lambda c: f"{c[0]}-b{c[1]}-{c[2].value}")
+def test_roofline_pools_run_benanzas_pooling_kernel(cell: tuple[str, int, Precision, str]) -> None:
+    """A pool the bound charges a roofline runs benanza's pooling kernel with the model's own window, pads
+    (begin and end apart) and output size. AlexNet's, Inception-v1's and Inception-v2's pools that cuDNN
+    refused (no measured call ran ok) made the whole plan refuse before (the parent failed here with
+    "layer 'n14' (MaxPool): the bound charges it a roofline and no measured call of it ran ok")."""
+    stem, batch, dtype, refused = cell
+    p = plan(stem, batch, (dtype,))
+    pools = [s for s in p.steps if s.kind == gen.StepKind.POOL]
+    step = next(s for s in pools if s.names == (refused,))
+    d = step.row["dims"]
+    assert (d[6], d[7]) != (d[8], d[9])  # asymmetric: pad_top, pad_left != pad_bottom, pad_right
+    x, y = p.buffers[step.reads[0]], p.buffers[step.writes]
+    assert (x.shape[2:], y.shape[2:]) == ((d[2], d[3]), (d[12], d[13]))
+    assert step.row["format"] == f"CUDNN_TENSOR_{step.layout}" and step.layout in (x.layout or "NCHW", "NCHW")
+    assert all(s.note == ana.POOL_NOTE and s.charged_ms > 0 for s in pools)
+    assert not any(s.kind == gen.StepKind.POOLING for s in p.steps)  # no cuDNN stand-in for a roofline pool
+
+
+def test_elementwise_chains_run_as_one_fused_pass() -> None:
+    """DenseNet-121's BatchNormalization -> Mul -> Add -> Relu chains (the bound charges each one pass at the
+    copy roofline) run as one step of benanza's fused kernel each: one buffer read, one written, the BN as a
+    per-channel scale and shift, the Mul and Add by their per-channel constants. Before, each member ran its
+    fastest library call (cudnnBatchNormalizationForwardInference, cudnnOpTensor, cudnnActivationForward),
+    four passes over memory where the bound charges one (the parent has no chain step kind)."""
+    p = plan("densenet121", 64, FP16)
+    chains = [s for s in p.steps if s.kind == gen.StepKind.CHAIN]
+    assert len(chains) == 62
+    for s in chains:
+        assert s.row["ops"] == ["Affine", "Mul", "Add", "Relu"] and len(s.reads) == 1
+        assert s.row["a"] == [0, 1, 2, 3]  # each op reads the one before it (register 0: the input)
+        channels = p.buffers[s.reads[0]].shape[1]
+        assert s.row["consts"] == [channels] * 4 and s.row["dims"] == list(p.buffers[s.writes].shape)
+        assert s.note == ana.CHAIN_NOTE and s.charged_ms > 0
+        assert s.layout == (p.buffers[s.reads[0]].layout or "NCHW")  # as its input is: no transform for it
+    stand_ins = {gen.StepKind.BATCHNORM, gen.StepKind.ACTIVATION, gen.StepKind.OP_TENSOR}
+    assert not stand_ins & {s.kind for s in p.steps}
+
+
+def test_a_chain_without_a_kernel_op_runs_its_members_measured_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where benanza has no kernel for a member (here: none for Relu), the chain falls back to each member's
+    fastest measured call, and with no own kernels at all the plan is the library stand-ins' of before."""
+    without_relu = {op: d for op, d in gen.CHAIN_OPS.items() if op != "Relu"}
+    monkeypatch.setattr(ana, "CHAIN_OPS", without_relu)
+    p = plan_model(light("densenet121"), shipped_db(), 1, FP16)
+    kinds = {s.kind for s in p.steps}
+    assert gen.StepKind.CHAIN not in kinds and gen.StepKind.POOL in kinds
+    assert {gen.StepKind.BATCHNORM, gen.StepKind.ACTIVATION} <= kinds
+    monkeypatch.setattr(ana, "KERNEL_KINDS", {})
+    p = plan_model(light("densenet121"), shipped_db(), 1, FP16)
+    assert not {s.kind for s in p.steps} & gen.OWN_KERNEL_STEPS
+    assert set(STAND_INS) <= {s.kind for s in p.steps}
+    for s in p.steps:
+        reads, write = _io_elements(s)
+        assert [p.buffers[b].elements for b in s.reads] == reads and p.buffers[s.writes].elements == write
+
+
+def test_a_bias_measured_in_another_layout_follows_a_transform() -> None:
+    """ShuffleNet at batch 1 in fp16: conv n169 (graph API, NCHW) has its bias add measured NHWC only. The
+    plan transforms the conv's output first (a step the bound does not charge) and adds the bias in place
+    on that copy, which its consumers then read (the parent refused: "its bias add runs NHWC, its conv
+    wrote NCHW"). The cell still refuses later, at its graph-API classifier (no step yet)."""
+    from benanza.workflows.prepare import prepare
+
+    with pytest.raises(BenanzaError) as err:
+        plan("shufflenet", 1, FP16)
+    assert "'n201' (Gemm)" in str(err.value) and "n169" not in str(err.value)
+    inputs, _ = prepare(light("shufflenet"), shipped_db(), None, None, 1, list(FP16), "both", None, None)
+    exe, inputs = ana.best_execution(inputs)
+    b = ana._Builder(inputs.model, inputs, Precision.FP16)
+    with pytest.raises(BenanzaError):
+        for group in ana._order(inputs.model, exe):  # the steps up to the refusal
+            b.group(group)
+    bias = next(s for s in b.steps if s.names == ("n169 (bias)",))
+    conv, transform = b.steps[bias.index - 2], b.steps[bias.index - 1]
+    assert (conv.kind, conv.layout, transform.kind, bias.kind) == (gen.StepKind.GRAPH_CONV, "NCHW",
+                                                                   gen.StepKind.TRANSFORM, gen.StepKind.ADD_TENSOR)
+    assert transform.reads == (conv.writes,) and bias.reads == (transform.writes,) == (bias.writes,)
+    assert (transform.row["src"], transform.row["dst"], bias.layout) == ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC",
+                                                                         "NHWC")
+    readers = [s for s in b.steps[bias.index + 1:] if conv.writes in s.reads or bias.writes in s.reads]
+    assert readers and all(conv.writes not in s.reads for s in readers)  # the biased copy is the tensor now
 
 
 def test_an_in_place_call_only_adds_a_convs_bias() -> None:
@@ -112,25 +201,49 @@ CELLS = (("resnet50", 64, Precision.FP16), ("zfnet512", 64, Precision.FP16), ("d
          ("shufflenet", 1, Precision.FP32))
 
 
+# Library calls that stand in for a roofline group only where benanza's own kernels cannot run it (on the
+# zoo: none; test_a_chain_without_a_kernel_op_runs_its_members_measured_calls makes them).
+STAND_INS = (gen.StepKind.POOLING, gen.StepKind.BATCHNORM, gen.StepKind.ACTIVATION, gen.StepKind.OP_TENSOR)
+
+
 def test_more_of_the_zoo_plans() -> None:
     """Step kinds beyond ResNet-50 fp16's: cuBLASLt with its epilogue, LRN, copies for Concat, a layout
-    transform before a Flatten of NHWC data, op-tensor and add-tensor bias adds, batch norm, activations,
+    transform before a Flatten of NHWC data, an add-tensor bias add, benanza's fused chains and pools,
     ShuffleNet's channel shuffle as a strided copy."""
     kinds = {s.kind for stem, batch, dtype in CELLS for s in plan(stem, batch, (dtype,)).steps}
-    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD}  # (ResNet-50 and DenseNet-121 fp32 at b64 have it)
+    # (ResNet-50 and DenseNet-121 fp32 at b64 have conv_fwd)
+    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD, *STAND_INS}
 
 
 def test_the_supported_set_is_a_table_of_the_apis_columns() -> None:
     for api, kind in gen.REPLAY_KINDS.items():
         assert [c.name for c in gen.kind_columns(kind)] == [*(c.name for c in REGISTRY[api].columns), "algorithm"]
     assert set(gen.STEP_KINDS) == {*gen.REPLAY_KINDS.values(), *gen.COPY_KINDS.values(), *gen.VIEW_KINDS.values(),
-                                   gen.StepKind.TRANSFORM}
+                                   gen.StepKind.TRANSFORM, *gen.KERNEL_KINDS.values()}
+    assert set(gen.KERNEL_KINDS) - set(gen.CHAIN_OPS) == {"MaxPool", "AveragePool", "GlobalAveragePool",
+                                                          "GlobalMaxPool"}
+    assert set(gen.CHAIN_OPS) <= {op for op, kind in gen.KERNEL_KINDS.items() if kind == gen.StepKind.CHAIN}
 
 
-def test_model_text_never_reaches_the_cpp(tmp_path: Path) -> None:
+def test_every_chain_op_is_a_kernel_op() -> None:
+    """The chain vocabulary's words are exactly the kernel's enumerators (csrc/benanza/kernels.h ChainOp)."""
+    import re
+
+    from benanza import paths
+
+    header = (paths.csrc_dir() / "benanza" / "kernels.h").read_text()
+    enum = re.search(r"enum class ChainOp : int \{([^}]*)\}", header)
+    assert enum is not None
+    assert {w.strip() for w in enum.group(1).split(",")} == set(gen.CHAIN_OP.names)
+
+
+@pytest.mark.parametrize("cell", (("resnet50", 64, Precision.FP16), ("densenet121", 64, Precision.FP16)),
+                         ids=lambda c: c[0])
+def test_model_text_never_reaches_the_cpp(tmp_path: Path, cell: tuple[str, int, Precision]) -> None:
     """The source and every table are the same whatever the layers and tensors are called (names are in
-    plan.json only); the source is the same for every model (its plan is read at run time)."""
-    p = plan()
+    plan.json only); the source is the same for every model (its plan is read at run time). DenseNet-121's
+    tables hold its chains: op names of the kernel's vocabulary, operand codes, constant counts."""
+    p = plan(cell[0], cell[1], (cell[2],))
     evil = '"); system("rm -rf /"); //\n#include </etc/passwd>'
     renamed = dataclasses.replace(
         p, steps=tuple(dataclasses.replace(s, names=tuple(evil for _ in s.names)) for s in p.steps),
@@ -161,9 +274,9 @@ def test_cli_generate_only(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "57 steps" in result.output and "LBL_seq" in result.output
     assert json.loads((out / gen.PLAN_JSON).read_text())["batch"] == 64
-    refused = CliRunner().invoke(main, ["replay", str(light("alexnet")), "--batch", "1", "--dtype", "fp16",
-                                        "--generate-only", "--out", str(tmp_path / "a")])
-    assert refused.exit_code == 1 and Api.POOLING.value in refused.output
+    refused = CliRunner().invoke(main, ["replay", str(light("shufflenet")), "--batch", "64", "--dtype", "fp16",
+                                        "--generate-only", "--out", str(tmp_path / "s")])
+    assert refused.exit_code == 1 and Api.GRAPH_MATMUL.value in refused.output
 
 
 def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
@@ -200,6 +313,20 @@ def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild,
     line = json.loads(checked.stdout)
     assert (line["steps"], line["buffers"]) == (len(p.steps), len(p.buffers))
     assert line["graph_conv"] == sum(s.kind == gen.StepKind.GRAPH_CONV for s in p.steps)
+    assert line["pool"] == sum(s.kind == gen.StepKind.POOL for s in p.steps) > 0
+    # DenseNet-121's chains (op names, operand codes, Reals of parameters) and NHWC pools read back too
+    dense = plan("densenet121", 64, FP16)
+    gen.write_project(dense, tmp_path / "d121", "benanza replay (tests)")
+    checked = subprocess.run([str(exe), "--plan", str(tmp_path / "d121" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    line = json.loads(checked.stdout)
+    assert (line["chain"], line["pool"]) == (62, 5)
+    chains = tmp_path / "d121" / "src" / "replay.chain"
+    chains.write_text(chains.read_text().replace("Affine Mul", "Affine Mull", 1))
+    refused = subprocess.run([str(exe), "--plan", str(tmp_path / "d121" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "replay.chain" in refused.stderr and "ops" in refused.stderr
     broken = tmp_path / "r50" / "src" / "replay.graph_conv"
     broken.write_text(broken.read_text().replace("\tconv+bn+act\t", "\tconv+bn+act\tx\t", 1))
     refused = subprocess.run([str(exe), "--plan", str(tmp_path / "r50" / "src"), "--check-plan"],
@@ -210,16 +337,28 @@ def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild,
 @pytest.mark.compile
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU or NVCC is None, reason="needs nvcc and an NVIDIA GPU")
-def test_resnet50_replays_with_every_step_checked(tmp_path: Path) -> None:
-    """On the GPU: ResNet-50 at batch 1 in fp16, built and run; every step's output within its
-    tolerance of the fp32 reference of its own inputs, and a warm and a cold time."""
+@pytest.mark.parametrize("cell", (("resnet50", 1, Precision.FP16), ("densenet121", 1, Precision.FP16),
+                                  ("densenet121", 64, Precision.FP32), ("alexnet", 1, Precision.FP32),
+                                  ("inception_v1", 1, Precision.FP32), ("inception_v2", 64, Precision.FP16)),
+                         ids=lambda c: f"{c[0]}-b{c[1]}-{c[2].value}")
+def test_the_zoo_replays_with_every_step_checked(tmp_path: Path, cell: tuple[str, int, Precision]) -> None:
+    """On the GPU: built and run; every step's output within its tolerance of the fp32 reference of its
+    own inputs, and a warm and a cold time. Beyond ResNet-50: benanza's fused chains (DenseNet-121's BN ->
+    Mul -> Add -> Relu, NHWC in fp16 and NCHW in fp32) and its pools with asymmetric pads (AlexNet's and
+    Inception-v2's MaxPool, Inception-v1's AveragePool), each checked against its one-op-at-a-time
+    reference."""
     from benanza.workflows.replay import replay
 
-    outcome = replay(light("resnet50"), shipped_db(), tmp_path / "r50", "benanza replay (tests)", 1, FP16)
+    stem, batch, dtype = cell
+    outcome = replay(light(stem), shipped_db(), tmp_path / stem, "benanza replay (tests)", batch, (dtype,))
     s = outcome.summary()
     assert s["status"] == "ok", outcome.result
     assert s["replay_warm_ms"] > 0 and s["replay_cold_ms"] > 0
-    assert s["failed_steps"] == 0 and s["checked_steps"] >= len(outcome.plan.steps) - 1
+    in_place = sum(st.kind in gen.IN_PLACE_KINDS for st in outcome.plan.steps)
+    assert s["failed_steps"] == 0 and s["checked_steps"] == len(outcome.plan.steps) - in_place
+    own = [r for r, st in zip(outcome.result["steps"], outcome.plan.steps, strict=True)
+           if st.kind in gen.OWN_KERNEL_STEPS]
+    assert own and all(r["checked"] == "ok" and r["median_ms"] > 0 for r in own)
 
 
 def _io_elements(s: gen.Step) -> tuple[list[int], int]:
@@ -235,9 +374,11 @@ def _io_elements(s: gen.Step) -> tuple[list[int], int]:
     if s.kind in (gen.StepKind.GEMM_EX, gen.StepKind.LT_MATMUL):
         batch, m, n, k = r["dims"][:4]
         return [batch * m * k], batch * m * n
-    if s.kind == gen.StepKind.POOLING:
+    if s.kind in (gen.StepKind.POOLING, gen.StepKind.POOL):
         d = r["dims"]
         return [prod(d[:4])], d[0] * d[1] * d[12] * d[13]
+    if s.kind == gen.StepKind.CHAIN:  # elementwise: every input has the output's elements
+        return [prod(r["dims"])] * len(s.reads), prod(r["dims"])
     if s.kind in (gen.StepKind.SOFTMAX, gen.StepKind.ACTIVATION, gen.StepKind.LRN, gen.StepKind.BATCHNORM,
                   gen.StepKind.TRANSFORM, gen.StepKind.PERMUTE):
         return [prod(r["dims"])], prod(r["dims"])

@@ -26,12 +26,20 @@ from benanza.analyze.inputs import Inputs
 from benanza.analyze.peaks import effective_ceilings
 from benanza.apis import REGISTRY, whole_call
 from benanza.apis.base import Unsupported
+from benanza.apis.cudnn_ops import dims4
 from benanza.apis.graph import engine_cells, with_named_configs
 from benanza.errors import BenanzaError
 from benanza.generate.codegen import PRECISION_INDEX
 from benanza.generate.replay import (
+    CHAIN_NONE,
+    CHAIN_OPS,
     COPY_KINDS,
     IN_PLACE_KINDS,
+    KERNEL_ALGORITHM,
+    KERNEL_KINDS,
+    MAX_CHAIN_CONSTS,
+    MAX_CHAIN_INPUTS,
+    MAX_CHAIN_OPS,
     REPLAY_KINDS,
     VIEW_KINDS,
     Buffer,
@@ -46,6 +54,8 @@ from benanza.records import Result
 
 SUPPORTED = ", ".join([*(api.value for api in REPLAY_KINDS), *(f"{op} (copies)" for op in COPY_KINDS)])
 ROOFLINE_NOTE = "the bound charges its bytes at the copy roofline; the replay runs its fastest measured call"
+CHAIN_NOTE = "the bound charges its bytes at the copy roofline; the replay runs benanza's fused kernel"
+POOL_NOTE = "the bound charges its bytes at the copy roofline; the replay runs benanza's pooling kernel"
 TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
 VIEW_NOTE = "a view the bound reads through strides (charged nothing), run as one strided copy"
 BIAS_NOTE = "the conv's bias add, a call of its own as the bound charges it"
@@ -251,7 +261,8 @@ class _Builder:
 
     def bias(self, group: Group, row: Result) -> None:
         """A conv's bias add after it, as the bound charged it: ``cudnnAddTensor`` in place on the conv's
-        output (checked with the conv), or ``cudnnOpTensor`` into a buffer of its own (as its benchmark)."""
+        output (checked with the conv), or ``cudnnOpTensor`` into a buffer of its own (as its benchmark);
+        measured in another layout than the conv wrote, after a transform step (checked with that)."""
         head = self.model.layers[group.layers[0]]
         api = Api(row.api)
         kind = REPLAY_KINDS.get(api)
@@ -261,15 +272,20 @@ class _Builder:
         fields = REGISTRY[api].builder(bias_add(head), self.model, precision)  # type: ignore[misc]
         prev = self.steps[-1]
         layout = row.layout or fields.layout
+        out = self.outputs_of(group.layers)[0]
+        src = prev.writes
         if layout != prev.layout and not _layout_free(self.buffers[prev.writes].shape):
-            raise self.refuse(head, f"its bias add runs {layout}, its conv wrote {prev.layout}")
-        writes = prev.writes
+            # measured in another layout than its conv wrote: a layout change first (composition cost), the
+            # bias added to the changed copy (in place: that copy is the tensor from now on)
+            src = self.read(head, out, layout)
+            del self.transformed[(prev.writes, layout)]
+            self.by_tensor[out.name] = src
+        writes = src
         if kind == StepKind.OP_TENSOR:
-            out = self.outputs_of(group.layers)[0]
             writes = self.write(out, layout)
         rowd = {**fields.row, "key": row.layer_key, "fusion": row.fusion}
         self.steps.append(Step(len(self.steps), kind, api.value, row.algorithm, precision.value, layout, row.fusion,
-                               group.layers, (f"{head.name} (bias)",), (prev.writes,), writes, rowd,
+                               group.layers, (f"{head.name} (bias)",), (src,), writes, rowd,
                                PRECISION_INDEX[(precision, PRECISIONS[precision].cudnn_layout.removeprefix(
                                    "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms,
                                BIAS_NOTE))
@@ -289,6 +305,57 @@ class _Builder:
             raise self.refuse(layer, f"the bound charges it a roofline and no measured call of it ran ok ({what})")
         return best
 
+    # ---------------------------------------------------------- benanza's own kernels
+    def own_kernel(self, group: Group) -> bool:
+        """A roofline group run by benanza's own kernel (``KERNEL_KINDS``): a pool, or an elementwise
+        chain whose every member has a kernel op; False when it has none (its members then run their
+        fastest measured calls)."""
+        kinds = {KERNEL_KINDS.get(self.model.layers[i].op) for i in group.layers}
+        if len(kinds) != 1 or None in kinds:
+            return False
+        build = {StepKind.CHAIN: self.chain, StepKind.POOL: self.pool}[kinds.pop()]  # type: ignore[index]
+        return build(group)
+
+    def _step_layout(self, tensors: list[Tensor]) -> str:
+        """The layout a layout-agnostic kernel runs in: its first laid-out input's (no transform), else NCHW."""
+        held = [self.buffers[self.by_tensor[t.name]].layout for t in tensors if t.name in self.by_tensor]
+        return next((layout for layout in held if layout), "NCHW")
+
+    def _own_step(self, kind: str, group: Group, reads: tuple[int, ...], out: Tensor, layout: str,
+                  row: dict[str, Any], note: str) -> None:
+        store = self.store
+        writes = self.write(out, layout)
+        self.steps.append(Step(len(self.steps), kind, "", KERNEL_ALGORITHM, store.value, layout, Fusion.NONE.value,
+                               group.layers, tuple(self.model.layers[i].name for i in group.layers), reads, writes,
+                               row, PRECISION_INDEX[(store, layout)], step_tolerance(store, ""), group.ms, None,
+                               note))
+
+    def pool(self, group: Group) -> bool:
+        """A pool with benanza's pooling kernel, dims and mode as its pooling benchmark has them."""
+        layer = self.model.layers[group.layers[0]]
+        try:
+            fields = REGISTRY[Api.POOLING].builder(layer, self.model, self.store)  # type: ignore[misc]
+        except Unsupported:
+            return False
+        layout = self._step_layout([layer.inputs[0]])
+        x = self.read(layer, layer.inputs[0], layout)
+        row = {"dims": fields.row["dims"], "mode": fields.row["mode"], "format": f"CUDNN_TENSOR_{layout}"}
+        self._own_step(StepKind.POOL, group, (x,), layer.outputs[0], layout, row, POOL_NOTE)
+        return True
+
+    def chain(self, group: Group) -> bool:
+        """An elementwise chain as one pass of benanza's fused kernel (``ChainProgram``): its inputs from
+        outside the group read once, its one output written once, every member an instruction."""
+        program = _chain_program(self.model, group.layers, self.outputs_of(group.layers))
+        if program is None:
+            return False
+        inputs, out, row = program
+        layout = self._step_layout(inputs)
+        reads = tuple(self.read(self.model.layers[group.layers[0]], t, layout) for t in inputs)
+        row = {**row, "format": f"CUDNN_TENSOR_{layout}"}
+        self._own_step(StepKind.CHAIN, group, reads, out, layout, row, CHAIN_NOTE)
+        return True
+
     def group(self, group: Group) -> None:
         head = self.model.layers[group.layers[0]]
         if group.kind == GroupKind.ALIAS:
@@ -301,12 +368,89 @@ class _Builder:
             return
         if group.kind == GroupKind.CALL or group.folded:
             raise self.refuse(head, "the bound charges it a roofline (no measured call) and the replay needs one")
+        if self.own_kernel(group):
+            return
         for n, i in enumerate(group.layers):  # a roofline group: each member its fastest measured call
             layer = self.model.layers[i]
             if is_alias(layer, self.consumers):
                 self.alias(layer)
                 continue
             self.call(group, self.measured_call(layer), (i,), group.ms if n == 0 else 0.0, ROOFLINE_NOTE)
+
+
+def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """Whether a constant of ``shape`` broadcasts (ONNX: aligned right) to ``out`` as one value per channel (axis 1)."""
+    if len(out) < 2 or len(shape) > len(out):
+        return False
+    padded = (1,) * (len(out) - len(shape)) + shape
+    return padded[1] == out[1] and all(v == 1 for k, v in enumerate(padded) if k != 1)
+
+
+def _chain_program(model: Model, members: tuple[int, ...],
+                   outputs: list[Tensor]) -> tuple[list[Tensor], Tensor, dict[str, Any]] | None:
+    """(inputs, output, row) of an elementwise chain as a ``ChainProgram``, or None where the kernel cannot
+    run it: an op without a ``ChainOpDef``, a tensor operand broadcast, a constant that is neither a scalar
+    nor per channel, more than one output, or beyond the program's limits."""
+    if len(outputs) != 1:
+        return None
+    out = outputs[0]
+    dims = dims4(out.shape)
+    channels = dims[1]
+    regs: dict[str, int] = {}  # tensor -> register: inputs first, then each instruction's result
+    inputs: list[Tensor] = []
+    inside = {t.name for i in members for t in model.layers[i].outputs}
+    for i in members:
+        for t in model.layers[i].inputs:
+            if t.name and not t.constant and t.name not in inside and t.name not in regs:
+                if tuple(t.shape) != tuple(out.shape):
+                    return None  # a tensor operand that broadcasts: not this kernel's
+                regs[t.name] = len(inputs)
+                inputs.append(t)
+    consts: list[int] = []
+    prog: dict[str, list[Any]] = {"ops": [], "a": [], "b": [], "c": [], "alpha": [], "beta": []}
+
+    def constant(count: int) -> int:
+        consts.append(count)
+        return -2 - (len(consts) - 1)
+
+    def operand(t: Tensor) -> int | None:
+        if t.name in regs:
+            return regs[t.name]
+        if not t.constant:
+            return None
+        if math.prod(t.shape) == 1:
+            return constant(1)
+        return constant(channels) if _per_channel(tuple(t.shape), tuple(out.shape)) else None
+
+    def emit(op: str, a: int, b: int = CHAIN_NONE, c: int = CHAIN_NONE, params: tuple[float, ...] = ()) -> int:
+        alpha, beta = (*params, 0.0, 0.0)[:2]
+        for key, value in zip(("ops", "a", "b", "c", "alpha", "beta"), (op, a, b, c, alpha, beta), strict=True):
+            prog[key].append(value)
+        return len(inputs) + len(prog["ops"]) - 1
+
+    for i in members:
+        layer = model.layers[i]
+        d = CHAIN_OPS.get(layer.op)
+        if d is None or tuple(layer.outputs[0].shape) != tuple(out.shape):
+            return None
+        args = [t for t in layer.inputs if t.name][:1 if d.channel_constants else None]
+        codes = [operand(t) for t in args]
+        if not codes or None in codes or (d.operands > 0 and len(codes) != d.operands):
+            return None
+        params = tuple(float(layer.attrs.get(name, default)) for name, default in d.params)
+        if d.channel_constants:  # BatchNormalization: x * scale + shift, per channel
+            if len(out.shape) < 2:
+                return None
+            result = emit(d.op, codes[0], *(constant(channels) for _ in range(d.channel_constants)))
+        else:
+            result = emit(d.op, *codes[:2], params=params)  # type: ignore[arg-type]
+            for extra in codes[2:]:  # Sum of more than two: pairwise
+                result = emit(d.op, result, extra)  # type: ignore[arg-type]
+        regs[layer.outputs[0].name] = result
+    if regs.get(out.name) != len(inputs) + len(prog["ops"]) - 1 or len(prog["ops"]) > MAX_CHAIN_OPS \
+            or not 1 <= len(inputs) <= MAX_CHAIN_INPUTS or len(consts) > MAX_CHAIN_CONSTS:
+        return None
+    return inputs, out, {"dims": dims, **prog, "consts": consts}
 
 
 def _order(model: Model, exe: Execution) -> list[Group]:

@@ -44,6 +44,7 @@ class Kind(StrEnum):
     CHOICE = "Choice"  # one name of the column's vocabulary
     CHOICES = "Choices"  # space-separated names of it
     TEXTS = "Texts"  # space-separated percent-encoded texts
+    REALS = "Reals"  # space-separated doubles (decimal, inf or -inf)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,8 @@ def cell(value: Any, column: Column, where: str) -> str:
         return _word(value, column, where)
     if kind is Kind.CHOICES:
         return " ".join(_word(v, column, where) for v in _items(value, column, where))
+    if kind is Kind.REALS:
+        return " ".join(_number(v, where, finite=False) for v in _items(value, column, where))
     texts = _items(value, column, where)
     if not all(isinstance(t, str) and t for t in texts):
         raise BenanzaError(f"{where}: {value!r} is not a list of non-empty texts")

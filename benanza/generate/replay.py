@@ -29,6 +29,7 @@ from typing import Any
 from benanza import paths
 from benanza.apis import REGISTRY, job_table
 from benanza.apis.base import ApiFamily
+from benanza.apis.cudnn_ops import POOLING_MODE
 from benanza.apis.job_table import PRECISION, Column, Kind, Vocabulary, choice, ints
 from benanza.errors import BenanzaError
 from benanza.generate import codegen
@@ -58,6 +59,8 @@ class StepKind:
     CONCAT = "concat"  # a non-library layer: cudaMemcpy2DAsync per input, the copy the ceilings measure
     PERMUTE = "permute"  # a Transpose the bound reads through strides, as one strided copy (composition cost)
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
+    CHAIN = "chain"  # benanza's fused pointwise kernel: an elementwise chain the bound charges a roofline
+    POOL = "pool"  # benanza's pooling kernel: a pool the bound charges a roofline
 
 
 # The supported set: API -> the step kind that makes its call as its micro-benchmark did. An API
@@ -84,8 +87,48 @@ IN_PLACE_KINDS: frozenset[str] = frozenset({StepKind.ADD_TENSOR})
 COPY_KINDS: dict[str, str] = {"Concat": StepKind.CONCAT}
 # Views the bound reads through strides (charged nothing) that the replay runs as a copy: op -> kind.
 VIEW_KINDS: dict[str, str] = {"Transpose": StepKind.PERMUTE}
+# Layers the bound charges a roofline that benanza's own kernels run (csrc/benanza/replay_kernels.h):
+# op -> kind. A chain runs as one fused step when every member has a ChainOpDef (CHAIN_OPS below).
+KERNEL_KINDS: dict[str, str] = {
+    **{op: StepKind.POOL for op in ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")},
+    **{op: StepKind.CHAIN for op in ("Add", "Sub", "Mul", "Div", "Sum", "Relu", "Sigmoid", "Tanh", "Clip",
+                                     "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "BatchNormalization")},
+}
+OWN_KERNEL_STEPS: frozenset[str] = frozenset(KERNEL_KINDS.values())
+KERNEL_ALGORITHM = "benanza"  # a step of benanza's own kernel: its algorithm column
 STEP_KINDS: tuple[str, ...] = (*REPLAY_KINDS.values(), *COPY_KINDS.values(), *VIEW_KINDS.values(),
-                               StepKind.TRANSFORM)
+                               StepKind.TRANSFORM, *sorted(OWN_KERNEL_STEPS))
+
+
+@dataclass(frozen=True)
+class ChainOpDef:
+    """How one ONNX elementwise op runs in the fused pointwise kernel: the kernel's op (a ``CHAIN_OP``
+    word, ``bz::ChainOp``), how many tensor operands it takes (-1: any number, folded pairwise), the
+    attributes read as the instruction's alpha and beta (with ONNX's defaults), and the per-channel
+    constants it becomes (BatchNormalization in inference: y = x * scale + shift)."""
+
+    op: str
+    operands: int
+    params: tuple[tuple[str, float], ...] = ()
+    channel_constants: int = 0
+
+
+FLOAT_MAX = 3.4028234663852886e38  # Clip without an upper bound
+CHAIN_OPS: dict[str, ChainOpDef] = {
+    "Add": ChainOpDef("Add", 2), "Sum": ChainOpDef("Add", -1), "Sub": ChainOpDef("Sub", 2),
+    "Mul": ChainOpDef("Mul", 2), "Div": ChainOpDef("Div", 2),
+    "Relu": ChainOpDef("Relu", 1), "Sigmoid": ChainOpDef("Sigmoid", 1), "Tanh": ChainOpDef("Tanh", 1),
+    "Clip": ChainOpDef("Clip", 1, (("min", -FLOAT_MAX), ("max", FLOAT_MAX))),
+    "LeakyRelu": ChainOpDef("LeakyRelu", 1, (("alpha", 0.01),)),
+    "Elu": ChainOpDef("Elu", 1, (("alpha", 1.0),)),
+    "HardSigmoid": ChainOpDef("HardSigmoid", 1, (("alpha", 0.2), ("beta", 0.5))),
+    "HardSwish": ChainOpDef("HardSwish", 1),
+    "BatchNormalization": ChainOpDef("Affine", 1, channel_constants=2),
+}
+# The fused kernel's op vocabulary (csrc/benanza/kernels.h ChainOp: every name is an enumerator there).
+CHAIN_OP = Vocabulary("bz::ChainOp", tuple(dict.fromkeys(d.op for d in CHAIN_OPS.values())), "bz::ChainOp::")
+MAX_CHAIN_OPS, MAX_CHAIN_INPUTS, MAX_CHAIN_CONSTS = 16, 8, 8  # replay_kernels.h kMaxChain*
+CHAIN_NONE = -1  # an operand code: none (otherwise >= 0 a register, -2 - k the constant k)
 
 TENSOR_FORMAT = Vocabulary("cudnnTensorFormat_t", ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC"))
 # A transform step's own row: the tensor's 4-D dims and the two layouts.
@@ -98,8 +141,21 @@ CONCAT_COLUMNS: tuple[Column, ...] = (PRECISION, ints("parts", at_least=1, at_mo
 # A permutation's row: the input's dims (model order) and the permutation (ONNX Transpose's perm).
 PERMUTE_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", at_least=1, at_most=8),
                                        ints("perm", at_least=1, at_most=8))
+# A fused chain's row: the output's 4-D dims (channels on axis 1) and layout, the program (ChainProgram:
+# per op its kernel op, operand codes a, b, c and parameters alpha, beta) and each constant's count.
+_OPS_LIST = {"at_least": 1, "at_most": MAX_CHAIN_OPS}
+CHAIN_COLUMNS: tuple[Column, ...] = (
+    PRECISION, ints("dims", 4), choice("format", TENSOR_FORMAT),
+    Column("ops", Kind.CHOICES, 1, MAX_CHAIN_OPS, vocabulary=CHAIN_OP),
+    ints("a", **_OPS_LIST), ints("b", **_OPS_LIST), ints("c", **_OPS_LIST),
+    Column("alpha", Kind.REALS, 1, MAX_CHAIN_OPS), Column("beta", Kind.REALS, 1, MAX_CHAIN_OPS),
+    ints("consts", at_most=MAX_CHAIN_CONSTS))
+# A pool's row: the pooling benchmark's 14 dims (pads begin and end apart, the model's output size) and mode.
+POOL_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", 14), choice("mode", POOLING_MODE),
+                                    choice("format", TENSOR_FORMAT))
 OWN_COLUMNS: dict[str, tuple[Column, ...]] = {StepKind.TRANSFORM: TRANSFORM_COLUMNS, StepKind.CONCAT: CONCAT_COLUMNS,
-                                              StepKind.PERMUTE: PERMUTE_COLUMNS}
+                                              StepKind.PERMUTE: PERMUTE_COLUMNS, StepKind.CHAIN: CHAIN_COLUMNS,
+                                              StepKind.POOL: POOL_COLUMNS}
 # Every step kind's table beside its API's own columns: the algorithm the analysis chose.
 ALGORITHM = Column("algorithm", Kind.TEXT)
 STEPS_COLUMNS: tuple[Column, ...] = (

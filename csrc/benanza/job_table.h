@@ -38,12 +38,12 @@ constexpr const char kTableMagic[] = "benanza-job-table";
 constexpr int kTableFormat = 1;
 
 // What a column holds (benanza/job_table.py Kind, in that order).
-enum class Cell { Text, Int, Real, Real32, Flag, Ints, Choice, Choices, Texts };
+enum class Cell { Text, Int, Real, Real32, Flag, Ints, Choice, Choices, Texts, Reals };
 
 struct Column {
   const char* name;
   Cell kind;
-  int min_count = 1;                  // lists: how many items (Ints, Choices, Texts)
+  int min_count = 1;                  // lists: how many items (Ints, Choices, Texts, Reals)
   int max_count = 1;
   const char* const* words = nullptr;  // Choice, Choices: the vocabulary's names
   int num_words = 0;
@@ -117,7 +117,7 @@ class JobRow {
  public:
   JobRow(const std::string& where, const Column* columns, size_t num_columns)
       : where_(where), columns_(columns), texts_(num_columns), numbers_(num_columns), reals_(num_columns),
-        lists_(num_columns), text_lists_(num_columns) {}
+        lists_(num_columns), text_lists_(num_columns), real_lists_(num_columns) {}
 
   // Throws this row's TableError about column `c`.
   [[noreturn]] void fail(size_t c, const std::string& why) const {
@@ -141,6 +141,7 @@ class JobRow {
   const std::vector<long long>& integers(size_t c) const { return kind(c, Cell::Ints), lists_[c]; }
   const std::vector<long long>& choices(size_t c) const { return kind(c, Cell::Choices), lists_[c]; }
   const std::vector<std::string>& texts(size_t c) const { return kind(c, Cell::Texts), text_lists_[c]; }
+  const std::vector<double>& reals(size_t c) const { return kind(c, Cell::Reals), real_lists_[c]; }
   // `v` of column `c` as an integer type U, refused when it does not fit.
   template <class U>
   U in_range(size_t c, long long v) const {
@@ -174,7 +175,8 @@ class JobRow {
         return;
       case Cell::Ints:
       case Cell::Choices:
-      case Cell::Texts: {
+      case Cell::Texts:
+      case Cell::Reals: {
         std::vector<std::string> parts;
         if (!table_detail::items(cell, parts)) fail(c, "items must be separated by single spaces: " + shown(cell));
         if (int(parts.size()) < col.min_count || int(parts.size()) > col.max_count)
@@ -182,6 +184,7 @@ class JobRow {
         for (const std::string& p : parts) {
           if (col.kind == Cell::Ints) lists_[c].push_back(parse_int(c, p));
           if (col.kind == Cell::Choices) lists_[c].push_back(word(c, p));
+          if (col.kind == Cell::Reals) real_lists_[c].push_back(parse_real(c, p, false));
           if (col.kind == Cell::Texts) {
             std::string t;
             if (!decode_text(p, t)) fail(c, "not percent-encoded text: " + shown(p));
@@ -243,6 +246,7 @@ class JobRow {
   std::vector<double> reals_;
   std::vector<std::vector<long long>> lists_;
   std::vector<std::vector<std::string>> text_lists_;
+  std::vector<std::vector<double>> real_lists_;
 };
 
 namespace table_detail {

@@ -290,9 +290,15 @@ __global__ void pooling_kernel(PoolDims d, Packed4 in, Packed4 out, int mode, co
     int n, c, p, q;
     out.coords(i, n, c, p, q);
     float best = -INFINITY, sum = 0.f;
-    int valid = 0;
+    int valid = 0, padded = 0;
     for (int r = 0; r < d.window_h; ++r) {
       const int h = p * d.stride_h - d.pad_top + r;
+      if (h >= -d.pad_top && h < d.h + d.pad_bottom) {
+        for (int s = 0; s < d.window_w; ++s) {
+          const int w = q * d.stride_w - d.pad_left + s;
+          padded += w >= -d.pad_left && w < d.w + d.pad_right ? 1 : 0;
+        }
+      }
       if (h < 0 || h >= d.h) continue;
       for (int s = 0; s < d.window_w; ++s) {
         const int w = q * d.stride_w - d.pad_left + s;
@@ -304,7 +310,7 @@ __global__ void pooling_kernel(PoolDims d, Packed4 in, Packed4 out, int mode, co
       }
     }
     y[i] = mode == CUDNN_POOLING_MAX || mode == CUDNN_POOLING_MAX_DETERMINISTIC ? best
-           : mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING              ? sum / float(d.window_h * d.window_w)
+           : mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING              ? sum / float(padded > 0 ? padded : 1)
                                                                               : sum / float(valid > 0 ? valid : 1);
   }
 }
@@ -331,6 +337,36 @@ __global__ void lrn_kernel(Packed4 t, int size, float alpha, float beta, float b
       sum += v * v;
     }
     y[i] = x[i] / powf(bias + alpha / float(size) * sum, beta);
+  }
+}
+
+__device__ float chain_op(ChainOp op, float alpha, float beta, float a, float b, float c) {
+  switch (op) {
+    case ChainOp::Add: return a + b;
+    case ChainOp::Sub: return a - b;
+    case ChainOp::Mul: return a * b;
+    case ChainOp::Div: return a / b;
+    case ChainOp::Relu: return a > 0.f ? a : 0.f;
+    case ChainOp::Sigmoid: return 1.f / (1.f + expf(-a));
+    case ChainOp::Tanh: return tanhf(a);
+    case ChainOp::Clip: return fminf(fmaxf(a, alpha), beta);
+    case ChainOp::Affine: return a * b + c;
+    case ChainOp::LeakyRelu: return a < 0.f ? alpha * a : a;
+    case ChainOp::Elu: return a < 0.f ? alpha * (expf(a) - 1.f) : a;
+    case ChainOp::HardSigmoid: return fmaxf(0.f, fminf(1.f, alpha * a + beta));
+    case ChainOp::HardSwish: return a * fmaxf(0.f, fminf(1.f, a / 6.f + 0.5f));
+  }
+  return NAN;
+}
+
+__global__ void chain_op_kernel(ChainOp op, float alpha, float beta, Packed4 t, Packed4 ta, const float* a,
+                                Packed4 tb, const float* b, Packed4 tc, const float* c, float* y) {
+  const size_t total = count_of(t.d);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    int n, ch, h, w;
+    t.coords(i, n, ch, h, w);
+    y[i] = chain_op(op, alpha, beta, a[ta.offset(n, ch, h, w)], b ? b[tb.offset(n, ch, h, w)] : 0.f,
+                    c ? c[tc.offset(n, ch, h, w)] : 0.f);
   }
 }
 
@@ -522,6 +558,14 @@ void op_tensor_reference(const Packed4& a_dims, const Packed4& b_dims, int op, c
 void lrn_reference(const Packed4& dims, int size, float alpha, float beta, float bias, const float* x, float* y,
                    cudaStream_t stream) {
   lrn_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(dims, size, alpha, beta, bias, x, y);
+}
+
+void chain_op_reference(ChainOp op, float alpha, float beta, const Packed4& dims, const Packed4& a_dims, const float* a,
+                        const Packed4& b_dims, const float* b, const Packed4& c_dims, const float* c, float* y,
+                        cudaStream_t stream) {
+  chain_op_kernel<<<blocks_for(count_of(dims.d)), kThreads, 0, stream>>>(op, alpha, beta, dims, a_dims, a, b_dims, b,
+                                                                         c_dims, c, y);
+  check_launch();
 }
 
 void positive_variance(float* var, size_t count, cudaStream_t stream) {

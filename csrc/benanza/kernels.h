@@ -52,7 +52,8 @@ struct PoolDims {
 };
 
 // Naive pooling in fp32 (`mode` a cudnnPoolingMode_t value): y (n x c x p x q) from x (n x c x h x w),
-// both packed in NHWC when `nhwc`, else NCHW.
+// both packed in NHWC when `nhwc`, else NCHW. An average that includes padding divides by the window's
+// positions inside the padded input (ONNX's count_include_pad; all of it where cuDNN can pool).
 void pooling_reference(const PoolDims& d, bool nhwc, int mode, const float* x, float* y, cudaStream_t stream);
 
 // Softmax in fp32 over `cols` values `inner` apart, for each of rows x inner rows (x and y packed as
@@ -157,6 +158,17 @@ struct PwProgram {
 };
 void pointwise_reference(const PwProgram& p, int rows, int cols, const void* x, DType dtype, float* ref,
                          cudaStream_t stream);
+
+// The elementwise ops of benanza's fused pointwise kernel (replay_kernels.h ChainProgram; the names are
+// benanza/generate/replay.py CHAIN_OP's words): y = op(a [, b [, c]]) with parameters alpha, beta.
+enum class ChainOp : int { Add, Sub, Mul, Div, Relu, Sigmoid, Tanh, Clip, Affine, LeakyRelu, Elu, HardSigmoid, HardSwish };
+
+// One ChainOp over whole fp32 tensors, one op at a time (the fused kernel's independent reference):
+// y = op(a, b, c), y packed as `dims`; a, b and c (b, c may be null) broadcast from their own dims (a
+// dimension of 1: a scalar is 1 x 1 x 1 x 1, a per-channel constant 1 x C x 1 x 1).
+void chain_op_reference(ChainOp op, float alpha, float beta, const Packed4& dims, const Packed4& a_dims, const float* a,
+                        const Packed4& b_dims, const float* b, const Packed4& c_dims, const float* c, float* y,
+                        cudaStream_t stream);
 
 // Elementwise activation on an fp32 buffer (a cudnnActivationMode_t value).
 void activation_reference(float* data, size_t count, int act, double coef, cudaStream_t stream);

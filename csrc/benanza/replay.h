@@ -814,12 +814,36 @@ class TransformStep : public TransformCopy {
     cudnnTensorFormat_t src, dst;
   };
 
-  TransformStep(const Spec& s, const ReplayIo& io) : TransformCopy(io, s.p->storage) {
+  TransformStep(const Spec& s, const ReplayIo& io) : TransformCopy(io, s.p->storage), s_(s) {
     set_tensor(src_, s.src, s.p->data, s.dims);
     set_tensor(dst_, s.dst, s.p->data, s.dims);
     count_ = count_of(s.dims);
     if (io.write_elements != count_) throw Error(Status::Failed, "output buffer of the wrong size");
   }
+
+  // A conv's bias measured in the layout this step changes to, added in place after it (cudnnAddTensor):
+  // transformed back, the output must give the input plus the bias.
+  bool absorb_bias(const void* bias) override {
+    bias_ = bias;
+    return true;
+  }
+  double check(Context& ctx) override {
+    if (!bias_) return TransformCopy::check(ctx);
+    Buffer back(count_ * dtype_size(type_));
+    const float one = 1.f, zero = 0.f;
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_, back.get()));
+    const bool nhwc = s_.src == CUDNN_TENSOR_NHWC;
+    Buffer x = as_float(ctx, io_.reads[0], type_, count_), b = as_float(ctx, bias_, type_, size_t(s_.dims.c));
+    Buffer ref(count_ * sizeof(float));
+    op_tensor_reference(Packed4{s_.dims, nhwc}, Packed4{Dims4{1, s_.dims.c, 1, 1}, nhwc}, int(CUDNN_OP_TENSOR_ADD),
+                        x.as<float>(), b.as<float>(), ref.as<float>(), ctx.stream);
+    BZ_CHECK_CUDA(cudaGetLastError());
+    return whole_error(ctx, back.get(), type_, ref, count_);
+  }
+
+ private:
+  Spec s_;
+  const void* bias_ = nullptr;
 };
 
 // ------------------------------------------------------------------ the run

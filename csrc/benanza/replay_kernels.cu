@@ -1,0 +1,175 @@
+// benanza harness: the replay's own kernels (see replay_kernels.h). Built once per project into the
+// harness library benanza_kernels, beside kernels.cu.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "benanza/replay_kernels.h"
+
+namespace bz {
+namespace {
+
+constexpr int kChainThreads = 256;
+constexpr unsigned kMaxBlocks = 65535u * 8u;
+
+unsigned grid_for(size_t items) {
+  const size_t b = (items + kChainThreads - 1) / kChainThreads;
+  return unsigned(b == 0 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
+}
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// V values of T moved as one 16-byte access (V = 1: one value).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+__device__ __forceinline__ float apply(int op, float alpha, float beta, float a, float b, float c) {
+  switch (ChainOp(op)) {
+    case ChainOp::Add: return a + b;
+    case ChainOp::Sub: return a - b;
+    case ChainOp::Mul: return a * b;
+    case ChainOp::Div: return __fdiv_rn(a, b);
+    case ChainOp::Relu: return fmaxf(a, 0.f);
+    case ChainOp::Sigmoid: return 1.f / (1.f + __expf(-a));
+    case ChainOp::Tanh: return tanhf(a);
+    case ChainOp::Clip: return fminf(fmaxf(a, alpha), beta);
+    case ChainOp::Affine: return fmaf(a, b, c);
+    case ChainOp::LeakyRelu: return a < 0.f ? alpha * a : a;
+    case ChainOp::Elu: return a < 0.f ? alpha * expm1f(a) : a;
+    case ChainOp::HardSigmoid: return __saturatef(fmaf(alpha, a, beta));
+    case ChainOp::HardSwish: return a * __saturatef(fmaf(a, 1.f / 6.f, 0.5f));
+  }
+  return __int_as_float(0x7fc00000);  // an op this kernel does not know: NaN, which the check fails
+}
+
+// The value of operand `code` for the element whose registers are `reg` and whose channel is `ch`.
+__device__ __forceinline__ float operand(const ChainProgram& p, const float* reg, int code, int ch) {
+  if (code >= 0) return reg[code];
+  if (code == kChainNone) return 0.f;
+  const int k = -2 - code;
+  return __ldg(p.konst[k] + (p.const_count[k] == 1 ? 0 : ch));
+}
+
+// One thread handles V consecutive elements per grid-stride step: each input read as one 16-byte
+// access, the program run per element in fp32 registers, the output written as one access.
+template <class T, int V>
+__global__ void __launch_bounds__(kChainThreads) chain_kernel(const ChainProgram p, T* __restrict__ out,
+                                                              size_t packs) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs; i += stride) {
+    const size_t e0 = i * V;
+    Pack<T, V> x[kMaxChainInputs];
+    for (int k = 0; k < p.inputs; ++k) x[k] = static_cast<const Pack<T, V>*>(p.in[k])[i];
+    long long pos = (long long)(e0 % size_t(p.inner));
+    int ch = int((e0 / size_t(p.inner)) % size_t(p.channels));
+    Pack<T, V> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float reg[kMaxChainInputs + kMaxChainOps];
+      for (int k = 0; k < p.inputs; ++k) reg[k] = to_f32(x[k].v[j]);
+      for (int s = 0; s < p.ops; ++s)
+        reg[p.inputs + s] = apply(p.op[s], p.alpha[s], p.beta[s], operand(p, reg, p.a[s], ch),
+                                  operand(p, reg, p.b[s], ch), operand(p, reg, p.c[s], ch));
+      y.v[j] = from_f32<T>(reg[p.inputs + p.ops - 1]);
+      if (++pos == p.inner) {  // the next element's channel
+        pos = 0;
+        ch = ch + 1 == p.channels ? 0 : ch + 1;
+      }
+    }
+    reinterpret_cast<Pack<T, V>*>(out)[i] = y;
+  }
+}
+
+template <class T>
+void launch_chain(const ChainProgram& p, void* out, cudaStream_t stream) {
+  constexpr int kVec = int(16 / sizeof(T));
+  bool aligned = reinterpret_cast<uintptr_t>(out) % 16 == 0 && p.count % kVec == 0;
+  for (int k = 0; k < p.inputs; ++k) aligned = aligned && reinterpret_cast<uintptr_t>(p.in[k]) % 16 == 0;
+  const size_t count = size_t(p.count);
+  if (aligned) {
+    chain_kernel<T, kVec><<<grid_for(count / kVec), kChainThreads, 0, stream>>>(p, static_cast<T*>(out),
+                                                                               count / kVec);
+  } else {
+    chain_kernel<T, 1><<<grid_for(count), kChainThreads, 0, stream>>>(p, static_cast<T*>(out), count);
+  }
+}
+
+// One thread per output element, in memory order (channels fastest in NHWC: neighbouring threads
+// read neighbouring channels of one window position).
+template <class T>
+__global__ void pool_kernel(PoolDims d, bool nhwc, int mode, const T* __restrict__ x, T* __restrict__ y) {
+  const size_t total = size_t(d.n) * d.c * d.p * d.q;
+  const bool max_pool = mode == CUDNN_POOLING_MAX || mode == CUDNN_POOLING_MAX_DETERMINISTIC;
+  const bool include_pad = mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
+    size_t t = i;
+    int n, c, p, q;
+    if (nhwc) {
+      c = int(t % d.c), t /= d.c, q = int(t % d.q), t /= d.q, p = int(t % d.p), n = int(t / d.p);
+    } else {
+      q = int(t % d.q), t /= d.q, p = int(t % d.p), t /= d.p, c = int(t % d.c), n = int(t / d.c);
+    }
+    const int h0 = p * d.stride_h - d.pad_top, w0 = q * d.stride_w - d.pad_left;
+    const int h_lo = max(h0, 0), h_hi = min(h0 + d.window_h, d.h);
+    const int w_lo = max(w0, 0), w_hi = min(w0 + d.window_w, d.w);
+    const size_t plane = nhwc ? size_t(n) * d.h * d.w * d.c + c : (size_t(n) * d.c + c) * d.h * d.w;
+    const size_t step_w = nhwc ? size_t(d.c) : 1, step_h = size_t(d.w) * step_w;
+    float best = -INFINITY, sum = 0.f;
+    for (int h = h_lo; h < h_hi; ++h)
+      for (int w = w_lo; w < w_hi; ++w) {
+        const float v = to_f32(x[plane + size_t(h) * step_h + size_t(w) * step_w]);
+        best = fmaxf(best, v);
+        sum += v;
+      }
+    float out = best;
+    if (!max_pool) {
+      // include padding: the window's positions inside the padded input; exclude: inside the input
+      const int rows = include_pad ? min(h0 + d.window_h, d.h + d.pad_bottom) - h0 : h_hi - h_lo;
+      const int cols = include_pad ? min(w0 + d.window_w, d.w + d.pad_right) - w0 : w_hi - w_lo;
+      out = sum / float(max(max(rows, 0) * max(cols, 0), 1));
+    }
+    y[i] = from_f32<T>(out);
+  }
+}
+
+template <class F>
+void by_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F32: f(static_cast<float*>(nullptr)); break;
+    case DType::F16: f(static_cast<__half*>(nullptr)); break;
+    case DType::BF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
+  }
+}
+
+}  // namespace
+
+void chain_forward(const ChainProgram& p, DType dtype, void* out, cudaStream_t stream) {
+  if (p.count < 1 || p.ops < 1) return;
+  by_type(dtype, [&](auto* type) { launch_chain<std::remove_pointer_t<decltype(type)>>(p, out, stream); });
+}
+
+void pool_forward(const PoolDims& d, bool nhwc, int mode, DType dtype, const void* x, void* y, cudaStream_t stream) {
+  const size_t total = size_t(d.n) * d.c * d.p * d.q;
+  by_type(dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    pool_kernel<T><<<grid_for(total), kChainThreads, 0, stream>>>(d, nhwc, mode, static_cast<const T*>(x),
+                                                                  static_cast<T*>(y));
+  });
+}
+
+}  // namespace bz
