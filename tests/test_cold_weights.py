@@ -70,7 +70,10 @@ def test_cold_weights_rotate_large_weights_on_a_gpu(tmp_path: Path, cmake_build:
         assert r.ok, (r.algorithm, r.status, r.message)
         copies = r.notes["weight_copies"]
         assert copies > 1 and r.notes["weight_bytes_rotated"] == copies * weight_bytes[r.layer_key]
-        assert r.notes["calls_per_launch"] % copies == 0 and r.notes["calls_per_launch"] >= copies
+        if r.notes.get("coarse") == "slow call":  # raced out: its one-call estimate stands (context.h, kSlowCall)
+            assert r.notes["calls_per_launch"] == 1 and r.repetitions == 1
+        else:  # a captured graph reads every copy equally often
+            assert r.notes["calls_per_launch"] % copies == 0 and r.notes["calls_per_launch"] >= copies
         assert r.max_rel_error is not None and r.max_rel_error <= r.tolerance
     for key in (conv.key, fc.key):
         assert any(r.ok for r in measured if r.layer_key == key), [(r.algorithm, r.message) for r in measured]
