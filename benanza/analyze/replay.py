@@ -290,14 +290,18 @@ class _Builder:
                                    "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms,
                                BIAS_NOTE))
 
-    def measured_call(self, layer: Layer) -> Result:
+    def fastest_measured(self, layer: Layer) -> Result | None:
         """The fastest ok row of the layer's own call under the run's constraints (a roofline group's stand-in):
         a call that writes a buffer of its own (an in-place one, cudnnAddTensor's C += A, would overwrite
-        an input another layer still reads)."""
+        an input another layer still reads); None when none ran ok."""
         rows = [r for r in usable(self.inputs.measurements.get(layer.key, ())) if r.fusion == Fusion.NONE.value
                 and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)
                 and REPLAY_KINDS.get(Api(r.api)) not in IN_PLACE_KINDS]
-        best = fastest(rows)
+        return fastest(rows)
+
+    def measured_call(self, layer: Layer) -> Result:
+        """``fastest_measured``, or the refusal that names what was measured of the layer and how it ended."""
+        best = self.fastest_measured(layer)
         if best is None:
             tried = Counter(f"{r.api} {r.status}" for r in self.inputs.measurements.get(layer.key, ())
                             if r.fusion == Fusion.NONE.value and r.l2 == "warm")
@@ -331,8 +335,11 @@ class _Builder:
                                note))
 
     def pool(self, group: Group) -> bool:
-        """A pool with benanza's pooling kernel, dims and mode as its pooling benchmark has them."""
+        """A pool with benanza's pooling kernel, dims and mode as its pooling benchmark has them, where no
+        library call of it ran ok (ceil mode, asymmetric pads): a measured cuDNN pooling call runs as measured."""
         layer = self.model.layers[group.layers[0]]
+        if self.fastest_measured(layer) is not None:
+            return False
         try:
             fields = REGISTRY[Api.POOLING].builder(layer, self.model, self.store)  # type: ignore[misc]
         except Unsupported:
