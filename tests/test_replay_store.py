@@ -217,3 +217,31 @@ def test_a_replay_of_an_older_plan_is_shown_with_a_note(stored: Path) -> None:
     assert report.summary.replay == older
     assert any("the stored replay ran a plan whose LBL_seq was" in n for n in report.notes)
     assert analyze(replace(inputs, replays=())).summary.replay is None
+
+
+def test_the_replay_command_says_where_the_time_goes_and_stores_after_its_outputs(
+        small_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``benanza replay`` through the CLI, the GPU run stood in for by the H100's printed result."""
+    from benanza.cli import replay as cli
+
+    db = tmp_path / "perf.db"
+    db.write_bytes(small_db.read_bytes())
+    outcome = h100_outcome(db, tmp_path / "project")
+    monkeypatch.setattr(cli, "replay", lambda *args, **kwargs: outcome)
+    base = ["replay", str(MODEL), "--batch", "1", "--dtype", "fp32", "--out", str(tmp_path / "project")]
+    done = CliRunner().invoke(main, [*base, "--db", str(db), "--json", str(tmp_path / "r.json")])
+    assert done.exit_code == 0, done.output
+    assert "where the time goes: 1.18x LBL_seq (+0.0394 ms): most in composition" in done.output
+    assert f"stored in {db} (system {outcome.plan.system['id']})" in done.output
+    assert json.loads((tmp_path / "r.json").read_text())["explanation"]["largest"].startswith("composition")
+    again = CliRunner().invoke(main, [*base, "--db", str(db)])
+    assert again.exit_code == 0 and "already holds this replay of the same plan; kept it" in again.output
+    replaced = CliRunner().invoke(main, [*base, "--db", str(db), "--replace"])
+    assert replaced.exit_code == 0 and "stored in" in replaced.output and len(rows(db, "replays")) == 1
+    shipped = CliRunner().invoke(main, base)
+    assert shipped.exit_code == 0 and "not stored: the shipped database is compressed (read-only)" in shipped.output
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.close()
+    refused = CliRunner().invoke(main, [*base, "--db", str(foreign), "--json", str(tmp_path / "kept.json")])
+    assert refused.exit_code == 1 and "where the time goes" in refused.output and (tmp_path / "kept.json").is_file()
+    assert refused.output.strip().splitlines()[-1].startswith(f"error: {foreign}: not a benanza performance database")

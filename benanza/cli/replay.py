@@ -103,8 +103,8 @@ def _store(outcome: ReplayOutcome, db_path: Path | None, replace: bool) -> None:
     """Store a run in --db when it is a .db file; say in one line where it went, or why not."""
     if db_path is None or db_path.suffix == ".xz":
         shown = db_path or "the shipped database"
-        console.print(line(f"not stored: {shown} is compressed (read-only); --db FILE.db stores replays for "
-                           "benanza analyze"), highlight=False)
+        console.print(line(f"not stored: {shown} is compressed (read-only); --db FILE.db stores the replay, which "
+                           "analyze then shows beside LBL"), highlight=False)
         return
     try:
         sid, written = store(outcome, db_path, force=replace)
@@ -116,4 +116,4 @@ def _store(outcome: ReplayOutcome, db_path: Path | None, replace: bool) -> None:
     planned = outcome.plan.system.get("id")
     if planned and planned != sid:
         console.print(line(f"note: the replay ran on system {sid}, its plan's measurements are of system {planned}: "
-                           "benanza analyze shows it for the system it ran on only"), highlight=False)
+                           "an analysis shows it for the system it ran on only"), highlight=False)

@@ -201,8 +201,8 @@ def store(outcome: ReplayOutcome, db_path: Path, force: bool = False) -> tuple[s
     if not outcome.result or not outcome.system:
         raise BenanzaError(f"{outcome.project}: the replay has not run: nothing to store")
     if db_path.suffix == ".xz":
-        raise BenanzaError(f"{db_path}: a compressed database is read-only; store replays in a .db file "
-                           f"(benanza db unpack {db_path} perf.db, then --db perf.db)")
+        raise BenanzaError(f"{db_path}: a compressed database is read-only; replays are stored in a .db file "
+                           "(db unpack makes one)")
     system = normalize({k: v for k, v in outcome.system.items() if k not in PROCESS_FIELDS})
     db = perfdb.open_db(db_path)
     try:
