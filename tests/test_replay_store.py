@@ -41,7 +41,7 @@ REPLAY_LABELS = ("replay, warm L2 (ms)", "replay, cold L2 (ms)", "replay / LBL_s
 def small_database(path: Path) -> None:
     """The shipped rows squeezenet's batch-1 fp32 analysis reads (its layers, fusions, bias adds) and the
     ceilings, on the shipped system: a real database of one model, small enough to write in a test."""
-    keys = sorted(workflow._inputs(MODEL, shipped_db(), 1, FP32, None, "both", None, True).measurements)
+    keys = sorted(workflow.prepared_inputs(MODEL, shipped_db(), 1, FP32, None, "both", None, True).measurements)
     perfdb.open_db(path).close()
     conn = sqlite3.connect(path)
     conn.execute("ATTACH DATABASE ? AS src", (str(shipped_db()),))
@@ -104,7 +104,8 @@ def test_a_stored_replay_reads_back_keyed_like_every_measurement(stored: Path) -
     db = perfdb.open_db(stored, readonly=True)
     (row,) = perfdb.systems(db)
     cell = cells()[("squeezenet", 1, "fp32")]
-    outcome_key = workflow.identify(workflow._inputs(MODEL, stored, 1, FP32, None, "both", None, True).model, "both")
+    model = workflow.prepared_inputs(MODEL, stored, 1, FP32, None, "both", None, True).model
+    outcome_key = workflow.identify(model, "both")
     (got,) = stored_replays(db, row["id"], "light_squeezenet", 1, outcome_key["model_key"], FP32, "both")
     assert (got["warm_ms"], got["cold_ms"], got["status"], got["steps"]) == (
         cell["replay_warm_ms"], cell["replay_cold_ms"], "ok", 39)
@@ -206,7 +207,7 @@ def test_analyze_shows_the_replay_beside_lbl_only_when_the_database_holds_one(sm
 def test_a_replay_of_an_older_plan_is_shown_with_a_note(stored: Path) -> None:
     db = perfdb.open_db(stored, readonly=True)
     (row,) = perfdb.systems(db)
-    inputs = workflow._inputs(MODEL, stored, 1, FP32, None, "both", None, True)
+    inputs = workflow.prepared_inputs(MODEL, stored, 1, FP32, None, "both", None, True)
     (held,) = replays_from_db(db, inputs.model, row, FP32, "both")
     from dataclasses import replace
 

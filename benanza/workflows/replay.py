@@ -89,7 +89,7 @@ def plan_model(model_path: Path, db_path: Path, batch: int | None = None,
     """The replay plan of the model's best execution at ``batch`` in ``precisions`` (``analyze``'s inputs)."""
     from benanza.analyze.replay import replay_plan
 
-    return replay_plan(_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, cache))
+    return replay_plan(prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, cache))
 
 
 def identify(model: Any, apis: str) -> dict[str, Any]:
@@ -100,9 +100,10 @@ def identify(model: Any, apis: str) -> dict[str, Any]:
     return {"model_key": model_key((layer.key for layer in model.layers), model.graph.edges), "apis": apis}
 
 
-def _inputs(model_path: Path, db_path: Path, batch: int | None, precisions: Iterable[Precision] | None,
+def prepared_inputs(model_path: Path, db_path: Path, batch: int | None, precisions: Iterable[Precision] | None,
             system_name: str | None, apis: str, seq_len: int | None, cache: bool) -> Any:
-    """``analyze``'s prepared inputs (cached by ``analysis_cache``)."""
+    """``analyze``'s prepared inputs of the model (cached by ``analysis_cache``): what its plan and its
+    database identity (``identify``) come from."""
     from benanza.workflows import analysis_cache
 
     precisions = sorted(set(precisions), key=list(Precision).index) if precisions is not None else None
@@ -178,7 +179,7 @@ def replay(model_path: Path, db_path: Path, out_dir: Path, command: str, batch: 
     """Plan, generate, and (unless told not to) build and run the replay of one model."""
     from benanza.analyze.replay import replay_plan
 
-    inputs = _inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, True)
+    inputs = prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, True)
     plan = replay_plan(inputs)
     outcome = ReplayOutcome(plan, generate(plan, out_dir, command), identity=identify(inputs.model, apis))
     if build_it:
