@@ -15,6 +15,11 @@ campaign can be run in pieces (``--only``) under a per-command time limit.
         [--dtypes fp32,fp16] [--work replay_runs] [--redo]
 
 ``--dtypes`` items are the precisions each cell's bound may use, ``+`` joining several (``fp32+tf32``).
+Each replayed cell carries ``explanation``: replay_warm - LBL_seq in named parts (roofline stand-ins,
+copies the bound does not charge, composition: ``benanza.analyze.replay_explain``), and a cell above
+1.15 x LBL_seq prints its one-line reason. With ``--db FILE.db`` every run is also stored in that
+database (``replays`` table, what ``benanza analyze`` shows beside LBL; ``--redo`` replaces a stored
+run of the same plan); a compressed ``--db`` is only read.
 """
 
 from __future__ import annotations
@@ -27,16 +32,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benanza.analyze.replay_explain import EXPLAIN_ABOVE
 from benanza.api import database
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.workflows.replay import replay
+from benanza.workflows.replay import replay, store
 
 SCHEMA = 1
 
 
-def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str) -> dict[str, Any]:
-    """One model x batch x precision set (``fp32+tf32``): its replay summary and per-step results, or why not."""
+def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str, store_in: Path | None = None,
+         replace: bool = False) -> dict[str, Any]:
+    """One model x batch x precision set (``fp32+tf32``): its replay summary, per-step results and where the
+    time beyond LBL_seq goes, or why not; stored in ``store_in`` (a .db) when given."""
     t0 = time.perf_counter()
     base = {"model": model.stem, "batch": batch, "dtype": dtype}
     precisions = [Precision(d) for d in dtype.split("+")]
@@ -44,14 +52,18 @@ def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str
         outcome = replay(model, db, work / f"{model.stem}_b{batch}_{dtype}", command, batch, precisions)
     except BenanzaError as exc:
         return {**base, "status": "refused", "message": exc.message, "seconds": time.perf_counter() - t0}
-    steps = [{"step": s.index, "kind": s.kind, "api": s.api, "algorithm": s.algorithm, "layers": list(s.names),
-              "charged_ms": s.charged_ms, "measured_ms": s.measured_ms, "note": s.note}
-             for s in outcome.plan.steps]
-    for s, r in zip(steps, outcome.result.get("steps", []), strict=False):
-        s.update(replay_ms=r.get("median_ms"), max_rel_error=r.get("max_rel_error"), checked=r.get("checked"))
     summary = outcome.summary()
-    return {**summary, **base, "storage": summary["dtype"], "model_name": summary["model"], "steps_detail": steps,
-            "seconds": time.perf_counter() - t0}
+    explanation = outcome.explanation()
+    out = {**summary, **base, "storage": summary["dtype"], "model_name": summary["model"],
+           "steps_detail": outcome.step_results(),
+           "explanation": explanation.to_dict() if explanation is not None else None}
+    if store_in is not None and outcome.result:
+        try:
+            sid, written = store(outcome, store_in, force=replace)
+            out["stored"] = f"{store_in} (system {sid})" if written else f"{store_in} held it already (kept)"
+        except BenanzaError as exc:  # the JSON keeps the run: nothing is lost
+            out["stored"] = f"not stored: {exc.message}"
+    return {**out, "seconds": time.perf_counter() - t0}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated model stems (default: every model in --models)")
     ap.add_argument("--redo", action="store_true", help="run again the cells --out already holds")
     args = ap.parse_args(argv)
+    store_in = args.db if args.db is not None and args.db.suffix == ".db" else None  # a compressed one is read only
     args.db = database(args.db)  # the shipped one unpacked once into ~/.cache/benanza
     only = set(args.only.split(",")) if args.only else None
     models = sorted(m for m in args.models.glob("*.onnx") if only is None or m.stem in only)
@@ -83,12 +96,16 @@ def main(argv: list[str] | None = None) -> int:
                 if held and not args.redo:
                     continue
                 cells = [c for c in cells if c not in held]
-                c = cell(model, args.db, batch, dtype, args.work, command)
+                c = cell(model, args.db, batch, dtype, args.work, command, store_in, args.redo)
                 cells.append(c)
                 ratio = c.get("replay_over_lbl_seq")
                 print(f"{c['model']:14} b{batch:<4} {dtype}: {c['status']:12} "
                       + (f"replay/LBL_seq {ratio:.3f} " if ratio else "") + f"({c['seconds']:.0f} s) "
                       + (c.get("message") or "")[:160], flush=True)
+                if ratio and ratio > EXPLAIN_ABOVE and c.get("explanation"):
+                    print(f"{'':20}{c['explanation']['reason']}", flush=True)
+                if c.get("stored", "").startswith("not stored"):
+                    print(f"{'':20}{c['stored']}", flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 partial = args.out.with_name(args.out.name + ".partial")  # renamed into place: a kill
                 partial.write_text(json.dumps({"schema": SCHEMA, "command": command, "db": str(args.db),

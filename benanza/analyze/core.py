@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -12,7 +13,7 @@ from benanza.analyze.choose import Choice, Miss, Policy, Source, call_l2, choose
 from benanza.analyze.dag import critical_path, layer_graph
 from benanza.analyze.execution import Bounds, Execution, GroupKind
 from benanza.analyze.fixes import fix_for
-from benanza.analyze.inputs import Ceilings, Inputs
+from benanza.analyze.inputs import Ceilings, Inputs, StoredReplay
 from benanza.analyze.peaks import HBM, L2_LEVEL, effective_ceilings, fewer_flops
 from benanza.analyze.physical import physical_peaks
 from benanza.analyze.roofline import achieved_flops, bound_ms, efficiency_pct, intensity, layer_bytes, speed_of_light
@@ -156,6 +157,7 @@ def analyze(inputs: Inputs) -> Report:
         what_if_ms={r["what-if"]: r["LBL_seq (ms)"] for r in what_if.rows},
         framework_overhead_ms=overhead_ms, joint_ms=joint_ms,
         joint_fusions=sum(1 for g in bounds.joint.groups if g.kind == GroupKind.FUSED),
+        replay=replay_of(inputs.replays, exe.seq_ms, notes),
     )
     framework, settings = (prof.framework, prof.settings) if prof else ("", {})
     details = {"fusion": gaps.dominant_fusion(exe),  # which list of fixes each gap takes (analyze.fixes)
@@ -194,6 +196,22 @@ def analyze(inputs: Inputs) -> Report:
         ceilings=_ceilings(inputs.ceilings, inputs.system),
         summary=summary, tables=tables,
         timeline=timeline(model, prof, _spans_of(exe), _spans_of(bounds.joint)), notes=tuple(notes))
+
+
+def replay_of(replays: tuple[StoredReplay, ...], lbl_seq_ms: float, notes: list[str]) -> StoredReplay | None:
+    """The stored replay the summary shows beside LBL: the newest of the headline's own plan (its LBL_seq),
+    else the newest, with a note that the database has changed since it ran; a note says where the
+    time of a replay that needs a reason goes (``StoredReplay.reason``)."""
+    same = [r for r in replays if r.lbl_seq_ms is not None and math.isclose(r.lbl_seq_ms, lbl_seq_ms, rel_tol=1e-9)]
+    pick = (same or list(replays) or [None])[0]
+    if pick is None:
+        return None
+    if not same:
+        notes.append(f"the stored replay ran a plan whose LBL_seq was {pick.lbl_seq_ms or 0:.4g} ms; the database "
+                     f"gives {lbl_seq_ms:.4g} ms now: benanza replay again replays the current plan")
+    if pick.reason:
+        notes.append(f"replay: {pick.reason} (docs/REPLAY.md)")
+    return pick
 
 
 def _ceilings(ceil: Ceilings, system: dict[str, Any]) -> dict[str, Any]:

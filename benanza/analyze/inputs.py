@@ -137,6 +137,29 @@ DEFAULT_WHAT_IFS: tuple[WhatIf, ...] = (WhatIf.TF32,)
 
 
 @dataclass(frozen=True)
+class StoredReplay:
+    """A run of this model's best execution as one program that the database holds (``benanza replay``,
+    store/replays.py), for the summary beside LBL: warm and cold L2 times, the LBL of the plan it ran."""
+
+    warm_ms: float | None
+    cold_ms: float | None
+    lbl_seq_ms: float | None  # the replayed plan's, when it ran (the database may give another now)
+    lbl_par_ms: float | None
+    status: str  # ok, check_failed, failed (the program's)
+    steps: int | None
+    measured_at: str
+    reason: str = ""  # above replay_explain.EXPLAIN_ABOVE x LBL_seq: where its time beyond LBL_seq goes, one line
+
+    @property
+    def over_lbl_seq(self) -> float | None:
+        return self.warm_ms / self.lbl_seq_ms if self.warm_ms is not None and self.lbl_seq_ms else None
+
+    @property
+    def over_lbl_par(self) -> float | None:
+        return self.warm_ms / self.lbl_par_ms if self.warm_ms is not None and self.lbl_par_ms else None
+
+
+@dataclass(frozen=True)
 class Ceilings:
     """Peaks measured on the system: a large device copy and a large GEMM per precision.
 
@@ -184,3 +207,6 @@ class Inputs:
     constraints: Constraints = field(default_factory=Constraints)
     # Numerics the run did not allow, each reported as a labelled what-if beside the headline.
     what_if: tuple[WhatIf, ...] = DEFAULT_WHAT_IFS
+    # Replays of this model, precisions and API families on the system, newest first (summary: the one of
+    # the headline's own plan).
+    replays: tuple[StoredReplay, ...] = ()

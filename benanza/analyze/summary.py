@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benanza.analyze.inputs import StoredReplay
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -78,6 +81,7 @@ class Summary:
     joint_ms: float  # the joint estimate's LBL_par: every fix applied under the run's numerics
     joint_fusions: int  # fused calls the joint estimate applies
     what_if_ms: dict[str, float | None] = field(default_factory=dict)  # what-if -> its LBL_seq, beside the headline
+    replay: StoredReplay | None = None  # the database's replay of this execution (benanza replay), if it holds one
 
     @property
     def benanza_ratio(self) -> float | None:
@@ -146,6 +150,8 @@ class Summary:
         for label, path in LABELS:
             if path == "what_if_ms":
                 out.update({WHAT_IF.format(name): ms for name, ms in self.what_if_ms.items()})
+            elif path.startswith("replay.") and self.replay is None:  # no replay stored: no replay figures
+                continue
             else:
                 out[label] = attrgetter(path)(self)
         return out
@@ -166,6 +172,12 @@ LABELS: tuple[tuple[str, str], ...] = (
     ("layers with data (best)", "layers_with_data"),
     ("LBL_seq (ms)", "lbl_seq_ms"),
     ("LBL_par (ms)", "lbl_par_ms"),
+    ("replay, warm L2 (ms)", "replay.warm_ms"),  # these six only where the database holds a replay
+    ("replay, cold L2 (ms)", "replay.cold_ms"),
+    ("replay / LBL_seq", "replay.over_lbl_seq"),
+    ("replay / LBL_par", "replay.over_lbl_par"),
+    ("replay check", "replay.status"),
+    ("LBL_seq of the replayed plan (ms)", "replay.lbl_seq_ms"),
     ("Benanza ratio", "benanza_ratio"),
     ("precisions of the bound", "bound_precisions"),
     ("approximate algorithms in the bound", "approximate_algorithms"),

@@ -18,16 +18,18 @@ from benanza.cli.options import (
     seq_len_option,
 )
 from benanza.cli.progress import working
+from benanza.errors import BenanzaError
 from benanza.plain_text import line
 from benanza.workflows.measure import command_line
-from benanza.workflows.replay import replay
+from benanza.workflows.replay import ReplayOutcome, replay, store
 
 
 @main.command("replay")
 @click.argument("model", type=ExistingPath(dir_okay=False, path_type=Path))
 @click.option("--db", "db_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Performance database whose best execution is replayed: .db, .columns.xz or .db.xz "
-                   "(default: the shipped H100 database).")
+                   "(default: the shipped H100 database). A .db file also stores the run's result (its replays "
+                   "table), which benanza analyze then shows beside LBL.")
 @click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's).")
 @seq_len_option
 @click.option("--dtype", "dtypes", help="Precisions the best execution may use, e.g. fp16 (default: fp32,tf32).")
@@ -40,18 +42,23 @@ from benanza.workflows.replay import replay
 @click.option("--no-cold", is_flag=True, help="Time warm L2 only (skip the cold-L2 figure).")
 @click.option("--json", "json_path", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Write the result (plan summary, replay times, per-step times and checks) as JSON.")
+@click.option("--replace", is_flag=True,
+              help="Replace a replay of the same plan that --db already holds (kept otherwise: measurements are "
+                   "immutable).")
 @force_option
 @friendly_errors
 def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: int | None, dtypes: str | None,
                system_name: str | None, out_dir: Path | None, generate_only: bool, build_only: bool, device: int,
-               no_cold: bool, json_path: Path | None, force: bool) -> None:
+               no_cold: bool, json_path: Path | None, replace: bool, force: bool) -> None:
     """Replay MODEL's best equivalent execution (the headline LBL's) as one C++ program.
 
     Each step makes exactly the call the analysis chose (API, algorithm or engine config, layout,
     fused epilogue); roofline-charged layers run their fastest measured call; the whole sequence is
     one CUDA graph timed like the micro-benchmarks (warm L2, then cold L2), and every step's output
     is checked against the fp32 reference of its own inputs. Refuses, in one line naming the layer
-    and the API, a plan with a call the replay cannot make yet (docs/REPLAY.md).
+    and the API, a plan with a call the replay cannot make yet (docs/REPLAY.md). Says where the time
+    beyond LBL_seq goes (roofline stand-ins, copies the bound does not charge, composition) and, with
+    --db FILE.db, stores the result for benanza analyze.
     """
     if json_path:
         check_output(json_path, "json", (model, db_path), force)
@@ -78,10 +85,35 @@ def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: in
         console.print(line(text), highlight=False)
     elif outcome.executable is not None:
         console.print(line(f"built {outcome.executable}"), highlight=False)
+    explanation = outcome.explanation()
+    if explanation is not None:
+        console.print(line(f"where the time goes: {explanation.reason()}"), highlight=False)
     if json_path:
         record = {"schema": 1, "summary": summary, "result": outcome.result, "system": outcome.system,
-                  "plan": plan.to_dict()}
+                  "explanation": explanation.to_dict() if explanation is not None else None, "plan": plan.to_dict()}
         write_text(json_path, json.dumps(record, indent=1) + "\n")
         console.print(line(f"wrote {json_path}"), highlight=False)
+    if outcome.result:  # after every output: a database that refuses the write loses nothing else
+        _store(outcome, db_path, replace)
     if outcome.result and summary["status"] != "ok":
         raise SystemExit(1)
+
+
+def _store(outcome: ReplayOutcome, db_path: Path | None, replace: bool) -> None:
+    """Store a run in --db when it is a .db file; say in one line where it went, or why not."""
+    if db_path is None or db_path.suffix == ".xz":
+        shown = db_path or "the shipped database"
+        console.print(line(f"not stored: {shown} is compressed (read-only); --db FILE.db stores the replay, which "
+                           "analyze then shows beside LBL"), highlight=False)
+        return
+    try:
+        sid, written = store(outcome, db_path, force=replace)
+    except BenanzaError as exc:
+        raise BenanzaError(f"{exc.message}; the replay was not stored (its results are above)") from None
+    console.print(line(f"stored in {db_path} (system {sid})" if written else
+                       f"{db_path} already holds this replay of the same plan; kept it (--replace replaces it)"),
+                  highlight=False)
+    planned = outcome.plan.system.get("id")
+    if planned and planned != sid:
+        console.print(line(f"note: the replay ran on system {sid}, its plan's measurements are of system {planned}: "
+                           "an analysis shows it for the system it ran on only"), highlight=False)

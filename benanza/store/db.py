@@ -43,6 +43,10 @@ BUSY_TIMEOUT_S = 30.0
 RESULT_KEY = ("layer_key", "api", "algorithm", "dtype", "fusion", "l2", "layout")
 # What identifies a manifest job across regenerations of a project (job indices do not).
 JOB_KEY = tuple(f.name for f in fields(JobKey))
+# What identifies a replay (``benanza replay``, store/replays.py): the system it ran on, the model (name,
+# batch and a hash of its layer keys and edges), the precisions and API families its plan allowed,
+# and the plan (a hash of its steps' calls). Its warm and cold L2 figures are two columns of one run.
+REPLAY_KEY = ("system_id", "model", "batch", "model_key", "precisions", "apis", "plan_key")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -94,6 +98,22 @@ CREATE TABLE IF NOT EXISTS completed_jobs (
     executable TEXT, status TEXT NOT NULL, message TEXT, results INTEGER, finished_at TEXT,
     PRIMARY KEY (system_id, layer_key, api, dtype, fusion, l2, algorithms, layout)
 );
+CREATE TABLE IF NOT EXISTS replays (
+    system_id TEXT NOT NULL, model TEXT NOT NULL, batch INTEGER NOT NULL, model_key TEXT NOT NULL,
+    precisions TEXT NOT NULL, apis TEXT NOT NULL, plan_key TEXT NOT NULL,
+    storage TEXT, steps INTEGER, lbl_seq_ms REAL, lbl_par_ms REAL, warm_ms REAL, cold_ms REAL,
+    warm_timing TEXT, cold_timing TEXT, status TEXT NOT NULL, message TEXT,
+    checked_steps INTEGER, failed_steps INTEGER, plan_system_id TEXT, schema INTEGER, measured_at TEXT,
+    PRIMARY KEY (system_id, model, batch, model_key, precisions, apis, plan_key)
+);
+CREATE TABLE IF NOT EXISTS replay_steps (
+    system_id TEXT NOT NULL, model TEXT NOT NULL, batch INTEGER NOT NULL, model_key TEXT NOT NULL,
+    precisions TEXT NOT NULL, apis TEXT NOT NULL, plan_key TEXT NOT NULL, step INTEGER NOT NULL,
+    kind TEXT, api TEXT, algorithm TEXT, dtype TEXT, layout TEXT, fusion TEXT, layers TEXT,
+    charged_ms REAL, measured_ms REAL, replay_ms REAL, workspace_bytes INTEGER,
+    max_rel_error REAL, tolerance REAL, checked TEXT, note TEXT,
+    PRIMARY KEY (system_id, model, batch, model_key, precisions, apis, plan_key, step)
+);
 """
 
 # For browsing (datasette, sqlite3): indexes on the columns people facet on, and views that
@@ -132,7 +152,12 @@ TABLES: dict[str, tuple[str, ...]] = {
     "model_layers": ("model", "batch", "idx"),
     "model_edges": ("model", "batch", "src", "dst"),
     "completed_jobs": ("system_id", *JOB_KEY),
+    "replays": REPLAY_KEY,
+    "replay_steps": (*REPLAY_KEY, "step"),
 }
+# Tables added after schema version 1: a database written before them gets them when it is opened for
+# writing, and reads (read-only opens, merge inputs, pack) as holding no rows of them.
+LATER_TABLES = frozenset({"replays", "replay_steps"})
 
 BENCHMARK_COLUMNS = (
     "system_id", *RESULT_KEY, "math", "status", "message", "median_ms", "min_ms", "max_ms",
@@ -162,7 +187,7 @@ def open_db(path: str | Path, readonly: bool = False) -> Database:
         if not file.is_file():
             raise BenanzaError(f"{name}: no such database file")
         conn = _connect(name, readonly=True)
-        missing = _check_benanza(conn, name)
+        missing = [t for t in _check_benanza(conn, name) if t not in LATER_TABLES]
         if missing:
             raise BenanzaError(f"{name}: not a complete benanza database (no table {', '.join(missing)})")
         return _wrap(conn, name)
@@ -345,6 +370,12 @@ def _create(path: Path) -> None:
                 os.unlink(leftover)
 
 
+def table_names(db: Database) -> set[str]:
+    """The tables the file holds (a read-only open of a database written before a ``LATER_TABLES`` table
+    lacks it)."""
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
 def schema_version(db: Database) -> int:
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return _version(row[0], getattr(db, "benanza_path", "database")) if row else 0
@@ -387,7 +418,7 @@ def now() -> str:
 
 # Columns that hold JSON text (the export's shape column and the browsing views parse them).
 _JSON_COLUMNS = frozenset({("layers", "shapes"), ("layers", "attrs"), ("systems", "details"),
-                           ("completed_jobs", "algorithms"), ("benchmarks", "notes")})
+                           ("completed_jobs", "algorithms"), ("benchmarks", "notes"), ("replay_steps", "layers")})
 
 
 @functools.cache
@@ -401,6 +432,11 @@ def _column_types() -> dict[str, dict[str, str]]:
                 for t in ("meta", *TABLES)}
     finally:
         conn.close()
+
+
+def schema_columns(table: str) -> list[str]:
+    """The columns ``SCHEMA`` gives a table, in order (a packed table the file lacks is written with them)."""
+    return list(_column_types()[table])
 
 
 def _value_problem(table: str, column: str, kind: str, value: Any) -> str:
@@ -750,11 +786,13 @@ def _source_columns(conn: sqlite3.Connection, path: Path) -> dict[str, list[str]
     except READ_ERRORS as exc:
         raise BenanzaError(f"{name}: not a benanza performance database ({_sqlite_problem(exc)})") from None
     missing = _check_benanza(conn, name)
-    if missing:
+    if [t for t in missing if t not in LATER_TABLES]:
         raise BenanzaError(f"{name}: not a complete benanza database (no table {', '.join(missing)})")
     types = _column_types()
     columns = {}
     for table in TABLES:
+        if table in missing:  # written before the table was added: no rows of it
+            continue
         have = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
         unknown = [c for c in have if c not in types[table]]
         if unknown:
@@ -811,6 +849,8 @@ def _merge_one(db: Database, path: Path, added: dict[str, int]) -> None:
         with reading(src, name):
             columns = _source_columns(src, path)
         for table in TABLES:
+            if table not in columns:  # a later table the input was written without
+                continue
             have = columns[table]
             cols = [c for c in _columns(db, "main", table) if c in have or (table, c) in _LAYOUT_OF_OLD]
             values = ", ".join(c if c in have and c != "layout" else
@@ -893,7 +933,8 @@ def _shown(column: str, width: int = 120) -> str:
 
 
 def _info(db: Database) -> dict[str, Any]:
-    tables = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
+    have = table_names(db)
+    tables = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] if t in have else 0 for t in TABLES}
     status = dict(db.execute(f"SELECT {_shown('status')}, COUNT(*) FROM benchmarks GROUP BY status "
                              "ORDER BY status").fetchall())
     jobs = dict(db.execute(f"SELECT {_shown('status')}, COUNT(*) FROM completed_jobs GROUP BY status "

@@ -39,7 +39,7 @@ def pack(db_path: str | Path, out: str | Path, preset: int = 9) -> dict[str, int
     Rows go in the order they were stored: a job's rows stay together, which compresses 12 % better
     than key order, and one database file always packs to the same bytes.
     """
-    from benanza.store.db import open_db
+    from benanza.store.db import LATER_TABLES, open_db, schema_columns, table_names
 
     out = Path(out)
     if not out.name.endswith(PACKED_SUFFIX):
@@ -48,7 +48,13 @@ def pack(db_path: str | Path, out: str | Path, preset: int = 9) -> dict[str, int
     tables: dict[str, Any] = {}
     counts: dict[str, int] = {}
     try:
+        have = table_names(db)
         for table in packed_tables():
+            if table in LATER_TABLES and table not in have:  # written before the table was added: no rows
+                columns = schema_columns(table)
+                counts[table] = 0
+                tables[table] = {"columns": columns, "values": [[] for _ in columns]}
+                continue
             cursor = db.execute(f"SELECT * FROM {table} ORDER BY rowid")
             columns = [d[0] for d in cursor.description]
             rows = cursor.fetchall()

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from benanza.analyze.inputs import FAMILIES, Ceilings, Constraints, Inputs
+from benanza.analyze.inputs import FAMILIES, Ceilings, Constraints, Inputs, StoredReplay
 from benanza.apis.ceilings import CEILING_KEY
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision, Status
@@ -262,5 +262,27 @@ def prepare(model_path: Path, db_path: Path, bundle_path: Path | None, system_na
     if precisions:
         constraints = constraints.with_precisions(frozenset(precisions))
     check_database(db, Path(db_label or db_path), sys_row, model, model_path, constraints.precisions, seq_len)
-    inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints)
+    inputs = inputs_from_db(db, model, sys_row, mapping.profile if mapping else None, constraints=constraints,
+                            replays=replays_from_db(db, model, sys_row, constraints.precisions, apis))
     return inputs, mapping
+
+
+def replays_from_db(db: Database, model: Model, system: Mapping[str, Any], precisions: Iterable[Precision],
+                    apis: str) -> tuple[StoredReplay, ...]:
+    """The replays the database holds of this model (name, batch, layers), precisions and API families on
+    ``system``, newest first; each above ``EXPLAIN_ABOVE`` x its LBL_seq with its one-line reason."""
+    from benanza.store.replays import model_key, stored_replays
+
+    rows = stored_replays(db, system["id"], model.name, model.batch,
+                          model_key((layer.key for layer in model.layers), model.graph.edges), precisions, apis)
+    out = []
+    for row in rows:
+        reason = ""
+        if row["warm_ms"] and row["lbl_seq_ms"] and row["warm_ms"] > row["lbl_seq_ms"]:
+            from benanza.analyze.replay_explain import explain  # a replay's plan module: only when one is held
+
+            why = explain(row["warm_ms"], row["lbl_seq_ms"], row["step_results"])
+            reason = why.reason() if why.needs_reason() else ""
+        out.append(StoredReplay(row["warm_ms"], row["cold_ms"], row["lbl_seq_ms"], row["lbl_par_ms"], row["status"],
+                                row["steps"], row["measured_at"] or "", reason))
+    return tuple(out)

@@ -31,6 +31,42 @@ class ReplayOutcome:
     executable: Path | None = None
     result: dict[str, Any] = field(default_factory=dict)
     system: dict[str, Any] = field(default_factory=dict)
+    identity: dict[str, Any] = field(default_factory=dict)  # model_key and apis: the database key (identify)
+
+    def step_results(self) -> list[dict[str, Any]]:
+        """Each step of the plan with what the run measured of it (``replay_ms``, the check): the rows
+        ``bench/replay.py`` writes, the database's ``replay_steps`` and ``replay_explain`` read."""
+        ran = {r.get("step"): r for r in self.result.get("steps", []) if isinstance(r, dict)}
+        out = []
+        for s in self.plan.steps:
+            r = ran.get(s.index, {})
+            out.append({"step": s.index, "kind": s.kind, "api": s.api, "algorithm": s.algorithm, "dtype": s.dtype,
+                        "layout": s.layout, "fusion": s.fusion, "layers": list(s.names), "charged_ms": s.charged_ms,
+                        "measured_ms": s.measured_ms, "note": s.note, "replay_ms": r.get("median_ms"),
+                        "workspace_bytes": r.get("workspace_bytes"), "max_rel_error": r.get("max_rel_error"),
+                        "tolerance": r.get("tolerance"), "checked": r.get("checked")})
+        return out
+
+    def explanation(self) -> Any:
+        """replay_warm - LBL_seq in named parts (``analyze.replay_explain``); None before a timed run."""
+        from benanza.analyze.replay_explain import explain
+
+        warm = (self.result.get("warm") or {}).get("median_ms")
+        return explain(warm, self.plan.lbl_seq_ms, self.step_results()) if warm else None
+
+    def record(self) -> dict[str, Any]:
+        """The ``replays`` row of this run (``store.replays.REPLAY_COLUMNS``, its system aside)."""
+        from benanza.store.replays import plan_key, precisions_key
+
+        plan, warm, cold = self.plan, self.result.get("warm") or {}, self.result.get("cold") or {}
+        return {"model": plan.model, "batch": plan.batch, "model_key": self.identity.get("model_key"),
+                "precisions": precisions_key(plan.precisions), "apis": self.identity.get("apis", "both"),
+                "plan_key": plan_key(self.step_results()), "storage": plan.dtype, "steps": len(plan.steps),
+                "lbl_seq_ms": plan.lbl_seq_ms, "lbl_par_ms": plan.lbl_par_ms, "warm_ms": warm.get("median_ms"),
+                "cold_ms": cold.get("median_ms"), "warm_timing": warm.get("timing"),
+                "cold_timing": cold.get("timing"), "status": self.result.get("status") or "failed",
+                "message": self.result.get("message") or None, "checked_steps": self.result.get("checked_steps"),
+                "failed_steps": self.result.get("failed_steps"), "plan_system_id": plan.system.get("id")}
 
     def summary(self) -> dict[str, Any]:
         """One JSON-ready record: the bound, the replay's warm and cold medians, their ratio, the check."""
@@ -52,6 +88,22 @@ def plan_model(model_path: Path, db_path: Path, batch: int | None = None,
                seq_len: int | None = None, cache: bool = True) -> Any:
     """The replay plan of the model's best execution at ``batch`` in ``precisions`` (``analyze``'s inputs)."""
     from benanza.analyze.replay import replay_plan
+
+    return replay_plan(prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, cache))
+
+
+def identify(model: Any, apis: str) -> dict[str, Any]:
+    """What keys a replay of ``model`` (``model.layer.Model``) in the database beside its plan: the model's
+    layer keys and edges (``store.replays.model_key``) and the API families its bound chose from."""
+    from benanza.store.replays import model_key
+
+    return {"model_key": model_key((layer.key for layer in model.layers), model.graph.edges), "apis": apis}
+
+
+def prepared_inputs(model_path: Path, db_path: Path, batch: int | None, precisions: Iterable[Precision] | None,
+            system_name: str | None, apis: str, seq_len: int | None, cache: bool) -> Any:
+    """``analyze``'s prepared inputs of the model (cached by ``analysis_cache``): what its plan and its
+    database identity (``identify``) come from."""
     from benanza.workflows import analysis_cache
 
     precisions = sorted(set(precisions), key=list(Precision).index) if precisions is not None else None
@@ -72,7 +124,7 @@ def plan_model(model_path: Path, db_path: Path, batch: int | None = None,
         if key is not None:
             analysis_cache.store(key, None, prepared)
     inputs, _mapping = prepared
-    return replay_plan(inputs)
+    return inputs
 
 
 def generate(plan: Any, out_dir: Path, command: str) -> Path:
@@ -125,10 +177,36 @@ def replay(model_path: Path, db_path: Path, out_dir: Path, command: str, batch: 
            seq_len: int | None = None, build_it: bool = True, run_it: bool = True, device: int = 0,
            max_ms: float | None = None, cold: bool = True, build_cache: bool | None = None) -> ReplayOutcome:
     """Plan, generate, and (unless told not to) build and run the replay of one model."""
-    plan = plan_model(model_path, db_path, batch, precisions, system_name, apis, seq_len)
-    outcome = ReplayOutcome(plan, generate(plan, out_dir, command))
+    from benanza.analyze.replay import replay_plan
+
+    inputs = prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, True)
+    plan = replay_plan(inputs)
+    outcome = ReplayOutcome(plan, generate(plan, out_dir, command), identity=identify(inputs.model, apis))
     if build_it:
         outcome.executable = build(out_dir, build_cache)
         if run_it:
             run(outcome, device, max_ms, cold)
     return outcome
+
+
+def store(outcome: ReplayOutcome, db_path: Path, force: bool = False) -> tuple[str, bool]:
+    """Write a run's replay and its steps into the database ``db_path`` (its one writer path:
+    ``store.replays.store_replay``), under the system the program ran on; returns (system id, whether
+    written: a replay of the same plan stored before is kept unless ``force``). A compressed, read-only
+    or foreign database raises one line and is left as it was."""
+    from benanza.measure.runner import PROCESS_FIELDS
+    from benanza.measure.system import normalize
+    from benanza.store import db as perfdb
+    from benanza.store.replays import store_replay
+
+    if not outcome.result or not outcome.system:
+        raise BenanzaError(f"{outcome.project}: the replay has not run: nothing to store")
+    if db_path.suffix == ".xz":
+        raise BenanzaError(f"{db_path}: a compressed database is read-only; replays are stored in a .db file "
+                           "(db unpack makes one)")
+    system = normalize({k: v for k, v in outcome.system.items() if k not in PROCESS_FIELDS})
+    db = perfdb.open_db(db_path)
+    try:
+        return store_replay(db, system, outcome.record(), outcome.step_results(), force)
+    finally:
+        db.close()
