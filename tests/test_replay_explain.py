@@ -1,5 +1,5 @@
-"""Where a replay's time beyond LBL_seq goes (``analyze.replay_explain``), on real H100 replays: five cells
-of ``bench/replay.py``'s run in session 20 (tests/data/replay/h100_replay_excerpt.json)."""
+"""Where a replay's time beyond LBL_seq goes (``analyze.replay_explain``), on real H100 replays: six cells
+of ``bench/replay.py``'s runs in session 20 (tests/data/replay/h100_replay_excerpt.json)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benanza.analyze.replay_explain import COMPOSITION, COPIES, OTHER, ROOFLINE, UNSTEPPED, explain
+from benanza.analyze.replay_explain import COMPOSITION, COPIES, OTHER, OWN, ROOFLINE, UNSTEPPED, explain
 
 EXCERPT = Path(__file__).parent / "data" / "replay" / "h100_replay_excerpt.json"
 
@@ -26,7 +26,7 @@ def explained(model: str, batch: int, dtype: str):
 def test_the_parts_add_up_to_replay_minus_lbl(cell: tuple[str, int, str]) -> None:
     e = explained(*cell)
     assert sum(p.ms for p in e.parts) == pytest.approx(e.excess_ms, abs=1e-12)
-    assert [p.name for p in e.parts] == [ROOFLINE, COPIES, COMPOSITION, OTHER, UNSTEPPED]
+    assert [p.name for p in e.parts] == [ROOFLINE, OWN, COPIES, COMPOSITION, OTHER, UNSTEPPED]
     by = {p.name: p.ms for p in e.parts}
     assert by[UNSTEPPED] == pytest.approx(0.0, abs=1e-9)  # the steps carry the whole bound
     assert by[OTHER] == pytest.approx(0.0, abs=1e-9)  # a charged call runs the row it was charged
@@ -58,4 +58,15 @@ def test_squeezenet_b64_fp16_is_composition_named_by_the_steps_slower_in_sequenc
 def test_a_cell_within_115_percent_needs_no_reason() -> None:
     e = explained("vgg19", 64, "fp32")
     assert e.ratio == pytest.approx(0.9933, abs=1e-4) and not e.needs_reason()
-    assert e.to_dict()["reason"] == e.reason() and len(e.to_dict()["parts"]) == 5
+    assert e.to_dict()["reason"] == e.reason() and len(e.to_dict()["parts"]) == 6
+
+
+def test_inception_v1_b64_fp16_is_benanzas_own_pools_over_their_charge() -> None:
+    """Steps with no micro-benchmark of their own are benanza's kernels or copies, each its own part: the
+    14 roofline pools this run put on benanza's pooling kernel are 1.18 ms of the 1.80 ms excess (before
+    the own-kernel part they were counted as copies the bound does not charge)."""
+    e = explained("inception_v1", 64, "fp16")
+    assert e.ratio == pytest.approx(2.76, abs=0.01) and e.largest.name == OWN
+    assert e.largest.kinds == (("pool", pytest.approx(e.largest.ms), 14),)
+    assert e.largest.ms == pytest.approx(1.18, abs=0.01)
+    assert {p.name: p.ms for p in e.parts}[COPIES] == pytest.approx(0.175, abs=0.01)  # the layout transforms

@@ -6,13 +6,16 @@ micro-benchmark took ``measured_ms`` alone, and took ``replay_ms`` in the step-b
 replay. So, exactly::
 
     replay_warm - LBL_seq = sum over steps of (measured - charged)   [a, d: stand-ins, other calls]
-                          + sum of replay_ms of steps with no micro-benchmark   [b: copies]
-                          + (replay_warm - sum of measured - [b])   [c: composition]
+                          + sum over steps with no micro-benchmark of (replay_ms - charged)
+                                                                   [a': own kernels, b: copies]
+                          + (replay_warm - sum of measured - their replay_ms)   [c: composition]
                           + (sum of charged - LBL_seq)   [e: charges with no step, normally 0]
 
 (a) roofline stand-ins: a group the bound charges its bytes at the copy roofline runs its fastest
-measured call (``ROOFLINE_NOTE``), which is slower; (b) views run as strided copies and layout
-transforms, which the bound charges nothing, cost their step time; (c) composition: the one CUDA
+measured call (``ROOFLINE_NOTE``), which is slower; (a') such a group run by benanza's own kernel (a
+fused chain, a pool: ``OWN_KERNEL_STEPS``, no micro-benchmark) costs its step time over the charge;
+(b) views run as strided copies and layout transforms, which the bound charges nothing, cost their
+step time; (c) composition: the one CUDA
 graph against its calls timed alone (launch gaps, the L2 state one call leaves the next). Each part
 names the steps behind it, largest first: by measured - charged, by step time, and, for composition,
 by how much slower a step ran in the sequence than alone.
@@ -25,9 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from benanza.analyze.replay import ROOFLINE_NOTE
+from benanza.generate.replay import OWN_KERNEL_STEPS
 
 EXPLAIN_ABOVE = 1.15  # replay / LBL_seq above which a cell is explained (issue 37's acceptance)
 ROOFLINE = "roofline stand-ins"
+OWN = "benanza's own kernels (fused chains, pools) over their charge"
 COPIES = "copies the bound does not charge (views, layout transforms)"
 COMPOSITION = "composition (launch gaps, L2 state)"
 OTHER = "charged calls, measured - charged"
@@ -115,11 +120,11 @@ def explain(replay_warm_ms: float, lbl_seq_ms: float, steps: Sequence[Mapping[st
     """Decompose ``replay_warm_ms - lbl_seq_ms`` over a replay's per-step results (``charged_ms``,
     ``measured_ms``, ``replay_ms``, ``note``, ``kind``, ``layers`` per step, as ``benanza replay`` and
     the database's ``replay_steps`` give them)."""
-    stand_ins, copies, others, slower = [], [], [], []
+    stand_ins, own, copies, others, slower = [], [], [], [], []
     for s in steps:
         charged = _ms(s.get("charged_ms"))
-        if s.get("measured_ms") is None:  # no micro-benchmark: a view's copy or a layout transform
-            copies.append((s, _ms(s.get("replay_ms")) - charged))
+        if s.get("measured_ms") is None:  # no micro-benchmark: an own kernel, a view's copy, a layout transform
+            (own if s.get("kind") in OWN_KERNEL_STEPS else copies).append((s, _ms(s.get("replay_ms")) - charged))
             continue
         measured = _ms(s.get("measured_ms"))
         (stand_ins if s.get("note") == ROOFLINE_NOTE else others).append((s, measured - charged))
@@ -127,10 +132,11 @@ def explain(replay_warm_ms: float, lbl_seq_ms: float, steps: Sequence[Mapping[st
             slower.append((s, _ms(s.get("replay_ms")) - measured))
     charged_all = sum(_ms(s.get("charged_ms")) for s in steps)
     measured_all = sum(_ms(s.get("measured_ms")) for s in steps if s.get("measured_ms") is not None)
-    copy_ms = sum(_ms(s.get("replay_ms")) for s, _ in copies)
+    unmeasured_ms = sum(_ms(s.get("replay_ms")) for s, _ in (*own, *copies))
     parts = (Part(ROOFLINE, sum(ms for _, ms in stand_ins), _ranked(stand_ins), _by_kind(stand_ins)),
+             Part(OWN, sum(ms for _, ms in own), _ranked(own), _by_kind(own)),
              Part(COPIES, sum(ms for _, ms in copies), _ranked(copies), _by_kind(copies)),
-             Part(COMPOSITION, replay_warm_ms - measured_all - copy_ms, _ranked(slower),
+             Part(COMPOSITION, replay_warm_ms - measured_all - unmeasured_ms, _ranked(slower),
                   ranked_by="slower in the sequence than alone:"),
              Part(OTHER, sum(ms for _, ms in others), _ranked(others), _by_kind(others)),
              Part(UNSTEPPED, charged_all - lbl_seq_ms))
