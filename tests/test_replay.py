@@ -11,6 +11,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -84,16 +85,16 @@ def test_every_step_reads_what_an_earlier_step_wrote() -> None:
 
 def test_a_step_the_replay_cannot_make_is_refused_naming_the_layer_and_the_api() -> None:
     """AlexNet's ceil-mode MaxPool has no call that ran ok (cuDNN's pooling refused it); ShuffleNet's
-    classifier at batch 64 in fp16 is a graph-API matmul, which has no step yet: one line each, the
-    layer and the API named, never a silent skip."""
+    conv 'n169' at batch 1 in fp16 has its bias add measured only in another layout than the conv: one
+    line each, the layer and the API named, never a silent skip."""
     with pytest.raises(BenanzaError) as err:
         plan("alexnet", 1, FP16)
     message = str(err.value)
     assert "\n" not in message and "docs/REPLAY.md" in message
     assert "'n14' (MaxPool)" in message and f"{Api.POOLING.value} not_supported" in message
     with pytest.raises(BenanzaError) as err:
-        plan("shufflenet", 64, FP16)
-    assert "'n201' (Gemm)" in str(err.value) and Api.GRAPH_MATMUL.value in str(err.value)
+        plan("shufflenet", 1, FP16)
+    assert "'n169' (Conv)" in str(err.value) and "bias add runs NHWC" in str(err.value)
 
 
 def test_an_in_place_call_only_adds_a_convs_bias() -> None:
@@ -109,15 +110,18 @@ def test_an_in_place_call_only_adds_a_convs_bias() -> None:
 
 # Cells whose plans hold every step kind between them (the CPU tests plan each once per session).
 CELLS = (("resnet50", 64, Precision.FP16), ("zfnet512", 64, Precision.FP16), ("densenet121", 1, Precision.FP16),
-         ("shufflenet", 1, Precision.FP32))
+         ("shufflenet", 1, Precision.FP32), ("shufflenet", 64, Precision.FP16))
+# Step kinds only a transformer's plan holds (test_a_transformer_plans_with_the_graph_api_steps).
+TRANSFORMER_KINDS = {gen.StepKind.GRAPH_NORM, gen.StepKind.GRAPH_POINTWISE, gen.StepKind.GRAPH_SDPA}
 
 
 def test_more_of_the_zoo_plans() -> None:
     """Step kinds beyond ResNet-50 fp16's: cuBLASLt with its epilogue, LRN, copies for Concat, a layout
     transform before a Flatten of NHWC data, op-tensor and add-tensor bias adds, batch norm, activations,
-    ShuffleNet's channel shuffle as a strided copy."""
+    ShuffleNet's channel shuffle as a strided copy, its classifier at batch 64 in fp16 as a graph-API matmul."""
     kinds = {s.kind for stem, batch, dtype in CELLS for s in plan(stem, batch, (dtype,)).steps}
-    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD}  # (ResNet-50 and DenseNet-121 fp32 at b64 have it)
+    # (ResNet-50 and DenseNet-121 fp32 at b64 have conv_fwd; the transformer's plans the rest)
+    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD} - TRANSFORMER_KINDS
 
 
 def test_the_supported_set_is_a_table_of_the_apis_columns() -> None:
@@ -164,6 +168,120 @@ def test_cli_generate_only(tmp_path: Path) -> None:
     refused = CliRunner().invoke(main, ["replay", str(light("alexnet")), "--batch", "1", "--dtype", "fp16",
                                         "--generate-only", "--out", str(tmp_path / "a")])
     assert refused.exit_code == 1 and Api.POOLING.value in refused.output
+
+
+# ---------------------------------------------------------------- a transformer
+
+EXPORTS = Path(__file__).parent / "data" / "exports"
+VIT = EXPORTS / "tinyvit_dynamo18.onnx"  # patch conv, cls-token Concat, LayerNorm, attention, Erf-GELU
+SEQ = 16  # the exports' symbolic sequence length (ViT has none: its image is 32 x 32)
+# (api, dtype) -> median of every row of that API in that precision; every other row 1 ms. The graph
+# API wins each layer it measures in fp16 (SDPA fuses the attention cores), cuBLASLt in fp32.
+WINNERS = {(Api.GRAPH_MATMUL, "fp16"): 0.002, (Api.GRAPH_SDPA, "fp16"): 0.001, (Api.GRAPH_NORM, "fp16"): 0.003,
+           (Api.GRAPH_POINTWISE, "fp16"): 0.003, (Api.LT_MATMUL, "fp32"): 0.002, (Api.GRAPH_NORM, "fp32"): 0.003,
+           (Api.GRAPH_POINTWISE, "fp32"): 0.003}
+
+
+def transformer_db(out: Path, model: Path, batch: int, seq_len: int | None) -> Path:
+    """A real SQLite database written by the library's own sink (``DatabaseSink.record_job``), with the
+    shipped H100 system and ceilings and one ok row per benchmark the planner plans for ``model`` in fp16
+    and fp32, shaped like the harness's result lines (a graph API's engine config "eng0", cuBLASLt's
+    configuration a name of its kind). The medians are no measurements (``WINNERS``): they only decide
+    which call the best execution picks, so that the planner's wiring of every graph-API step is checked
+    on a real transformer; the GPU test measures the real ones."""
+    from benanza.apis.ceilings import CEILING_KEY
+    from benanza.generate import plan as planner
+    from benanza.model.onnx_import import load_model
+    from benanza.records import JobKey, checked_result
+    from benanza.store import db as perfdb
+    from benanza.store.db import DatabaseSink
+
+    shipped = perfdb.open_db(shipped_db(), readonly=True)
+    system = perfdb.systems(shipped)[0]
+    ceilings = perfdb.results_for(shipped, system["id"], [CEILING_KEY])[CEILING_KEY]
+    fields = {k: v for k, v in system.items() if k not in ("id", "details", "first_seen")}
+    sink = DatabaseSink(perfdb.open_db(out))
+    sid = sink.upsert_system({**fields, **json.loads(system.get("details") or "{}")})
+    assert sid == system["id"]
+    perfdb.insert_results(sink.db, sid, ceilings)
+    p = planner.plan([load_model(model, batch, seq_len)], ("fp16", "fp32"))
+    named = {Api.LT_MATMUL.value: "a1_t4_s0_c0_r0_w0_k0"}
+    for job in p.jobs:
+        lines = [{"event": "result", "layer_key": b.layer_key, "api": b.api, "dtype": b.dtype, "math": b.math,
+                  "fusion": b.fusion, "layout": b.layout, "status": "ok", "repetitions": 20,
+                  "algorithm": b.algorithm if b.algorithm != "*" else named.get(b.api, "eng0"),
+                  "median_ms": WINNERS.get((job.api, b.dtype), 1.0)} for b in job.benchmarks()]
+        key = JobKey.of({"layer_key": job.key, "api": job.api.value, "dtype": job.precision.value,
+                         "fusion": job.fusion.value, "layout": job.layout, "algorithms": list(job.fields.algorithms)},
+                        "warm")
+        sink.record_job(sid, key, job.executable, "ok", "", [checked_result(line) for line in lines])
+    return out
+
+
+@pytest.fixture(scope="module")
+def vit_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return transformer_db(tmp_path_factory.mktemp("vit") / "vit.db", VIT, 2, None)
+
+
+def test_a_transformer_plans_with_the_graph_api_steps(vit_db: Path) -> None:
+    """tinyvit at batch 2 in fp16, the graph API fastest: the GEMMs (weights and Q K^T / P V alike) are
+    graph-API matmuls of exactly the chosen engine config, each LayerNorm a graph norm, each GELU chain
+    one graph pointwise op graph, each attention core one fused SDPA reading Q, K and V [b, h, s, d]; K
+    comes from the model's K^T by one strided copy; the class token is a buffer of its own."""
+    p = plan_model(VIT, vit_db, 2, FP16, cache=False)
+    kinds = Counter(s.kind for s in p.steps)
+    assert kinds[gen.StepKind.GRAPH_SDPA] == 2 and kinds[gen.StepKind.GRAPH_NORM] == 5
+    assert kinds[gen.StepKind.GRAPH_POINTWISE] == 2 and kinds[gen.StepKind.GRAPH_MATMUL] == 12
+    assert set(kinds) >= TRANSFORMER_KINDS | {gen.StepKind.GRAPH_MATMUL, gen.StepKind.CONCAT, gen.StepKind.PERMUTE}
+    for s in p.steps:
+        if "engines" in s.row:
+            assert s.row["engines"] == ["0"] and s.algorithm == "eng0", s.index  # exactly the chosen config
+    sdpa = [s for s in p.steps if s.kind == gen.StepKind.GRAPH_SDPA]
+    for s in sdpa:
+        b, h, _, s_kv, d_qk, _ = s.row["dims"]
+        k = p.buffers[s.reads[1]]
+        assert k.shape == (b, h, s_kv, d_qk)
+        copy = next(c for c in p.steps if c.writes == k.id)
+        assert copy.kind == gen.StepKind.PERMUTE and copy.row["perm"] == [0, 2, 1, 3]  # K^T's own [0, 2, 3, 1], swapped
+    cls = next(s for s in p.steps if s.kind == gen.StepKind.CONCAT)
+    assert p.buffers[cls.reads[0]].input  # the constant class token: random, like a model input
+    _check_the_wiring(p)
+
+
+def test_a_transformer_in_fp32_replays_its_batched_gemms_with_cublaslt(vit_db: Path) -> None:
+    """In fp32 (no fused SDPA) the attention's Q K^T and P V are cuBLASLt matmuls of two activations: the
+    step reads both (B no constant of its own); the projections read their activation alone (the weights are
+    the step's own, the bias Add folded into them at no charge)."""
+    p = plan_model(VIT, vit_db, 2, (Precision.FP32,), cache=False)
+    lt = [s for s in p.steps if s.kind == gen.StepKind.LT_MATMUL]
+    both = [s for s in lt if not s.row["b_constant"]]
+    assert len(both) == 4 and all(len(s.reads) == 2 for s in both)
+    assert len(lt) - len(both) == 12 and all(len(s.reads) == 1 for s in lt if s.row["b_constant"])
+    assert not {s.kind for s in p.steps} & {gen.StepKind.GRAPH_SDPA, gen.StepKind.GEMM_EX}
+    _check_the_wiring(p)
+
+
+def test_a_layer_the_replay_cannot_make_in_a_transformer_is_refused_in_one_line(tmp_path: Path) -> None:
+    """tinybert's embedding lookup (a Gather of the word table by token ids) has no library call and no
+    replay step: the refusal names the model, the layer and what it lacks, in one line."""
+    bert = EXPORTS / "tinybert_dynamo18.onnx"
+    db = transformer_db(tmp_path / "bert.db", bert, 2, SEQ)
+    with pytest.raises(BenanzaError) as err:
+        plan_model(bert, db, 2, FP16, seq_len=SEQ, cache=False)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("tinybert_dynamo18: layer ") and "docs/REPLAY.md" in message
+
+
+def _check_the_wiring(p: gen.ReplayPlan) -> None:
+    """Every step reads buffers an earlier step wrote (or model inputs), of the sizes its row says."""
+    ready = {b.id for b in p.buffers if b.input}
+    for s in p.steps:
+        roots = {p.buffers[r].alias if p.buffers[r].alias >= 0 else r for r in s.reads}
+        assert roots <= ready, s.index
+        ready.add(s.writes)
+        reads, write = _io_elements(s)
+        assert [p.buffers[b].elements for b in s.reads] == reads, (s.index, s.kind)
+        assert p.buffers[s.writes].elements == write, (s.index, s.kind)
 
 
 def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
@@ -232,9 +350,16 @@ def _io_elements(s: gen.Step) -> tuple[list[int], int]:
         y = n * k * r["dims"][16] * r["dims"][17]
         residual = float(r.get("alpha2", 0.0)) != 0.0
         return [n * c * h * w, *([y] if residual else [])], y
-    if s.kind in (gen.StepKind.GEMM_EX, gen.StepKind.LT_MATMUL):
+    if s.kind in (gen.StepKind.GEMM_EX, gen.StepKind.LT_MATMUL, gen.StepKind.GRAPH_MATMUL):
         batch, m, n, k = r["dims"][:4]
-        return [batch * m * k], batch * m * n
+        stride_a, stride_b = r["dims"][6:8]
+        b = [] if r["b_constant"] else [(batch if stride_b else 1) * k * n]
+        return [(batch if stride_a else 1) * m * k, *b], batch * m * n
+    if s.kind in (gen.StepKind.GRAPH_NORM, gen.StepKind.GRAPH_POINTWISE):
+        return [r["rows"] * r["cols"]], r["rows"] * r["cols"]
+    if s.kind == gen.StepKind.GRAPH_SDPA:
+        b, h, s_q, s_kv, d_qk, d_v = r["dims"]
+        return [b * h * s_q * d_qk, b * h * s_kv * d_qk, b * h * s_kv * d_v], b * h * s_q * d_v
     if s.kind == gen.StepKind.POOLING:
         d = r["dims"]
         return [prod(d[:4])], d[0] * d[1] * d[12] * d[13]

@@ -58,6 +58,11 @@ class StepKind:
     CONCAT = "concat"  # a non-library layer: cudaMemcpy2DAsync per input, the copy the ceilings measure
     PERMUTE = "permute"  # a Transpose the bound reads through strides, as one strided copy (composition cost)
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
+    # the graph API's other calls (csrc/benanza/replay_graph.h): exactly the named engine config
+    GRAPH_MATMUL = "graph_matmul"
+    GRAPH_NORM = "graph_norm"
+    GRAPH_POINTWISE = "graph_pointwise"
+    GRAPH_SDPA = "graph_sdpa"
 
 
 # The supported set: API -> the step kind that makes its call as its micro-benchmark did. An API
@@ -75,6 +80,10 @@ REPLAY_KINDS: dict[Api, str] = {
     Api.ACTIVATION: StepKind.ACTIVATION,
     Api.LRN: StepKind.LRN,
     Api.BATCHNORM_INF: StepKind.BATCHNORM,
+    Api.GRAPH_MATMUL: StepKind.GRAPH_MATMUL,
+    Api.GRAPH_NORM: StepKind.GRAPH_NORM,
+    Api.GRAPH_POINTWISE: StepKind.GRAPH_POINTWISE,
+    Api.GRAPH_SDPA: StepKind.GRAPH_SDPA,
 }
 KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
 # Step kinds that only run in place on their first input (cudnnAddTensor: C += bias): they serve a conv's bias
