@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 c = cell(model, args.db, batch, dtype, args.work, command)
                 cells.append(c)
                 ratio = c.get("replay_over_lbl_seq")
-                print(f"{c['model']:14} b{batch:<4} {dtype}: {c['status']:12} "
+                print(f"{c['model']:14} b{batch:<4} {dtype}: {c['status'] or 'not run':12} "
                       + (f"replay/LBL_seq {ratio:.3f} " if ratio else "") + f"({c['seconds']:.0f} s) "
                       + (c.get("message") or "")[:160], flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)

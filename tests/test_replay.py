@@ -301,9 +301,10 @@ def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path) -> None:
+def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path, vit_db: Path) -> None:
     """ResNet-50's replay against the real cuDNN/cuBLAS/cudnn-frontend headers, in the shared compile
-    project (no warning allowed), then its --check-plan: the C++ reads every table Python wrote."""
+    project (no warning allowed), then its --check-plan: the C++ reads every table Python wrote; the same
+    program reads tinyvit's plan with its graph-API matmul, norm, pointwise and SDPA rows."""
     p = plan()
     gen.write_project(p, tmp_path / "r50", "benanza replay (tests)")
     _add_to_shared_project(shared_build, tmp_path / "r50")
@@ -323,6 +324,14 @@ def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild,
     refused = subprocess.run([str(exe), "--plan", str(tmp_path / "r50" / "src"), "--check-plan"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "replay.graph_conv" in refused.stderr
+    vit = plan_model(VIT, vit_db, 2, FP16, cache=False)
+    gen.write_project(vit, tmp_path / "vit", "benanza replay (tests)")
+    checked = subprocess.run([str(exe), "--plan", str(tmp_path / "vit" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    line = json.loads(checked.stdout)
+    assert {k: line[k] for k in TRANSFORMER_KINDS} == {k: sum(s.kind == k for s in vit.steps)
+                                                       for k in TRANSFORMER_KINDS}
 
 
 @pytest.mark.compile
@@ -338,6 +347,37 @@ def test_resnet50_replays_with_every_step_checked(tmp_path: Path) -> None:
     assert s["status"] == "ok", outcome.result
     assert s["replay_warm_ms"] > 0 and s["replay_cold_ms"] > 0
     assert s["failed_steps"] == 0 and s["checked_steps"] >= len(outcome.plan.steps) - 1
+
+
+# What the best execution of a transformer can pick (the measuring step of the GPU test builds these only).
+TRANSFORMER_APIS = (Api.CEILING, Api.CONV_FWD, Api.COPY, Api.OP_TENSOR, Api.SOFTMAX, Api.LT_MATMUL, Api.GRAPH_MATMUL,
+                    Api.GRAPH_NORM, Api.GRAPH_POINTWISE, Api.GRAPH_SDPA)
+
+
+@pytest.mark.compile
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU or NVCC is None, reason="needs nvcc and an NVIDIA GPU")
+@pytest.mark.parametrize("dtype", [Precision.FP16, Precision.FP32], ids=lambda d: d.value)
+def test_a_transformer_measured_here_replays_with_every_step_checked(tmp_path: Path, dtype: Precision) -> None:
+    """On the GPU: tinyvit at batch 2 measured here (generate, build, run as ``benanza run`` does, the APIs
+    its best execution can pick), planned from that database, built and run: every step's output within its
+    tolerance of the fp32 reference of its own inputs. fp16 holds fused SDPA, graph norms and the GELU chain's
+    pointwise graph; fp32 the attention's GEMMs of two activations."""
+    from benanza.measure import system
+    from benanza.workflows import measure
+    from benanza.workflows.replay import replay
+
+    db = tmp_path / "vit.db"
+    project = measure.generate_project([VIT], tmp_path / "bench", (dtype.value,), 2, apis=list(TRANSFORMER_APIS))
+    assert project is not None
+    summaries = measure.measure_here([project], db, system.fingerprint(bandwidth=True), timeout_s=300)
+    assert not measure.failed(summaries), [s.errors for s in summaries]
+    outcome = replay(VIT, db, tmp_path / "replay", "benanza replay (tests)", 2, (dtype,))
+    s = outcome.summary()
+    assert s["status"] == "ok", outcome.result
+    assert s["failed_steps"] == 0 and s["checked_steps"] == len(outcome.plan.steps)
+    kinds = {step.kind for step in outcome.plan.steps}
+    assert gen.StepKind.GRAPH_NORM in kinds or gen.StepKind.SOFTMAX in kinds, kinds
 
 
 def _io_elements(s: gen.Step) -> tuple[list[int], int]:
