@@ -153,11 +153,13 @@ class _Builder:
             raise self.refuse(layer, f"a Transpose of rank {len(x.shape)}")
         self.views[out.name] = (layer, self.read(layer, x, "NCHW"), perm)
 
-    def materialize(self, tensor: Tensor, perm: list[int] | None = None, name: str = "") -> int:
-        """The permute step of a pending view (``perm`` applied after its own, into a buffer of its own)."""
-        layer, src, own = self.views[tensor.name] if tensor.name in self.views else (None, -1, [])
-        if layer is None:
-            src = self.read(self.model.layers[0], tensor, "NCHW")
+    def materialize(self, tensor: Tensor, perm: list[int] | None = None, name: str = "",
+                    reader: Layer | None = None) -> int:
+        """The permute step of a pending view (``perm`` applied after its own, into a buffer of its own named
+        ``name``; a tensor that is no pending view is permuted as ``reader``, the step's layer, reads it)."""
+        layer, src, own = self.views[tensor.name] if tensor.name in self.views else (reader, -1, [])
+        if src < 0 and layer is not None:
+            src = self.read(layer, tensor, "NCHW")
             own = list(range(len(tensor.shape)))
         if perm is None:
             del self.views[tensor.name]
@@ -166,7 +168,7 @@ class _Builder:
         out = tuple(int(shape[i]) for i in composed)
         writes = self.write(tensor, "NCHW") if perm is None else self._new(name, out, "NCHW")
         store = self.store
-        head = layer if layer is not None else self.model.layers[0]
+        head = layer if layer is not None else self.model.layers[0]  # (a view always has its layer)
         self.steps.append(Step(len(self.steps), VIEW_KINDS["Transpose"], "", "cudnnTransformTensor", store.value,
                                "NCHW", Fusion.NONE.value, (head.index,), (head.name,), (src,), writes,
                                {"dims": [int(v) for v in shape], "perm": composed}, PRECISION_INDEX[(store, "NCHW")],
@@ -384,7 +386,7 @@ def _sdpa_operands(b: _Builder, head: Layer, members: tuple[int, ...]) -> tuple[
     q, kt, v = outside(qk.inputs[0]), outside(qk.inputs[1]), outside(pv.inputs[1])
     rank = len(kt.shape)
     swap = [*range(rank - 2), rank - 1, rank - 2]
-    return (b.read(head, q, ""), b.materialize(kt, swap, f"{kt.name}^T"), b.read(head, v, ""))
+    return (b.read(head, q, ""), b.materialize(kt, swap, f"{kt.name}^T", head), b.read(head, v, ""))
 
 
 # Graph-API calls whose operands are not a layer's first input: API -> the buffers its step reads.
