@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 c = cell(model, args.db, batch, dtype, args.work, command, store_in, args.redo)
                 cells.append(c)
                 ratio = c.get("replay_over_lbl_seq")
-                print(f"{c['model']:14} b{batch:<4} {dtype}: {c['status']:12} "
+                print(f"{c['model']:14} b{batch:<4} {dtype}: {c['status'] or 'not run':12} "
                       + (f"replay/LBL_seq {ratio:.3f} " if ratio else "") + f"({c['seconds']:.0f} s) "
                       + (c.get("message") or "")[:160], flush=True)
                 if ratio and ratio > EXPLAIN_ABOVE and c.get("explanation"):

@@ -11,6 +11,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -86,11 +87,13 @@ def test_every_step_reads_what_an_earlier_step_wrote() -> None:
     assert set(p.outputs) <= ready | {b.id for b in p.buffers if b.alias in ready}
 
 
-def test_a_step_the_replay_cannot_make_is_refused_naming_the_layer_and_the_api() -> None:
-    """ShuffleNet's classifier at batch 64 in fp16 is a graph-API matmul, which has no step yet: one line,
-    the layer and the API named, never a silent skip."""
+def test_a_step_the_replay_cannot_make_is_refused_naming_the_layer_and_the_api(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chosen call with no replay step (here the graph-API matmul taken out of the supported set: ShuffleNet's
+    classifier at batch 64 in fp16) is one line naming the layer and the API, never a silent skip."""
+    monkeypatch.delitem(gen.REPLAY_KINDS, Api.GRAPH_MATMUL)
     with pytest.raises(BenanzaError) as err:
-        plan("shufflenet", 64, FP16)
+        plan_model(light("shufflenet"), shipped_db(), 64, FP16)
     message = str(err.value)
     assert "\n" not in message and "docs/REPLAY.md" in message
     assert "'n201' (Gemm)" in message and Api.GRAPH_MATMUL.value in message
@@ -165,18 +168,8 @@ def test_a_bias_measured_in_another_layout_follows_a_transform() -> None:
     """ShuffleNet at batch 1 in fp16: conv n169 (graph API, NCHW) has its bias add measured NHWC only. The
     plan transforms the conv's output first (a step the bound does not charge) and adds the bias in place
     on that copy, which its consumers then read (the parent refused: "its bias add runs NHWC, its conv
-    wrote NCHW"). The cell still refuses later, at its graph-API classifier (no step yet)."""
-    from benanza.workflows.prepare import prepare
-
-    with pytest.raises(BenanzaError) as err:
-        plan("shufflenet", 1, FP16)
-    assert "'n201' (Gemm)" in str(err.value) and "n169" not in str(err.value)
-    inputs, _ = prepare(light("shufflenet"), shipped_db(), None, None, 1, list(FP16), "both", None, None)
-    exe, inputs = ana.best_execution(inputs)
-    b = ana._Builder(inputs.model, inputs, Precision.FP16)
-    with pytest.raises(BenanzaError):
-        for group in ana._order(inputs.model, exe):  # the steps up to the refusal
-            b.group(group)
+    wrote NCHW")."""
+    b = plan("shufflenet", 1, FP16)
     bias = next(s for s in b.steps if s.names == ("n169 (bias)",))
     conv, transform = b.steps[bias.index - 2], b.steps[bias.index - 1]
     assert (conv.kind, conv.layout, transform.kind, bias.kind) == (gen.StepKind.GRAPH_CONV, "NCHW",
@@ -201,7 +194,9 @@ def test_an_in_place_call_only_adds_a_convs_bias() -> None:
 
 # Cells whose plans hold every step kind between them (the CPU tests plan each once per session).
 CELLS = (("resnet50", 64, Precision.FP16), ("zfnet512", 64, Precision.FP16), ("densenet121", 1, Precision.FP16),
-         ("shufflenet", 1, Precision.FP32), ("alexnet", 1, Precision.FP32))
+         ("shufflenet", 1, Precision.FP32), ("shufflenet", 64, Precision.FP16), ("alexnet", 1, Precision.FP32))
+# Step kinds only a transformer's plan holds (test_a_transformer_plans_with_the_graph_api_steps).
+TRANSFORMER_KINDS = {gen.StepKind.GRAPH_NORM, gen.StepKind.GRAPH_POINTWISE, gen.StepKind.GRAPH_SDPA}
 
 
 # Library calls that stand in for an elementwise chain only where benanza's fused kernel cannot run it (on
@@ -212,10 +207,10 @@ STAND_INS = (gen.StepKind.BATCHNORM, gen.StepKind.ACTIVATION, gen.StepKind.OP_TE
 def test_more_of_the_zoo_plans() -> None:
     """Step kinds beyond ResNet-50 fp16's: cuBLASLt with its epilogue, LRN, copies for Concat, a layout
     transform before a Flatten of NHWC data, an add-tensor bias add, benanza's fused chains and pools,
-    ShuffleNet's channel shuffle as a strided copy."""
+    ShuffleNet's channel shuffle as a strided copy, its classifier at batch 64 in fp16 as a graph-API matmul."""
     kinds = {s.kind for stem, batch, dtype in CELLS for s in plan(stem, batch, (dtype,)).steps}
-    # (ResNet-50 and DenseNet-121 fp32 at b64 have conv_fwd)
-    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD, *STAND_INS}
+    # (ResNet-50 and DenseNet-121 fp32 at b64 have conv_fwd; the transformer's plans the rest)
+    assert kinds >= set(gen.STEP_KINDS) - {gen.StepKind.CONV_FWD, *STAND_INS} - TRANSFORMER_KINDS
 
 
 def test_the_supported_set_is_a_table_of_the_apis_columns() -> None:
@@ -277,9 +272,127 @@ def test_cli_generate_only(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "57 steps" in result.output and "LBL_seq" in result.output
     assert json.loads((out / gen.PLAN_JSON).read_text())["batch"] == 64
-    refused = CliRunner().invoke(main, ["replay", str(light("shufflenet")), "--batch", "64", "--dtype", "fp16",
+    # a model the database holds nothing of (every zoo cell plans since the graph-API steps): one line
+    bert = Path(__file__).parent / "data" / "exports" / "tinybert_ts17.onnx"
+    refused = CliRunner().invoke(main, ["replay", str(bert), "--batch", "1", "--seq-len", "16", "--dtype", "fp16",
                                         "--generate-only", "--out", str(tmp_path / "s")])
-    assert refused.exit_code == 1 and Api.GRAPH_MATMUL.value in refused.output
+    errors = [line for line in refused.output.splitlines() if line.startswith("error:")]
+    assert refused.exit_code == 1 and len(errors) == 1 and "tinybert_ts17" in errors[0], refused.output
+    assert not (tmp_path / "s").exists()
+
+
+# ---------------------------------------------------------------- a transformer
+
+EXPORTS = Path(__file__).parent / "data" / "exports"
+VIT = EXPORTS / "tinyvit_dynamo18.onnx"  # patch conv, cls-token Concat, LayerNorm, attention, Erf-GELU
+SEQ = 16  # the exports' symbolic sequence length (ViT has none: its image is 32 x 32)
+# (api, dtype) -> median of every row of that API in that precision; every other row 1 ms. The graph
+# API wins each layer it measures in fp16 (SDPA fuses the attention cores), cuBLASLt in fp32.
+WINNERS = {(Api.GRAPH_MATMUL, "fp16"): 0.002, (Api.GRAPH_SDPA, "fp16"): 0.001, (Api.GRAPH_NORM, "fp16"): 0.003,
+           (Api.GRAPH_POINTWISE, "fp16"): 0.003, (Api.LT_MATMUL, "fp32"): 0.002, (Api.GRAPH_NORM, "fp32"): 0.003,
+           (Api.GRAPH_POINTWISE, "fp32"): 0.003}
+
+
+def transformer_db(out: Path, model: Path, batch: int, seq_len: int | None) -> Path:
+    """A real SQLite database written by the library's own sink (``DatabaseSink.record_job``), with the
+    shipped H100 system and ceilings and one ok row per benchmark the planner plans for ``model`` in fp16
+    and fp32, shaped like the harness's result lines (a graph API's engine config "eng0", cuBLASLt's
+    configuration a name of its kind). The medians are no measurements (``WINNERS``): they only decide
+    which call the best execution picks, so that the planner's wiring of every graph-API step is checked
+    on a real transformer; the GPU test measures the real ones."""
+    from benanza.apis.ceilings import CEILING_KEY
+    from benanza.generate import plan as planner
+    from benanza.model.onnx_import import load_model
+    from benanza.records import JobKey, checked_result
+    from benanza.store import db as perfdb
+    from benanza.store.db import DatabaseSink
+
+    shipped = perfdb.open_db(shipped_db(), readonly=True)
+    system = perfdb.systems(shipped)[0]
+    ceilings = perfdb.results_for(shipped, system["id"], [CEILING_KEY])[CEILING_KEY]
+    fields = {k: v for k, v in system.items() if k not in ("id", "details", "first_seen")}
+    sink = DatabaseSink(perfdb.open_db(out))
+    sid = sink.upsert_system({**fields, **json.loads(system.get("details") or "{}")})
+    assert sid == system["id"]
+    perfdb.insert_results(sink.db, sid, ceilings)
+    p = planner.plan([load_model(model, batch, seq_len)], ("fp16", "fp32"))
+    named = {Api.LT_MATMUL.value: "a1_t4_s0_c0_r0_w0_k0"}
+    for job in p.jobs:
+        lines = [{"event": "result", "layer_key": b.layer_key, "api": b.api, "dtype": b.dtype, "math": b.math,
+                  "fusion": b.fusion, "layout": b.layout, "status": "ok", "repetitions": 20,
+                  "algorithm": b.algorithm if b.algorithm != "*" else named.get(b.api, "eng0"),
+                  "median_ms": WINNERS.get((job.api, b.dtype), 1.0)} for b in job.benchmarks()]
+        key = JobKey.of({"layer_key": job.key, "api": job.api.value, "dtype": job.precision.value,
+                         "fusion": job.fusion.value, "layout": job.layout, "algorithms": list(job.fields.algorithms)},
+                        "warm")
+        sink.record_job(sid, key, job.executable, "ok", "", [checked_result(line) for line in lines])
+    return out
+
+
+@pytest.fixture(scope="module")
+def vit_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return transformer_db(tmp_path_factory.mktemp("vit") / "vit.db", VIT, 2, None)
+
+
+def test_a_transformer_plans_with_the_graph_api_steps(vit_db: Path) -> None:
+    """tinyvit at batch 2 in fp16, the graph API fastest: the GEMMs (weights and Q K^T / P V alike) are
+    graph-API matmuls of exactly the chosen engine config, each LayerNorm a graph norm, each GELU chain
+    one graph pointwise op graph, each attention core one fused SDPA reading Q, K and V [b, h, s, d]; K
+    comes from the model's K^T by one strided copy; the class token is a buffer of its own."""
+    p = plan_model(VIT, vit_db, 2, FP16, cache=False)
+    kinds = Counter(s.kind for s in p.steps)
+    assert kinds[gen.StepKind.GRAPH_SDPA] == 2 and kinds[gen.StepKind.GRAPH_NORM] == 5
+    assert kinds[gen.StepKind.GRAPH_POINTWISE] == 2 and kinds[gen.StepKind.GRAPH_MATMUL] == 12
+    assert set(kinds) >= TRANSFORMER_KINDS | {gen.StepKind.GRAPH_MATMUL, gen.StepKind.CONCAT, gen.StepKind.PERMUTE}
+    for s in p.steps:
+        if "engines" in s.row:
+            assert s.row["engines"] == ["0"] and s.algorithm == "eng0", s.index  # exactly the chosen config
+    sdpa = [s for s in p.steps if s.kind == gen.StepKind.GRAPH_SDPA]
+    for s in sdpa:
+        b, h, _, s_kv, d_qk, _ = s.row["dims"]
+        k = p.buffers[s.reads[1]]
+        assert k.shape == (b, h, s_kv, d_qk)
+        copy = next(c for c in p.steps if c.writes == k.id)
+        assert copy.kind == gen.StepKind.PERMUTE and copy.row["perm"] == [0, 2, 1, 3]  # K^T's own [0, 2, 3, 1], swapped
+    cls = next(s for s in p.steps if s.kind == gen.StepKind.CONCAT)
+    assert p.buffers[cls.reads[0]].input  # the constant class token: random, like a model input
+    _check_the_wiring(p)
+
+
+def test_a_transformer_in_fp32_replays_its_batched_gemms_with_cublaslt(vit_db: Path) -> None:
+    """In fp32 (no fused SDPA) the attention's Q K^T and P V are cuBLASLt matmuls of two activations: the
+    step reads both (B no constant of its own); the projections read their activation alone (the weights are
+    the step's own, the bias Add folded into them at no charge)."""
+    p = plan_model(VIT, vit_db, 2, (Precision.FP32,), cache=False)
+    lt = [s for s in p.steps if s.kind == gen.StepKind.LT_MATMUL]
+    both = [s for s in lt if not s.row["b_constant"]]
+    assert len(both) == 4 and all(len(s.reads) == 2 for s in both)
+    assert len(lt) - len(both) == 12 and all(len(s.reads) == 1 for s in lt if s.row["b_constant"])
+    assert not {s.kind for s in p.steps} & {gen.StepKind.GRAPH_SDPA, gen.StepKind.GEMM_EX}
+    _check_the_wiring(p)
+
+
+def test_a_layer_the_replay_cannot_make_in_a_transformer_is_refused_in_one_line(tmp_path: Path) -> None:
+    """tinybert's embedding lookup (a Gather of the word table by token ids) has no library call and no
+    replay step: the refusal names the model, the layer and what it lacks, in one line."""
+    bert = EXPORTS / "tinybert_dynamo18.onnx"
+    db = transformer_db(tmp_path / "bert.db", bert, 2, SEQ)
+    with pytest.raises(BenanzaError) as err:
+        plan_model(bert, db, 2, FP16, seq_len=SEQ, cache=False)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("tinybert_dynamo18: layer ") and "docs/REPLAY.md" in message
+
+
+def _check_the_wiring(p: gen.ReplayPlan) -> None:
+    """Every step reads buffers an earlier step wrote (or model inputs), of the sizes its row says."""
+    ready = {b.id for b in p.buffers if b.input}
+    for s in p.steps:
+        roots = {p.buffers[r].alias if p.buffers[r].alias >= 0 else r for r in s.reads}
+        assert roots <= ready, s.index
+        ready.add(s.writes)
+        reads, write = _io_elements(s)
+        assert [p.buffers[b].elements for b in s.reads] == reads, (s.index, s.kind)
+        assert p.buffers[s.writes].elements == write, (s.index, s.kind)
 
 
 def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
@@ -299,9 +412,10 @@ def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path) -> None:
+def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path, vit_db: Path) -> None:
     """ResNet-50's replay against the real cuDNN/cuBLAS/cudnn-frontend headers, in the shared compile
-    project (no warning allowed), then its --check-plan: the C++ reads every table Python wrote."""
+    project (no warning allowed), then its --check-plan: the C++ reads every table Python wrote; the same
+    program reads tinyvit's plan with its graph-API matmul, norm, pointwise and SDPA rows."""
     p = plan()
     gen.write_project(p, tmp_path / "r50", "benanza replay (tests)")
     _add_to_shared_project(shared_build, tmp_path / "r50")
@@ -342,6 +456,14 @@ def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild,
     refused = subprocess.run([str(exe), "--plan", str(tmp_path / "r50" / "src"), "--check-plan"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "replay.graph_conv" in refused.stderr
+    vit = plan_model(VIT, vit_db, 2, FP16, cache=False)
+    gen.write_project(vit, tmp_path / "vit", "benanza replay (tests)")
+    checked = subprocess.run([str(exe), "--plan", str(tmp_path / "vit" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    line = json.loads(checked.stdout)
+    assert {k: line[k] for k in TRANSFORMER_KINDS} == {k: sum(s.kind == k for s in vit.steps)
+                                                       for k in TRANSFORMER_KINDS}
 
 
 @pytest.mark.compile
@@ -371,6 +493,37 @@ def test_the_zoo_replays_with_every_step_checked(tmp_path: Path, cell: tuple[str
     assert own and all(r["checked"] == "ok" and r["median_ms"] > 0 for r in own)
 
 
+# What the best execution of a transformer can pick (the measuring step of the GPU test builds these only).
+TRANSFORMER_APIS = (Api.CEILING, Api.CONV_FWD, Api.COPY, Api.OP_TENSOR, Api.SOFTMAX, Api.LT_MATMUL, Api.GRAPH_MATMUL,
+                    Api.GRAPH_NORM, Api.GRAPH_POINTWISE, Api.GRAPH_SDPA)
+
+
+@pytest.mark.compile
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU or NVCC is None, reason="needs nvcc and an NVIDIA GPU")
+@pytest.mark.parametrize("dtype", [Precision.FP16, Precision.FP32], ids=lambda d: d.value)
+def test_a_transformer_measured_here_replays_with_every_step_checked(tmp_path: Path, dtype: Precision) -> None:
+    """On the GPU: tinyvit at batch 2 measured here (generate, build, run as ``benanza run`` does, the APIs
+    its best execution can pick), planned from that database, built and run: every step's output within its
+    tolerance of the fp32 reference of its own inputs. fp16 holds fused SDPA, graph norms and the GELU chain's
+    pointwise graph; fp32 the attention's GEMMs of two activations."""
+    from benanza.measure import system
+    from benanza.workflows import measure
+    from benanza.workflows.replay import replay
+
+    db = tmp_path / "vit.db"
+    project = measure.generate_project([VIT], tmp_path / "bench", (dtype.value,), 2, apis=list(TRANSFORMER_APIS))
+    assert project is not None
+    summaries = measure.measure_here([project], db, system.fingerprint(bandwidth=True), timeout_s=300)
+    assert not measure.failed(summaries), [s.errors for s in summaries]
+    outcome = replay(VIT, db, tmp_path / "replay", "benanza replay (tests)", 2, (dtype,))
+    s = outcome.summary()
+    assert s["status"] == "ok", outcome.result
+    assert s["failed_steps"] == 0 and s["checked_steps"] == len(outcome.plan.steps)
+    kinds = {step.kind for step in outcome.plan.steps}
+    assert gen.StepKind.GRAPH_NORM in kinds or gen.StepKind.SOFTMAX in kinds, kinds
+
+
 def _io_elements(s: gen.Step) -> tuple[list[int], int]:
     """(elements of each buffer read, elements written) that the step's C++ class sizes from its row."""
     from math import prod
@@ -381,9 +534,16 @@ def _io_elements(s: gen.Step) -> tuple[list[int], int]:
         y = n * k * r["dims"][16] * r["dims"][17]
         residual = float(r.get("alpha2", 0.0)) != 0.0
         return [n * c * h * w, *([y] if residual else [])], y
-    if s.kind in (gen.StepKind.GEMM_EX, gen.StepKind.LT_MATMUL):
+    if s.kind in (gen.StepKind.GEMM_EX, gen.StepKind.LT_MATMUL, gen.StepKind.GRAPH_MATMUL):
         batch, m, n, k = r["dims"][:4]
-        return [batch * m * k], batch * m * n
+        stride_a, stride_b = r["dims"][6:8]
+        b = [] if r["b_constant"] else [(batch if stride_b else 1) * k * n]
+        return [(batch if stride_a else 1) * m * k, *b], batch * m * n
+    if s.kind in (gen.StepKind.GRAPH_NORM, gen.StepKind.GRAPH_POINTWISE):
+        return [r["rows"] * r["cols"]], r["rows"] * r["cols"]
+    if s.kind == gen.StepKind.GRAPH_SDPA:
+        b, h, s_q, s_kv, d_qk, d_v = r["dims"]
+        return [b * h * s_q * d_qk, b * h * s_kv * d_qk, b * h * s_kv * d_v], b * h * s_q * d_v
     if s.kind in (gen.StepKind.POOLING, gen.StepKind.POOL):
         d = r["dims"]
         return [prod(d[:4])], d[0] * d[1] * d[12] * d[13]

@@ -234,7 +234,9 @@ def test_generated_sources_name_every_mask(transformer_project: tuple[Path, code
     out, manifest, _ = transformer_project
     assert set(manifest.executables) == TRANSFORMER_EXECUTABLES
     sdpa = (out / "src" / "bench_graph_sdpa.cu").read_text()
-    assert "set_causal_mask(true)" in sdpa and "set_padding_mask(true)" in sdpa
+    graph = (out / "csrc" / "benanza" / "graph_calls.h").read_text()  # the graph its benchmark and the replay build
+    assert "bz::declare_sdpa_graph(" in sdpa
+    assert "set_causal_mask(true)" in graph and "set_padding_mask(true)" in graph
     assert "bz::attention_reference(" in sdpa  # checked against the reference, never unchecked
     pointwise = (out / "src" / "bench_graph_pointwise.cu").read_text()
     assert "fe::PointwiseMode_t::ERF" in pointwise and "fe::PointwiseMode_t::TANH_FWD" in pointwise

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -59,6 +59,9 @@ POOL_NOTE = "the bound charges its bytes at the copy roofline; the replay runs b
 TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
 VIEW_NOTE = "a view the bound reads through strides (charged nothing), run as one strided copy"
 BIAS_NOTE = "the conv's bias add, a call of its own as the bound charges it"
+SDPA_K_NOTE = "K as the fused attention reads it ([b, h, s, d]) from the model's K^T: a copy the bound does not charge"
+# The GEMM APIs, whose operands are the model's A and B (B a constant of the step's own, or an activation).
+GEMM_APIS = frozenset({Api.GEMM_EX, Api.LT_MATMUL, Api.GRAPH_MATMUL})
 
 
 def best_execution(inputs: Inputs) -> tuple[Execution, Inputs]:
@@ -88,6 +91,8 @@ class _Builder:
         self.by_tensor: dict[str, int] = {}  # tensor name -> buffer id holding it
         self.transformed: dict[tuple[int, str], int] = {}  # (buffer, layout) -> buffer in that layout
         self.steps: list[Step] = []
+        # views the bound reads through strides, materialized when a step reads them: tensor -> (layer, source, perm)
+        self.views: dict[str, tuple[Layer, int, list[int]]] = {}
 
     # ---------------------------------------------------------- refusals
     def refuse(self, layer: Layer, what: str) -> BenanzaError:
@@ -105,6 +110,8 @@ class _Builder:
 
     def read(self, layer: Layer, tensor: Tensor, layout: str) -> int:
         """The buffer a step reads ``tensor`` from, in ``layout`` (a transform step added when needed)."""
+        if tensor.name in self.views:
+            self.materialize(tensor)
         if tensor.name not in self.by_tensor:
             if tensor.constant or tensor.name in self.produced:
                 raise self.refuse(layer, f"input {tensor.name!r} is a constant or not yet computed")
@@ -123,6 +130,13 @@ class _Builder:
             self.transformed[(b.id, layout)] = out
         return self.transformed[(b.id, layout)]
 
+    def constant(self, tensor: Tensor) -> int:
+        """A model constant a step reads as data (a ViT's class token into its Concat): a buffer of its own,
+        random like a model input (the values of constants are not in the layer IR)."""
+        if tensor.name not in self.by_tensor:
+            self.by_tensor[tensor.name] = self._new(tensor, tensor.shape, "", is_input=True)
+        return self.by_tensor[tensor.name]
+
     def write(self, tensor: Tensor, layout: str) -> int:
         self.by_tensor[tensor.name] = self._new(tensor, tensor.shape, layout)
         return self.by_tensor[tensor.name]
@@ -140,19 +154,36 @@ class _Builder:
         self.by_tensor[out.name] = self._new(out, out.shape, "", alias=root)
 
     def view(self, layer: Layer) -> None:
-        """A Transpose the bound charges nothing (its consumers read it through strides), run as one
-        strided copy in the model's order: the cost of a consumer that cannot read strides."""
+        """A Transpose the bound charges nothing (its consumers read it through strides): run as one strided
+        copy in the model's order (the cost of a consumer that cannot read strides) when a step reads it
+        (``materialize``); a call that reads it through strides itself (SDPA's K) copies it once, composed."""
         x, out = layer.inputs[0], layer.outputs[0]
         perm = [int(v) for v in layer.attrs.get("perm", range(len(x.shape) - 1, -1, -1))]
         if not 1 <= len(x.shape) <= 8:
             raise self.refuse(layer, f"a Transpose of rank {len(x.shape)}")
-        src = self.read(layer, x, "NCHW")
-        writes = self.write(out, "NCHW")
+        self.views[out.name] = (layer, self.read(layer, x, "NCHW"), perm)
+
+    def materialize(self, tensor: Tensor, perm: list[int] | None = None, name: str = "",
+                    reader: Layer | None = None) -> int:
+        """The permute step of a pending view (``perm`` applied after its own, into a buffer of its own named
+        ``name``; a tensor that is no pending view is permuted as ``reader``, the step's layer, reads it)."""
+        layer, src, own = self.views[tensor.name] if tensor.name in self.views else (reader, -1, [])
+        if src < 0 and layer is not None:
+            src = self.read(layer, tensor, "NCHW")
+            own = list(range(len(tensor.shape)))
+        if perm is None:
+            del self.views[tensor.name]
+        composed = [own[i] for i in perm] if perm is not None else own
+        shape = self.buffers[src].shape
+        out = tuple(int(shape[i]) for i in composed)
+        writes = self.write(tensor, "NCHW") if perm is None else self._new(name, out, "NCHW")
         store = self.store
-        self.steps.append(Step(len(self.steps), VIEW_KINDS[layer.op], "", "cudnnTransformTensor", store.value, "NCHW",
-                               Fusion.NONE.value, (layer.index,), (layer.name,), (src,), writes,
-                               {"dims": [int(v) for v in x.shape], "perm": perm}, PRECISION_INDEX[(store, "NCHW")],
-                               0.0, 0.0, None, VIEW_NOTE))
+        head = layer if layer is not None else self.model.layers[0]  # (a view always has its layer)
+        self.steps.append(Step(len(self.steps), VIEW_KINDS["Transpose"], "", "cudnnTransformTensor", store.value,
+                               "NCHW", Fusion.NONE.value, (head.index,), (head.name,), (src,), writes,
+                               {"dims": [int(v) for v in shape], "perm": composed}, PRECISION_INDEX[(store, "NCHW")],
+                               0.0, 0.0, None, VIEW_NOTE if perm is None else SDPA_K_NOTE))
+        return writes
 
     def outputs_of(self, members: tuple[int, ...]) -> list[Tensor]:
         """Tensors of the group read outside it, or model outputs (nobody reads them)."""
@@ -218,12 +249,10 @@ class _Builder:
         rank = len(out.shape)
         axis = int(layer.attrs.get("axis", 1)) % rank
         inputs = [t for t in layer.inputs if t.name]
-        if any(t.constant for t in inputs):
-            raise self.refuse(layer, "a Concat of a constant is not replayed yet")
         held = [self.buffers[self.by_tensor[t.name]].layout for t in inputs if t.name in self.by_tensor]
         nhwc = rank == 4 and axis == 1 and "NHWC" in held
         layout = "NHWC" if nhwc else "NCHW"
-        reads = tuple(self.read(layer, t, layout) for t in inputs)
+        reads = tuple(self.constant(t) if t.constant else self.read(layer, t, layout) for t in inputs)
         if nhwc:
             parts, outer, inner = [t.shape[1] for t in inputs], out.shape[0] * out.shape[2] * out.shape[3], 1
         else:
@@ -241,11 +270,15 @@ class _Builder:
                  item: Layer | FusionCandidate, layout: str) -> tuple[int, ...]:
         """Buffers the call reads: its activation input, a residual fusion's second input (z), an
         elementwise op's second activation."""
-        if api in (Api.GEMM_EX, Api.LT_MATMUL):
-            if row.get("a_constant") or not row.get("b_constant"):
-                raise self.refuse(head, f"{api.value} replays a GEMM of an activation by constant weights only")
-            if head.attrs.get("transA", 0):
+        if api in GEMM_APIS:
+            if row.get("a_constant"):
+                raise self.refuse(head, f"{api.value} replays a GEMM whose A is an activation only")
+            if head.attrs.get("transA", 0) or (head.attrs.get("transB", 0) and not row.get("b_constant")):
                 raise self.refuse(head, "a GEMM whose activation operand is transposed is not replayed yet")
+            a = self.read(head, head.inputs[0], layout)
+            return (a,) if row.get("b_constant") else (a, self.read(head, head.inputs[1], layout))
+        if api in GRAPH_OPERANDS:
+            return GRAPH_OPERANDS[api](self, head, members)
         if api is Api.OP_TENSOR:  # the input with the output's shape first (a), then b if it is no constant
             inputs = sorted((t for t in head.inputs if t.name), key=lambda t: t.shape != head.outputs[0].shape)
             return tuple(self.read(head, t, layout) for t in inputs if not t.constant)
@@ -363,6 +396,22 @@ class _Builder:
         self._own_step(StepKind.CHAIN, group, reads, out, layout, row, CHAIN_NOTE)
         return True
 
+    def fused_stand_in(self, group: Group) -> bool:
+        """A roofline group that is exactly a fusion candidate with a measured fused call (a GELU chain's
+        graph-API pointwise op graph): that one call stands in for the chain's bytes, as ROOFLINE_NOTE says."""
+        members = tuple(sorted(group.layers))
+        for cand in self.model.fusions:
+            if tuple(sorted(cand.layers)) != members or not cand.key:
+                continue
+            rows = [r for r in usable(self.inputs.measurements.get(cand.key, ())) if r.fusion == cand.pattern
+                    and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)
+                    and Api(r.api) in REPLAY_KINDS]
+            best = fastest(rows)
+            if best is not None:
+                self.call(group, best, group.layers, group.ms, ROOFLINE_NOTE)
+                return True
+        return False
+
     def group(self, group: Group) -> None:
         head = self.model.layers[group.layers[0]]
         if group.kind == GroupKind.ALIAS:
@@ -375,7 +424,9 @@ class _Builder:
             return
         if group.kind == GroupKind.CALL or group.folded:
             raise self.refuse(head, "the bound charges it a roofline (no measured call) and the replay needs one")
-        if self.own_kernel(group):
+        if self.fused_stand_in(group):  # a pointwise chain: its measured fused call (graph_pointwise)
+            return
+        if self.own_kernel(group):  # benanza's fused chain or pooling kernel
             return
         for n, i in enumerate(group.layers):  # a roofline group: each member its fastest measured call
             layer = self.model.layers[i]
@@ -458,6 +509,40 @@ def _chain_program(model: Model, members: tuple[int, ...],
             or not 1 <= len(inputs) <= MAX_CHAIN_INPUTS or len(consts) > MAX_CHAIN_CONSTS:
         return None
     return inputs, out, {"dims": dims, **prog, "consts": consts}
+
+
+def _outer_input(b: _Builder, head: Layer, members: tuple[int, ...]) -> tuple[int, ...]:
+    """A pointwise chain's one variable input from outside the chain (its constants are the step's own)."""
+    inside = {t.name for i in members for t in b.model.layers[i].outputs}
+    outer = list(dict.fromkeys(t.name for i in members for t in b.model.layers[i].inputs
+                               if t.name and not t.constant and t.name not in inside))
+    if len(outer) != 1:
+        raise b.refuse(head, f"a pointwise chain reading {len(outer)} variable tensors")
+    tensor = next(t for i in members for t in b.model.layers[i].inputs if t.name == outer[0])
+    return (b.read(head, tensor, ""),)
+
+
+def _sdpa_operands(b: _Builder, head: Layer, members: tuple[int, ...]) -> tuple[int, ...]:
+    """Q, K and V of an attention core as cuDNN's SDPA reads them, [b, h, s, d] each: Q and V as the
+    MatMuls read them, K from the model's K^T (the first MatMul's B) by one strided copy."""
+    layers = [b.model.layers[i] for i in members]
+    producer = {t.name: m for m in layers for t in m.outputs}
+    qk, pv = [m for m in layers if m.op == "MatMul"][:2]
+
+    def outside(t: Tensor) -> Tensor:  # through a scale on Q or K^T inside the core (decomposed SDPA)
+        while t.name in producer:
+            t = next(u for u in producer[t.name].inputs if not u.constant)
+        return t
+
+    q, kt, v = outside(qk.inputs[0]), outside(qk.inputs[1]), outside(pv.inputs[1])
+    rank = len(kt.shape)
+    swap = [*range(rank - 2), rank - 1, rank - 2]
+    return (b.read(head, q, ""), b.materialize(kt, swap, f"{kt.name}^T", head), b.read(head, v, ""))
+
+
+# Graph-API calls whose operands are not a layer's first input: API -> the buffers its step reads.
+GRAPH_OPERANDS: dict[Api, Callable[[_Builder, Layer, tuple[int, ...]], tuple[int, ...]]] = {
+    Api.GRAPH_POINTWISE: _outer_input, Api.GRAPH_SDPA: _sdpa_operands}
 
 
 def _order(model: Model, exe: Execution) -> list[Group]:

@@ -61,6 +61,11 @@ class StepKind:
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
     CHAIN = "chain"  # benanza's fused pointwise kernel: an elementwise chain the bound charges a roofline
     POOL = "pool"  # benanza's pooling kernel: a pool the bound charges a roofline
+    # the graph API's other calls (csrc/benanza/replay_graph.h): exactly the named engine config
+    GRAPH_MATMUL = "graph_matmul"
+    GRAPH_NORM = "graph_norm"
+    GRAPH_POINTWISE = "graph_pointwise"
+    GRAPH_SDPA = "graph_sdpa"
 
 
 # The supported set: API -> the step kind that makes its call as its micro-benchmark did. An API
@@ -78,6 +83,10 @@ REPLAY_KINDS: dict[Api, str] = {
     Api.ACTIVATION: StepKind.ACTIVATION,
     Api.LRN: StepKind.LRN,
     Api.BATCHNORM_INF: StepKind.BATCHNORM,
+    Api.GRAPH_MATMUL: StepKind.GRAPH_MATMUL,
+    Api.GRAPH_NORM: StepKind.GRAPH_NORM,
+    Api.GRAPH_POINTWISE: StepKind.GRAPH_POINTWISE,
+    Api.GRAPH_SDPA: StepKind.GRAPH_SDPA,
 }
 KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
 # Step kinds that only run in place on their first input (cudnnAddTensor: C += bias): they serve a conv's bias

@@ -285,22 +285,29 @@ class GraphConvStep : public ReplayStep {
   std::unordered_map<int64_t, void*> pack_;
 };
 
-// A replayed GEMM's constant operands, as its benchmark made them: the weights (B, He-scaled) and ONNX's C
-// broadcast into the output's shape (copied into D before a GemmEx, read as C by cuBLASLt).
+// A replayed GEMM's operands, as its benchmark made them: the model's A (the step's first read), its B (the
+// weights, He-scaled, or an activation: the step's second read) and ONNX's C broadcast into the output's
+// shape (copied into D before a GemmEx, read as C by cuBLASLt).
 struct GemmOperands {
   size_t y_count = 0, c_count = 0;
   Buffer b, c_src, c;
+  const void* b_data = nullptr;  // the model's B: `b`, or the step's second read
 
-  GemmOperands(Context& ctx, const GemmDims& d, DType t, cudaDataType_t data, size_t write_elements, uint64_t seed) {
+  GemmOperands(Context& ctx, const GemmDims& d, DType t, cudaDataType_t data, const ReplayIo& io, bool b_constant,
+               uint64_t seed) {
     const size_t e = dtype_size(t);
     y_count = size_t(d.batch) * d.m * d.n;
-    if (write_elements != y_count) throw Error(Status::Failed, "output buffer of the wrong size");
+    if (io.write_elements != y_count) throw Error(Status::Failed, "output buffer of the wrong size");
+    if (io.reads.size() != (b_constant ? 1u : 2u)) throw Error(Status::Failed, "a GEMM reads A [and B]");
     const size_t b_count = size_t(d.stride_b ? d.batch : 1) * d.k * d.n;
-    b = Buffer(b_count * e);
     const cudnnDataType_t weights = data == CUDA_R_16F    ? CUDNN_DATA_HALF
                                     : data == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16
                                                           : CUDNN_DATA_FLOAT;
-    fill_weights(ctx, b, b_count, t, weights, seed * 16 + 2, d.k);
+    if (b_constant) {
+      b = Buffer(b_count * e);
+      fill_weights(ctx, b, b_count, t, weights, seed * 16 + 2, d.k);
+    }
+    b_data = b_constant ? b.get() : io.reads[1];
     c_count = size_t(d.c_rows) * d.c_cols;
     if (c_count) {
       c_src = Buffer(c_count * e);
@@ -311,8 +318,8 @@ struct GemmOperands {
   }
 };
 
-// cublasGemmEx (strided batched for a batch) of an activation (the model's A) by constant weights
-// (its B); ONNX's beta * C broadcast into the output before the call, as its benchmark's checked call.
+// cublasGemmEx (strided batched for a batch) of an activation (the model's A) by constant weights or a
+// second activation (its B); ONNX's beta * C broadcast into the output before the call, as its benchmark's checked call.
 class GemmStep : public ReplayStep {
  public:
   struct Spec {
@@ -321,10 +328,11 @@ class GemmStep : public ReplayStep {
     cublasOperation_t op_a, op_b;
     float alpha, beta;
     cublasGemmAlgo_t algo;
+    bool b_constant;
   };
 
   GemmStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
-      : s_(s), io_(io), ops_(ctx, s.dims, s.p->storage, s.p->data, io.write_elements, seed) {}
+      : s_(s), io_(io), ops_(ctx, s.dims, s.p->storage, s.p->data, io, s.b_constant, seed) {}
 
   void enqueue(Context& ctx) override {
     const GemmDims& d = s_.dims;
@@ -332,19 +340,19 @@ class GemmStep : public ReplayStep {
     if (ops_.c_count)
       BZ_CHECK_CUDA(cudaMemcpyAsync(io_.write, ops_.c.get(), ops_.c.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
     if (d.batch == 1)
-      BZ_CHECK_CUBLAS(cublasGemmEx(ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, ops_.b.get(), p.data,
+      BZ_CHECK_CUBLAS(cublasGemmEx(ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, ops_.b_data, p.data,
                                    d.lda, io_.reads[0], p.data, d.ldb, &s_.beta, io_.write, p.data, d.ldc, p.compute,
                                    s_.algo));
     else
       BZ_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-          ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, ops_.b.get(), p.data, d.lda, d.stride_b,
+          ctx.cublas(), s_.op_a, s_.op_b, d.cm, d.cn, d.ck, &s_.alpha, ops_.b_data, p.data, d.lda, d.stride_b,
           io_.reads[0], p.data, d.ldb, d.stride_a, &s_.beta, io_.write, p.data, d.ldc, (long long)d.cm * d.cn,
           d.batch, p.compute, s_.algo));
   }
 
   double check(Context& ctx) override {
     Buffer ref(ops_.y_count * sizeof(float));
-    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], ops_.b.get(), ops_.c_count ? ops_.c_src.get() : nullptr,
+    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], ops_.b_data, ops_.c_count ? ops_.c_src.get() : nullptr,
                    nullptr, false, s_.p->storage, ref.as<float>(), ctx.stream);
     return whole_error(ctx, io_.write, s_.p->storage, ref, ops_.y_count);
   }
@@ -479,10 +487,11 @@ class LtStep : public ReplayStep {
     bool bias, relu;
     cublasLtEpilogue_t epilogue;
     std::string algorithm;
+    bool b_constant;
   };
 
   LtStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
-      : s_(s), io_(io), ops_(ctx, s.dims, s.p->storage, s.p->data, io.write_elements, seed) {
+      : s_(s), io_(io), ops_(ctx, s.dims, s.p->storage, s.p->data, io, s.b_constant, seed) {
     const GemmDims& d = s.dims;
     const DType t = s.p->storage;
     if (s.bias) {
@@ -505,13 +514,13 @@ class LtStep : public ReplayStep {
 
   void enqueue(Context& ctx) override {
     const void* c = ops_.c_count ? ops_.c.get() : io_.write;  // as its benchmark: D itself, unread (beta 0), without C
-    BZ_CHECK_CUBLAS(cublasLtMatmul(m_->lt.h, m_->op.d, &s_.alpha, ops_.b.get(), m_->a.l, io_.reads[0], m_->b.l, &s_.beta,
+    BZ_CHECK_CUBLAS(cublasLtMatmul(m_->lt.h, m_->op.d, &s_.alpha, ops_.b_data, m_->a.l, io_.reads[0], m_->b.l, &s_.beta,
                                    c, m_->c.l, io_.write, m_->d.l, &algo_, work_.get(), ws_, ctx.stream));
   }
 
   double check(Context& ctx) override {
     Buffer ref(ops_.y_count * sizeof(float));
-    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], ops_.b.get(), ops_.c_count ? ops_.c_src.get() : nullptr,
+    gemm_reference(s_.dims, s_.alpha, s_.beta, io_.reads[0], ops_.b_data, ops_.c_count ? ops_.c_src.get() : nullptr,
                    s_.bias ? bias_.get() : nullptr, s_.relu, s_.p->storage, ref.as<float>(), ctx.stream);
     return whole_error(ctx, io_.write, s_.p->storage, ref, ops_.y_count);
   }
