@@ -177,6 +177,9 @@ def test_a_bias_measured_in_another_layout_follows_a_transform() -> None:
     assert transform.reads == (conv.writes,) and bias.reads == (transform.writes,) == (bias.writes,)
     assert (transform.row["src"], transform.row["dst"], bias.layout) == ("CUDNN_TENSOR_NCHW", "CUDNN_TENSOR_NHWC",
                                                                          "NHWC")
+    # the transform checks the fp16 bias add with it (replay.h, TransformStep::absorb_bias): its tolerance, not an
+    # exact copy's 0 (the H100 run failed it with 4.8e-5, session 20)
+    assert transform.tolerance == bias.tolerance > 0
     readers = [s for s in b.steps[bias.index + 1:] if conv.writes in s.reads or bias.writes in s.reads]
     assert readers and all(conv.writes not in s.reads for s in readers)  # the biased copy is the tensor now
 

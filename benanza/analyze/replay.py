@@ -317,11 +317,13 @@ class _Builder:
         if kind == StepKind.OP_TENSOR:
             writes = self.write(out, layout)
         rowd = {**fields.row, "key": row.layer_key, "fusion": row.fusion}
+        tolerance = step_tolerance(precision, row.algorithm)
+        if src != prev.writes and kind == StepKind.ADD_TENSOR:  # the transform checks the in-place bias with it
+            self.steps[-1] = replace(self.steps[-1], tolerance=max(self.steps[-1].tolerance, tolerance))
         self.steps.append(Step(len(self.steps), kind, api.value, row.algorithm, precision.value, layout, row.fusion,
                                group.layers, (f"{head.name} (bias)",), (src,), writes, rowd,
                                PRECISION_INDEX[(precision, PRECISIONS[precision].cudnn_layout.removeprefix(
-                                   "CUDNN_TENSOR_"))], step_tolerance(precision, row.algorithm), 0.0, row.median_ms,
-                               BIAS_NOTE))
+                                   "CUDNN_TENSOR_"))], tolerance, 0.0, row.median_ms, BIAS_NOTE))
 
     def fastest_measured(self, layer: Layer) -> Result | None:
         """The fastest ok row of the layer's own call under the run's constraints (a roofline group's stand-in):
