@@ -95,54 +95,98 @@ __global__ void __launch_bounds__(kChainThreads) chain_kernel(const ChainProgram
   }
 }
 
-// A linear program's operand: an input (selected with compile-time indices, so the inputs stay in
-// registers), the previous instruction's result `acc`, none, or a constant.
-template <int NIN>
-__device__ __forceinline__ float linear_operand(const ChainProgram& p, const float (&in)[NIN], float acc, int code,
-                                                int ch) {
-  if (code >= NIN) return acc;
-  if (code >= 0) {
-    float v = in[0];
+// A linear program's operand for the V elements of one pack: an input (selected with compile-time
+// indices, so the inputs stay in registers), the previous instruction's results `acc`, none, or a
+// constant (per element: its channel `ch`).
+template <int V, int NIN>
+__device__ __forceinline__ void linear_operand(const ChainProgram& p, const float (&in)[NIN][V], const float (&acc)[V],
+                                               int code, const int (&ch)[V], float (&out)[V]) {
+  if (code >= NIN) {
 #pragma unroll
-    for (int k = 1; k < NIN; ++k)
-      if (code == k) v = in[k];
-    return v;
+    for (int j = 0; j < V; ++j) out[j] = acc[j];
+  } else if (code >= 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float v = in[0][j];
+#pragma unroll
+      for (int k = 1; k < NIN; ++k)
+        if (code == k) v = in[k][j];
+      out[j] = v;
+    }
+  } else if (code == kChainNone) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = 0.f;
+  } else {
+    const int k = -2 - code;
+    const float* konst = p.konst[k];
+    const bool scalar = p.const_count[k] == 1;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = __ldg(konst + (scalar ? 0 : ch[j]));
   }
-  if (code == kChainNone) return 0.f;
-  const int k = -2 - code;
-  return __ldg(p.konst[k] + (p.const_count[k] == 1 ? 0 : ch));
+}
+
+// One instruction over a pack: the op decoded once per pack, not once per element.
+template <int V>
+__device__ __forceinline__ void apply_pack(int op, float alpha, float beta, const float (&a)[V], const float (&b)[V],
+                                           const float (&c)[V], float (&r)[V]) {
+#define BZ_EACH(expr)                                 \
+  _Pragma("unroll") for (int j = 0; j < V; ++j) { \
+    r[j] = (expr);                                    \
+  }                                                   \
+  return
+  switch (ChainOp(op)) {
+    case ChainOp::Add: BZ_EACH(a[j] + b[j]);
+    case ChainOp::Sub: BZ_EACH(a[j] - b[j]);
+    case ChainOp::Mul: BZ_EACH(a[j] * b[j]);
+    case ChainOp::Div: BZ_EACH(__fdiv_rn(a[j], b[j]));
+    case ChainOp::Relu: BZ_EACH(fmaxf(a[j], 0.f));
+    case ChainOp::Affine: BZ_EACH(fmaf(a[j], b[j], c[j]));
+    default: BZ_EACH(apply(op, alpha, beta, a[j], b[j], c[j]));  // the rarer ops, per element
+  }
+#undef BZ_EACH
 }
 
 // chain_kernel for a linear program (every register operand an input or the previous result: a BN ->
-// Mul -> Add -> Relu chain, x * sigmoid(x)) with NIN inputs: no register file in local memory, which
-// made the general kernel run a DenseNet chain at about a tenth of the copy roofline on the H100.
+// Mul -> Add -> Relu chain, x * sigmoid(x)) with NIN inputs: no register file in local memory (the
+// general kernel's), and each instruction decoded once per pack of V elements.
 template <class T, int V, int NIN>
 __global__ void __launch_bounds__(kChainThreads) chain_linear_kernel(const ChainProgram p, T* __restrict__ out,
                                                                      size_t packs) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs; i += stride) {
     const size_t e0 = i * V;
-    Pack<T, V> x[NIN];
+    float in[NIN][V];
 #pragma unroll
-    for (int k = 0; k < NIN; ++k) x[k] = static_cast<const Pack<T, V>*>(p.in[k])[i];
-    long long pos = (long long)(e0 % size_t(p.inner));
-    int ch = int((e0 / size_t(p.inner)) % size_t(p.channels));
-    Pack<T, V> y;
+    for (int k = 0; k < NIN; ++k) {
+      const Pack<T, V> x = static_cast<const Pack<T, V>*>(p.in[k])[i];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      float in[NIN];
+      for (int j = 0; j < V; ++j) in[k][j] = to_f32(x.v[j]);
+    }
+    int ch[V];
+    {
+      long long pos = p.inner == 1 ? 0 : (long long)(e0 % size_t(p.inner));
+      int c = int((p.inner == 1 ? e0 : e0 / size_t(p.inner)) % size_t(p.channels));
 #pragma unroll
-      for (int k = 0; k < NIN; ++k) in[k] = to_f32(x[k].v[j]);
-      float acc = in[0];
-      for (int s = 0; s < p.ops; ++s)
-        acc = apply(p.op[s], p.alpha[s], p.beta[s], linear_operand<NIN>(p, in, acc, p.a[s], ch),
-                    linear_operand<NIN>(p, in, acc, p.b[s], ch), linear_operand<NIN>(p, in, acc, p.c[s], ch));
-      y.v[j] = from_f32<T>(acc);
-      if (++pos == p.inner) {
-        pos = 0;
-        ch = ch + 1 == p.channels ? 0 : ch + 1;
+      for (int j = 0; j < V; ++j) {
+        ch[j] = c;
+        if (++pos >= p.inner) {  // the next element's channel
+          pos = 0;
+          c = c + 1 == p.channels ? 0 : c + 1;
+        }
       }
     }
+    float acc[V], a[V], b[V], c[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = in[0][j];
+    for (int s = 0; s < p.ops; ++s) {
+      linear_operand<V, NIN>(p, in, acc, p.a[s], ch, a);
+      linear_operand<V, NIN>(p, in, acc, p.b[s], ch, b);
+      linear_operand<V, NIN>(p, in, acc, p.c[s], ch, c);
+      apply_pack<V>(p.op[s], p.alpha[s], p.beta[s], a, b, c, acc);
+    }
+    Pack<T, V> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) y.v[j] = from_f32<T>(acc[j]);
     reinterpret_cast<Pack<T, V>*>(out)[i] = y;
   }
 }
