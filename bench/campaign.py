@@ -51,14 +51,12 @@ from typing import Any
 
 from benanza.library import L2
 from benanza.measure import runner
-from benanza.measure.campaign import harness_options, sampled_project, scaled_wall
+from benanza.measure.campaign import JOB_PHASES, PHASE_LABELS, harness_options, job_phases, sampled_project, scaled_wall
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
 
-PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "warmup", "timed", "check", "db_write",
-          "other")
-LABELS = {"process_start": "process start", "plan_build": "plan build", "host_prep": "host prep", "warmup": "warm-up",
-          "db_write": "db write"}
+PHASES = (*JOB_PHASES, "other")
+LABELS = PHASE_LABELS
 
 
 class Enough(Exception):
@@ -84,15 +82,7 @@ class Recorder:
         if outcome.status == "skipped":
             return
         p = dict(outcome.phases)
-        # the GPU thread's wait for plans built ahead of it (harness "plan_wait"); older harnesses
-        # built every plan on that thread: the sum of the results' build times
-        plan_ms = p["plan_wait"] if "plan_wait" in p else sum(
-            float(r.notes.get("build_ms", 0) or 0) for r in outcome.results if isinstance(r.notes, dict))
-        phases = {"process_start": p.get("process_start", 0.0), "handles": p.get("handles", 0.0),
-                  "plan_build": plan_ms, "host_prep": p.get("prep_wait", 0.0),
-                  "setup": max(0.0, p.get("setup", 0.0) - (0.0 if "plan_wait" in p else plan_ms)),
-                  "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0), "check": p.get("check", 0.0),
-                  "db_write": p.get("db_write", 0.0)}
+        phases = job_phases(p, outcome.results)
         phases["other"] = max(0.0, wall_s * 1e3 - sum(phases.values()))
         coarse = sum(1 for r in outcome.results if isinstance(r.notes, dict) and r.notes.get("coarse"))
         self.jobs.append({"executable": outcome.job.executable, "job": outcome.job.index,
@@ -165,8 +155,8 @@ def main() -> int:
                              "(0: off; default: the harness's, 4)")
     parser.add_argument("--plan-threads", type=int,
                         help="harness --plan-threads N: graph-API plans built on N host threads, and each job's "
-                             "host work done during the job before (default: the harness's, cores - 1; 0: all "
-                             "on the GPU thread, in order)")
+                             "host work done during the job before (default: the harness's, the CPUs it may run "
+                             "on - 1; 0: all on the GPU thread, in order)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds of silence before a job is killed")
     parser.add_argument("--build-jobs", type=int)
     parser.add_argument("--force", action="store_true", help="re-run jobs the database already holds")

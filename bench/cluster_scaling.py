@@ -12,6 +12,13 @@ GPUs); its wall is the campaign's (probe included, cluster start apart). Per-GPU
 timed repetitions' GPU time (the harness's ``timed_gpu`` phase) over G x wall; scaling efficiency
 is the speedup over the one-GPU run divided by G.
 
+Where the wall goes, per G: the host's CPUs' busy fraction during the campaign (``/proc/stat`` read
+once a second: mean over the run, max of a second; benanza.measure.hostload), and the G x wall
+worker-seconds split into the jobs' phases (bench/campaign.py's, ``benanza.measure.campaign.job_phases``)
+summed over every job, "other" the rest (a worker idle, Dask, between jobs). The database holds no
+phase times: they come with each job's message to the client. Also each worker's ``--plan-threads``
+(``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs.
+
 ``--kill-after-s S``: the largest G again, one worker process SIGKILLed S seconds in (its nanny
 starts it again; Dask re-queues its shard, whose new attempt skips the jobs already reported):
 its rows against that G's run, the jobs written twice (none may be), ``PRAGMA integrity_check``
@@ -43,22 +50,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/cluster_vs_sin
 from cluster_vs_single import compare, rows
 
 from benanza.measure import cluster, runner
-from benanza.measure.campaign import sampled_project
+from benanza.measure.campaign import JOB_PHASES, PHASE_LABELS, job_phases, sampled_project
+from benanza.measure.hostload import CpuSampler
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
 
 
 class Tally:
-    """The campaign's progress callback: per worker, jobs and the GPU time of their timed repetitions."""
+    """The campaign's progress callback: per worker, jobs and the GPU time of their timed repetitions;
+    over all jobs, the time of each phase (``job_phases``, ms)."""
 
     def __init__(self) -> None:
         self.jobs: dict[str, int] = {}
         self.timed_gpu_s: dict[str, float] = {}
+        self.phases_ms: dict[str, float] = dict.fromkeys(JOB_PHASES, 0.0)
 
     def __call__(self, outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
         self.jobs[report.name] = self.jobs.get(report.name, 0) + 1
         gpu = outcome.phases.get("timed_gpu", 0.0) / 1e3
         self.timed_gpu_s[report.name] = self.timed_gpu_s.get(report.name, 0.0) + gpu
+        for phase, ms in job_phases(outcome.phases, outcome.results).items():
+            self.phases_ms[phase] += ms
 
 
 def visible_gpus() -> list[str]:
@@ -91,6 +103,7 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
                 box["error"] = exc
 
         began = time.perf_counter()
+        cpu = CpuSampler().start()
         worker = threading.Thread(target=campaign)
         worker.start()
         if kill_after_s:
@@ -102,12 +115,14 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
                           "jobs_written_before": sum(tally.jobs.values())}
         worker.join()
         wall = time.perf_counter() - began
+        cpu.stop()
         if "error" in box:
             raise box["error"]
         summary: cluster.CampaignSummary = box["summary"]
     finally:
         dask.close()
     gpu_s = sum(tally.timed_gpu_s.values())
+    phases_s = {phase: ms / 1e3 for phase, ms in tally.phases_ms.items()}
     with sqlite3.connect(db_path) as raw:
         integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
         completed = raw.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
@@ -116,7 +131,10 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
             "results": summary.total.results, "restarts": summary.total.restarts,
             "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,
             "integrity_check": integrity, "timed_gpu_s": gpu_s, "per_gpu_efficiency": gpu_s / (len(gpus) * wall),
-            "jobs_per_worker": tally.jobs, "killed": killed, "db": str(db_path)}
+            "jobs_per_worker": tally.jobs, "killed": killed, "db": str(db_path),
+            "plan_threads": summary.plan_threads, "worker_cpus": summary.worker_cpus, "host_cpu_busy": cpu.summary(),
+            "worker_s": len(gpus) * wall, "phases_s": phases_s,
+            "other_s": len(gpus) * wall - sum(phases_s.values())}
 
 
 def scheduler_file_run(project: Path, build: Path, db_path: Path, gpus: list[str], work: Path) -> dict[str, Any]:
@@ -166,17 +184,42 @@ def system_of(db_path: Path) -> str:
         return raw.execute("SELECT system_id FROM completed_jobs LIMIT 1").fetchone()[0]
 
 
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _threads(r: dict[str, Any]) -> str:
+    """The --plan-threads the workers got: 'default' where none (the harness's, its CPUs - 1)."""
+    given = sorted(set(r.get("plan_threads", {}).values()))
+    return "/".join(str(n) for n in given) if given else "default"
+
+
 def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
     print("\n| GPUs | workers | jobs | wall (s) | cluster start (s) | probe (s) | jobs/s | speedup | scaling eff. "
-          "| per-GPU eff. | keys/statuses as 1 GPU | medians > 10 % apart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| per-GPU eff. | host CPU busy mean/max | plan threads | keys/statuses as 1 GPU | medians > 10 % apart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         speed = base["wall_s"] / r["wall_s"]
         c = r.get("versus_one_gpu", {})
         same = (c.get("only_a") == c.get("only_b") == c.get("status_differs") == 0) if c else "(itself)"
+        busy = r.get("host_cpu_busy", {})
         print(f"| {r['gpus']} | {r['workers']} | {r['jobs']} | {r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
               f"{r['probe_s']:.1f} | {r['jobs'] / r['wall_s']:.2f} | {speed:.2f}x | {speed / r['gpus']:.0%} | "
-              f"{r['per_gpu_efficiency']:.0%} | {same} | {c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
+              f"{r['per_gpu_efficiency']:.0%} | {_share(busy.get('mean'))}/{_share(busy.get('max'))} | "
+              f"{_threads(r)} | {same} | {c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
+    print_phases(runs)
+
+
+def print_phases(runs: list[dict[str, Any]]) -> None:
+    """Where each run's GPUs x wall went: the jobs' phases summed over all jobs, and the rest (s)."""
+    if not all("phases_s" in r for r in runs):
+        return
+    heads = " | ".join(f"{PHASE_LABELS.get(p, p)} (s)" for p in JOB_PHASES)
+    print(f"\n| GPUs | GPUs x wall (s) | timed GPU (s) | {heads} | other: idle, Dask, between jobs (s) |")
+    print("|---|---|---|" + "---|" * (len(JOB_PHASES) + 1))
+    for r in runs:
+        print(f"| {r['gpus']} | {r['worker_s']:.1f} | {r['timed_gpu_s']:.1f} | "
+              + " | ".join(f"{r['phases_s'][p]:.1f}" for p in JOB_PHASES) + f" | {r['other_s']:.1f} |")
 
 
 def main() -> int:
@@ -209,6 +252,7 @@ def main() -> int:
         run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g])
         result["runs"].append(run)
         print(f"{g} GPU(s): {run['jobs']} jobs in {run['wall_s']:.1f} s (start {run['cluster_start_s']:.1f} s), "
+              f"CPUs per worker {run['worker_cpus']}, --plan-threads {run['plan_threads'] or 'default'}, "
               f"errors {run['errors'][:2]}", flush=True)
     base = next((r for r in result["runs"] if r["gpus"] == 1), result["runs"][-1])
     sid = system_of(Path(base["db"]))

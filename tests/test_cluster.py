@@ -125,15 +125,54 @@ def test_a_campaign_drains_on_small_shards_of_every_executable() -> None:
     assert [len(s.indices) for s in cluster.make_shards(jobs, 64)] == [64, 64, 64, 8, 20]
 
 
+def test_workers_sharing_a_hosts_cpus_split_them_for_plan_threads() -> None:
+    """Issue 35: each benchmark process starts its CPUs - 1 plan threads unless told; workers that share
+    CPUs get their share of them - 1 (at least 1), a worker alone keeps the harness's default."""
+    def w(name: str, cpus: range | list[int], host: str = "h1") -> dict:
+        return {"name": name, "host": host, "cpus": list(cpus)}
+
+    split = cluster.plan_threads_split
+    # 4 workers left on all 64 CPUs of a host: 16 each, one of them the GPU thread
+    assert split([w(str(i), range(64)) for i in range(4)]) == {str(i): 15 for i in range(4)}
+    # dask-cuda's NUMA pinning: GPUs 0, 1 on CPUs 0-31, GPUs 2, 3 on 32-63
+    assert split([w(str(i), range(32 * (i // 2), 32 * (i // 2) + 32)) for i in range(4)]) == \
+        {str(i): 15 for i in range(4)}
+    # partly shared: 4 CPUs of its own and half of 4 shared
+    assert split([w("a", range(0, 8)), w("b", range(4, 12))]) == {"a": 5, "b": 5}
+    # more workers than CPUs: at least one plan thread each
+    assert split([w(str(i), [0, 1]) for i in range(3)]) == {"0": 1, "1": 1, "2": 1}
+    # alone on its CPUs (one GPU; pinned apart; one worker per host; affinity unknown): the harness's default
+    assert split([w("0", range(64))]) == {}
+    assert split([w("0", range(32)), w("1", range(32, 64))]) == {}
+    assert split([w("0", range(64)), w("1", range(64), host="h2")]) == {}
+    assert split([w("0", []), w("1", [])]) == {}
+    # names are strings (LocalCUDACluster names its workers 0, 1, ...)
+    assert split([{"name": 0, "host": "h", "cpus": [0, 1, 2, 3]}, {"name": 1, "host": "h", "cpus": [0, 1, 2, 3]}]) \
+        == {"0": 1, "1": 1}
+
+
 def test_two_systems_spread_over_workers_match_the_single_process_runner(
         fake_build: Path, home: Path, client: distributed.Client, monkeypatch: pytest.MonkeyPatch) -> None:
     plans = {"bench_fake": ["slow"] * 8 + ["mixed", "segv", "ok"], "bench_other": ["ok"] * 4}
     project = fresh_project(home, plans)
     db = perfdb.open_db(home / "campaign.db")
     outcomes: list[runner.JobOutcome] = []
+    threads_seen: set[tuple[str, float | None]] = set()
+
+    def progress(outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
+        outcomes.append(outcome)
+        if outcome.status == "ok":  # the fake tells its --plan-threads back in its end lines
+            threads_seen.add((report.name, outcome.phases.get("plan_threads")))
+
     summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
-                                   shard_jobs=2, progress=lambda outcome, _report: outcomes.append(outcome))
+                                   shard_jobs=2, progress=progress)
     assert summary.errors == [] and summary.duplicates == 0
+    # the three workers share this host's CPUs: each executable gets its part of them as --plan-threads
+    mine = sorted(os.sched_getaffinity(0))
+    assert summary.plan_threads == cluster.plan_threads_split(
+        [{"name": name, "host": "here", "cpus": mine} for name in GPUS])
+    assert threads_seen == {(name, float(n)) for name, n in summary.plan_threads.items()}
+    assert summary.worker_cpus == dict.fromkeys(GPUS, len(mine))
     assert {s["gpu"] for s in summary.systems.values()} == {"Fake A", "Fake B"}
     # each job's phases reach the client (a campaign's per-GPU efficiency is read from them): every
     # executable process a shard started timed its start, and every job its database write

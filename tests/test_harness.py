@@ -5,6 +5,7 @@ copies of a cold-weights weight ring and the calls per timed launch (docs/GENERA
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -157,3 +158,39 @@ def test_racing_refines_only_what_can_still_win(policy_tool: Path) -> None:
     for bad in (["--race", "0.5"], ["--race", "x"], ["--job-budget-s", "-1"], ["--plan-threads", "x"],
                 ["--prefetch-jobs", "0"], ["--prefetch-jobs", "x"]):
         assert subprocess.run([str(policy_tool), *bad], capture_output=True).returncode == 2, bad
+
+
+PLAN_THREADS_MAIN = r"""
+#include <cstdio>
+#include "benanza/options.h"
+int main(int argc, char** argv) {
+  bz::Options o;
+  if (!bz::parse_options(argc, argv, o)) return 2;
+  std::printf("%d %d\n", bz::usable_cpus(), o.plan_threads);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(CXX is None or not hasattr(os, "sched_setaffinity"), reason="needs a C++ compiler and Linux")
+def test_default_plan_threads_follow_the_cpu_affinity(tmp_path: Path) -> None:
+    """Issue 35: dask-cuda pins each worker to its GPU's cores; the harness's default plan threads are
+    the CPUs its process may run on, minus one, not the machine's cores (4 workers started 63 each
+    on a 64-core host); an explicit --plan-threads holds."""
+    (tmp_path / "main.cpp").write_text(PLAN_THREADS_MAIN)
+    done = subprocess.run([CXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{paths.csrc_dir()}",
+                           str(tmp_path / "main.cpp"), "-o", str(tmp_path / "tool")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    mine = sorted(os.sched_getaffinity(0))
+
+    def under(cpus: set[int], *args: str) -> tuple[int, int]:
+        out = subprocess.run([str(tmp_path / "tool"), *args], capture_output=True, text=True, check=True,
+                             preexec_fn=lambda: os.sched_setaffinity(0, cpus)).stdout
+        usable, threads = out.split()
+        return int(usable), int(threads)
+
+    assert under(set(mine)) == (len(mine), len(mine) - 1)
+    assert under({mine[0]}) == (1, 0)  # one CPU: every plan on the GPU thread, as --plan-threads 0
+    assert under({mine[0]}, "--plan-threads", "5") == (1, 5)
+    if len(mine) > 2:
+        assert under(set(mine[:2])) == (2, 1)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benanza.measure.campaign import sampled_project, scaled_wall
+from benanza.measure.campaign import JOB_PHASES, job_phases, sampled_project, scaled_wall
+from benanza.records import Result
 
 
 def test_sample_keeps_every_nth_job_per_executable(tmp_path: Path) -> None:
@@ -36,3 +37,21 @@ def test_two_offsets_give_disjoint_samples(tmp_path: Path) -> None:
     first, second = (json.loads((sampled_project(project, 4, k) / "manifest.json").read_text())["jobs"]
                      for k in (0, 2))
     assert [j["job"] for j in first] == [0, 4, 8] and [j["job"] for j in second] == [2, 6]
+
+
+def test_a_jobs_phases_from_its_end_line_or_an_older_harnesses_build_notes() -> None:
+    """bench/campaign.py and bench/cluster_scaling.py read a job's phases the same way: plan build is the
+    GPU thread's wait for plans (harness "plan_wait"), or, from a harness that printed none, its results'
+    build_ms notes, taken out of its setup; host prep is the wait for the job's host work, not the work."""
+    end = {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5, "plan_wait": 7.0,
+           "prep_wait": 6.0, "host_prep": 45.0, "inputs_gpu": 0.0, "setup": 30.0, "wall": 200.0,
+           "process_start": 300.0, "db_write": 0.5}
+    assert job_phases(end) == {"process_start": 300.0, "handles": 40.0, "plan_build": 7.0, "host_prep": 6.0,
+                               "setup": 30.0, "warmup": 2.5, "timed": 120.0, "check": 1.5, "db_write": 0.5}
+    assert tuple(job_phases(end)) == JOB_PHASES
+    built = [Result(layer_key="k", api="cudnn_graph", algorithm=f"e{i}", dtype="fp16", math="default",
+                     fusion="none", status="ok", notes={"build_ms": 4.0})
+             for i in range(3)]
+    older = job_phases({"setup": 20.0, "timed": 5.0}, built)
+    assert (older["plan_build"], older["setup"], older["timed"]) == (12.0, 8.0, 5.0)
+    assert job_phases({}) == dict.fromkeys(JOB_PHASES, 0.0)  # no phases at all (the oldest harnesses)

@@ -23,7 +23,8 @@ import math
 import queue
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,34 @@ def make_shards(jobs: Mapping[str, list[runner.ScheduledJob]], size: int, drain:
     return out
 
 
+# ---------------------------------------------------------------- host threads
+
+
+def plan_threads_split(workers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The harness's ``--plan-threads`` for each worker that shares CPUs with another worker of its host.
+
+    ``workers``: probe results (``name``, ``host``, ``cpus``: the CPUs its processes may run on). A CPU
+    that k workers of a host may run on counts 1/k to each; a worker's threads are its share, minus
+    one for its GPU thread, at least 1. Without this, each benchmark process of a host starts one
+    plan thread per CPU of its affinity (the harness's default): 4 workers on 64 shared CPUs started
+    63 each (issue 35). A worker alone on its CPUs (one GPU; or pinned apart) is left out: the
+    harness's default (its CPUs - 1) holds, as in the single-process runner.
+    """
+    by_host: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for worker in workers:
+        if worker.get("cpus"):
+            by_host[str(worker["host"])].append(worker)
+    out: dict[str, int] = {}
+    for peers in by_host.values():
+        users = Counter(cpu for worker in peers for cpu in set(worker["cpus"]))
+        for worker in peers:
+            cpus = set(worker["cpus"])
+            if any(users[cpu] > 1 for cpu in cpus):
+                share = sum(1 / users[cpu] for cpu in cpus)
+                out[str(worker["name"])] = max(1, math.floor(share + 1e-9) - 1)
+    return out
+
+
 # ---------------------------------------------------------------- client side
 
 
@@ -126,6 +155,8 @@ class CampaignSummary:
     systems: dict[str, dict[str, Any]] = field(default_factory=dict)
     shards: int = 0
     probe_s: float = 0.0  # seconds spent learning the workers' systems (one executable start each)
+    plan_threads: dict[str, int] = field(default_factory=dict)  # worker name -> --plan-threads (plan_threads_split)
+    worker_cpus: dict[str, int] = field(default_factory=dict)  # worker name -> the CPUs its processes may run on
     duplicates: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -282,11 +313,14 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
     groups: dict[str, list[dict[str, Any]]] = {}
     for info in found:
         groups.setdefault(info["system_id"], []).append(info)
+    summary.plan_threads = plan_threads_split(found)
+    summary.worker_cpus = {str(info["name"]): len(info.get("cpus", ())) for info in found}
     writer = _Writer(sink, jobs, force, summary, progress)
     topic = f"benanza-{uuid.uuid4().hex}"
     events: queue.Queue[dict[str, Any]] = queue.Queue()
     client.subscribe_topic(topic, lambda event: events.put(event[1]))
-    submitted = _Submitted(client, str(out), l2, timeout_s, max_reps, max_engines, topic, writer.by_index)
+    submitted = _Submitted(client, str(out), l2, timeout_s, max_reps, max_engines, topic, writer.by_index,
+                           summary.plan_threads)
     try:
         plans: list[tuple[str, list[dict[str, Any]], list[Shard]]] = []
         for sid, workers in groups.items():
@@ -323,9 +357,10 @@ class _Submitted:
 
     def __init__(self, client: Any, build_dir: str, l2: str, timeout_s: float, max_reps: int | None,
                  max_engines: int | None, topic: str,
-                 by_index: Mapping[str, Mapping[int, runner.ScheduledJob]]) -> None:
+                 by_index: Mapping[str, Mapping[int, runner.ScheduledJob]],
+                 plan_threads: Mapping[str, int] | None = None) -> None:
         self.client, self.topic, self.by_index = client, topic, by_index
-        self.args = (build_dir, l2, timeout_s, max_reps, max_engines, topic)
+        self.args = (build_dir, l2, timeout_s, max_reps, max_engines, topic, dict(plan_threads or {}))
         self.addresses: dict[str, list[str]] = {}  # system -> the worker addresses its shards may run on
         self.names: dict[str, set[Any]] = {}  # system -> its workers' names (kept across restarts)
         self.pending: dict[Any, tuple[str, Shard]] = {}  # future -> (system, shard)

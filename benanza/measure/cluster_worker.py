@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,11 @@ def _host_system() -> dict[str, Any] | None:
     return _HOST_SYSTEM if _HOST_SYSTEM.get("usable") else None
 
 
+def _cpus() -> list[int]:
+    """The CPUs this thread, and so the processes it starts, may run on (empty where unknown)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
 def _worker_identity() -> dict[str, Any]:
     from distributed import get_worker
 
@@ -54,9 +60,10 @@ def _worker_identity() -> dict[str, Any]:
 
 
 def probe_worker(build_dir: str, executable: str, index: int, l2: str, timeout_s: float) -> dict[str, Any]:
-    """Run on a worker: its identity and its system, from the "system" line an executable prints
-    before its first job (the process is killed right after that line)."""
-    out = _worker_identity()
+    """Run on a worker: its identity, the CPUs the processes it starts may run on (``cpus``: dask-cuda
+    pins a worker to its GPU's NUMA-local cores) and its system, from the "system" line an executable
+    prints before its first job (the process is killed right after that line)."""
+    out = {**_worker_identity(), "cpus": _cpus()}
     path = Path(build_dir) / executable
     try:
         child = runner._Child([str(path), "--jobs", str(index), "--l2", l2], Path(build_dir))
@@ -96,8 +103,12 @@ class _ShardRunner(runner.Runner):
 
 
 def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str, timeout_s: float,
-              max_reps: int | None, max_engines: int | None, topic: str) -> dict[str, Any]:
+              max_reps: int | None, max_engines: int | None, topic: str,
+              plan_threads: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Run on a worker: one shard through the runner; every finished job goes out at once as an event.
+
+    ``plan_threads``: worker name -> the harness's ``--plan-threads`` (``cluster.plan_threads_split``:
+    workers that share a host's CPUs split them); a worker not named keeps the harness's default.
 
     A retry (Dask re-queued the shard after a worker died) skips the jobs an earlier attempt
     reported: each attempt of this task (one Dask key) lists them on the scheduler, in the
@@ -113,6 +124,7 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     todo = [runner.ScheduledJob(shard.executable, int(j["index"]), JobKey(**j["key"])) for j in jobs
             if int(j["index"]) not in reported]
     sent: list[dict[str, Any]] = []
+    threads = (plan_threads or {}).get(str(worker.name))
 
     def stream(outcome: runner.JobOutcome, summary: runner.RunSummary) -> None:
         msg = {"shard": shard.name, "executable": outcome.job.executable, "index": outcome.job.index,
@@ -127,7 +139,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     shard_runner = _ShardRunner(sink=runner.MemorySink(), build_dir=Path(build_dir), timeout_s=timeout_s, force=False,
                                 l2=l2,
                                 system_id=None, system=_host_system(), progress=stream, max_reps=max_reps,
-                                max_engines=max_engines)
+                                max_engines=max_engines,
+                                harness_args=() if threads is None else ("--plan-threads", str(threads)))
     error = ""
     if todo:
         try:

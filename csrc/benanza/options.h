@@ -11,6 +11,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace bz {
 
 // The state of L2 a benchmark measures a call in (--l2; benanza/library.py L2):
@@ -51,10 +55,25 @@ struct Options {
   double job_budget_ms = 4000;   // --job-budget-s S: past S s in a job, its algorithms are timed coarsely; 0 = off
   double slow_call_ms = 1;       // --slow-call-ms X: a call over X ms is judged from its second call alone
   int plan_threads = -1;         // --plan-threads N: graph-API plans built on N host threads and each job's host
-                                 // work during the job before (0: all on the GPU thread, in order); -1: cores - 1
+                                 // work during the job before (0: all on the GPU thread, in order); -1: the
+                                 // CPUs this process may run on - 1 (usable_cpus)
   int prefetch_jobs = 1;         // --prefetch-jobs D: with plan threads, jobs' host work (graph, heuristics, plan
                                  // builds) up to D jobs ahead of the GPU thread (1: the next job only)
 };
+
+// The CPUs this process may run on: its affinity mask (taskset, a cgroup's cpuset, dask-cuda pinning
+// a worker to its GPU's NUMA-local cores), not the machine's count, so that several benchmark
+// processes pinned to a part of a host do not each start a thread per core of the whole host.
+// The machine's hardware threads where the mask cannot be read (another OS; over CPU_SETSIZE CPUs);
+// at least 1.
+inline int usable_cpus() {
+#if defined(__linux__) && defined(CPU_COUNT)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(int(CPU_COUNT(&set)), 1);
+#endif
+  return std::max(int(std::thread::hardware_concurrency()), 1);
+}
 
 inline void usage(const char* prog) {
   std::fprintf(stderr,
@@ -146,7 +165,7 @@ inline bool parse_options(int argc, char** argv, Options& o) {
     }
   }
   o.min_reps = std::min(o.min_reps, o.max_reps);
-  if (o.plan_threads < 0) o.plan_threads = std::max(int(std::thread::hardware_concurrency()) - 1, 0);
+  if (o.plan_threads < 0) o.plan_threads = usable_cpus() - 1;
   return true;
 }
 

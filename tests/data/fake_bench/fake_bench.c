@@ -17,9 +17,10 @@
  * the job ends ok).  $FAKE_BENCH_PIDS names a directory where every process (forked children
  * included) creates a file named by its pid, so tests can check that none is left running.  $FAKE_BENCH_GPU renames the GPU,
  * so that tests can play two systems; $FAKE_BENCH_NO_DEVICE makes it fail at start-up
- * the way the real harness does without a GPU.
+ * the way the real harness does without a GPU.  --plan-threads N is taken and told back in
+ * every job's end line ("phases_ms":{"plan_threads":N}), so that tests see what reached the process.
  *
- * usage: bench_x [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N]
+ * usage: bench_x [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N] [--plan-threads N]
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -130,6 +131,7 @@ static void result(int index, const struct job* j, int algo, const char* status,
 int main(int argc, char** argv) {
   const char* jobs = NULL;
   const char* l2 = "warm";
+  int plan_threads = -1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
       jobs = argv[++i];
@@ -137,6 +139,8 @@ int main(int argc, char** argv) {
       l2 = argv[++i];
     } else if (strcmp(argv[i], "--max-reps") == 0 && i + 1 < argc) {
       ++i;
+    } else if (strcmp(argv[i], "--plan-threads") == 0 && i + 1 < argc) {
+      plan_threads = atoi(argv[++i]);
     } else {
       fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]);
       return 2;
@@ -216,7 +220,11 @@ int main(int argc, char** argv) {
         exit(3);
       }
     }
-    printf("{\"event\":\"end\",\"job\":%d}\n", i);
+    if (plan_threads >= 0) {
+      printf("{\"event\":\"end\",\"job\":%d,\"phases_ms\":{\"plan_threads\":%d}}\n", i, plan_threads);
+    } else {
+      printf("{\"event\":\"end\",\"job\":%d}\n", i);
+    }
     fflush(stdout);
     if (strcmp(b, "endhang") == 0) sleep_ms(3600 * 1000L);
   }
