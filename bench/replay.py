@@ -14,6 +14,16 @@ campaign can be run in pieces (``--only``) under a per-command time limit.
         --out perfdb/validation/h100_replay.json [--only resnet50,vgg19] [--batches 1,64] \\
         [--dtypes fp32,fp16] [--work replay_runs] [--redo]
 
+With ``--bundles DIR...`` (profile bundles, e.g. ``perfdb/bundles/*``) each bundle is a pair of cells instead:
+its model's best execution and the framework's own calls (the as-executed execution, ``benanza replay
+--profile``), both under the run's precisions, then replay(as-executed) - replay(best) beside the joint
+gap ``benanza analyze`` prints for the bundle (``Summary.joint_gap_ms``), and where they differ by more
+than 20 % the largest per-step differences (``benanza.analyze.replay_compare``); a bundle whose
+as-executed plan is refused says why in one line. The bundles' models are found as ``analyze`` finds
+them (``profile.catalog.locate_model``).
+
+    python bench/replay.py --bundles perfdb/bundles/* --out perfdb/validation/h100_replay_bundles.json
+
 ``--dtypes`` items are the precisions each cell's bound may use, ``+`` joining several (``fp32+tf32``).
 Each replayed cell carries ``explanation``: replay_warm - LBL_seq in named parts (roofline stand-ins,
 copies the bound does not charge, composition: ``benanza.analyze.replay_explain``), and a cell above
@@ -66,6 +76,67 @@ def cell(model: Path, db: Path, batch: int, dtype: str, work: Path, command: str
     return {**out, "seconds": time.perf_counter() - t0}
 
 
+def bundle_cells(bundle: Path, db: Path, work: Path, command: str, run_it: bool = True) -> dict[str, Any]:
+    """One bundle: its best and as-executed replays (each a ``cell``-like record, or why it was refused) and
+    replay(as-executed) - replay(best) against the analysis's joint gap (``replay_compare.compare``)."""
+    from benanza.analyze.replay_compare import compare
+    from benanza.profile.bundle import read_bundle
+    from benanza.profile.catalog import locate_model
+    from benanza.workflows.analysis import analyze_model
+
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"bundle": bundle.name}
+    try:
+        model = locate_model(read_bundle(bundle), None)
+        summary = analyze_model(model, db, bundle)[0].summary
+    except BenanzaError as exc:
+        return {**out, "status": "refused", "message": exc.message, "seconds": time.perf_counter() - t0}
+    out |= {"model": model.stem, "joint_gap_ms": summary.joint_gap_ms, "lbl_seq_ms": summary.lbl_seq_ms,
+            "gpu_busy_ms": summary.gpu_busy_ms, "e2e_ms": summary.e2e_ms}
+    for execution in ("best", "as-executed"):
+        try:
+            outcome = replay(model, db, work / f"{bundle.name}_{execution}", command, bundle=bundle,
+                             execution=execution, build_it=run_it, run_it=run_it)
+        except BenanzaError as exc:
+            out[execution] = {"status": "refused", "message": exc.message}
+            continue
+        out[execution] = {**outcome.summary(), "steps_detail": outcome.step_results()}
+    best, executed = out["best"], out["as-executed"]
+    if "steps_detail" in best and "steps_detail" in executed:
+        field = "replay_ms" if best.get("replay_warm_ms") and executed.get("replay_warm_ms") else "charged_ms"
+        out["comparison"] = compare(best, executed, summary.joint_gap_ms, field).to_dict() | {"by": field}
+    return {**out, "seconds": time.perf_counter() - t0}
+
+
+def bundles_main(args: argparse.Namespace, command: str) -> int:
+    """``--bundles``: one record per bundle in --out (rewritten after each), a line each on the terminal."""
+    records = []
+    for bundle in args.bundles:
+        r = bundle_cells(bundle, args.db, args.work, command, run_it=not args.plan_only)
+        records.append(r)
+        head = f"{r['bundle']:34}"
+        if r.get("status") == "refused":
+            print(f"{head} refused: {r['message']}", flush=True)
+        for execution in ("best", "as-executed"):
+            c = r.get(execution)
+            if c is not None:
+                ran = f"replay {c['replay_warm_ms']:.4g} ms, " if c.get("replay_warm_ms") else ""
+                text = f"{ran}LBL_seq {c['lbl_seq_ms']:.4g} ms, {c['steps']} steps, {c.get('status') or 'not run'}" \
+                    if "steps" in c else f"refused: {c['message']}"
+                print(f"{head} {execution:11} {text}", flush=True)
+        if "comparison" in r:
+            print(f"{'':34} {r['comparison']['reason']} (by {r['comparison']['by']})", flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        partial = args.out.with_name(args.out.name + ".partial")
+        partial.write_text(json.dumps({"schema": SCHEMA, "command": command, "db": str(args.db), "bundles": records},
+                                      indent=1) + "\n")
+        partial.replace(args.out)
+    compared = [r for r in records if "comparison" in r]
+    print(f"{len(compared)} of {len(records)} bundles compared, "
+          f"{sum(r['comparison']['within'] for r in compared)} within 20 %; wrote {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", type=Path, help="performance database whose best executions are replayed: .db, "
@@ -77,7 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("replay_runs"), help="where the replay projects go")
     ap.add_argument("--only", help="comma-separated model stems (default: every model in --models)")
     ap.add_argument("--redo", action="store_true", help="run again the cells --out already holds")
+    ap.add_argument("--bundles", type=Path, nargs="+", help="profile bundles: replay each one's as-executed and "
+                    "best executions and compare their difference with the analysis's joint gap")
+    ap.add_argument("--plan-only", action="store_true", help="with --bundles: plan and compare the charges, build and "
+                    "run nothing (no GPU)")
     args = ap.parse_args(argv)
+    if args.bundles:
+        args.db = database(args.db)
+        return bundles_main(args, shlex.join(["python", "bench/replay.py", *(argv if argv is not None
+                                                                             else sys.argv[1:])]))
     store_in = args.db if args.db is not None and args.db.suffix == ".db" else None  # a compressed one is read only
     args.db = database(args.db)  # the shipped one unpacked once into ~/.cache/benanza
     only = set(args.only.split(",")) if args.only else None

@@ -558,8 +558,9 @@ def _order(model: Model, exe: Execution) -> list[Group]:
     return [heads[n] for n in nx.lexicographical_topological_sort(contracted) if n in heads]
 
 
-def replay_plan(inputs: Inputs, exe: Execution | None = None) -> ReplayPlan:
-    """The plan that runs ``inputs``' best execution (``best_execution`` unless given), step by step."""
+def replay_plan(inputs: Inputs, exe: Execution | None = None, execution: str = "best") -> ReplayPlan:
+    """The plan that runs ``inputs``' best execution (``best_execution`` unless given), step by step;
+    ``execution`` names what ``exe`` is (``replay_executed.executed_plan`` passes the framework's own)."""
     if exe is None:
         exe, inputs = best_execution(inputs)
     model = inputs.model
@@ -573,7 +574,7 @@ def replay_plan(inputs: Inputs, exe: Execution | None = None) -> ReplayPlan:
     outputs = _model_outputs(model, b.by_tensor, b.consumers)
     precisions = tuple(p.value for p in Precision if p in inputs.constraints.precisions)
     return ReplayPlan(model.name, model.batch, store.value, precisions, dict(inputs.system), exe.seq_ms, exe.par_ms,
-                      tuple(b.buffers), tuple(b.steps), outputs)
+                      tuple(b.buffers), tuple(b.steps), outputs, execution=execution)
 
 
 def _model_outputs(model: Model, by_tensor: Mapping[str, int], consumers: Mapping[str, list[int]]) -> tuple[int, ...]:

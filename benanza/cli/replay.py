@@ -30,7 +30,14 @@ from benanza.workflows.replay import ReplayOutcome, replay, store
               help="Performance database whose best execution is replayed: .db, .columns.xz or .db.xz "
                    "(default: the shipped H100 database). A .db file also stores the run's result (its replays "
                    "table), which benanza analyze then shows beside LBL.")
-@click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the model's).")
+@click.option("--profile", "bundle", type=ExistingPath(file_okay=False, path_type=Path),
+              help="Profile bundle of MODEL (benanza profile): replay the framework's own calls as the bundle's logs "
+                   "show them (the as-executed execution) instead of the best, under the run's precisions; a call "
+                   "without a measured row is refused.")
+@click.option("--best", "best_too", is_flag=True,
+              help="With --profile: replay the best execution under the run's precisions instead (the other side "
+                   "of replay(as-executed) - replay(best)).")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size (default: the bundle's, else the model's).")
 @seq_len_option
 @click.option("--dtype", "dtypes", help="Precisions the best execution may use, e.g. fp16 (default: fp32,tf32).")
 @click.option("--system", "system_name", help="System id (prefix) or GPU name, when the database holds several.")
@@ -47,7 +54,8 @@ from benanza.workflows.replay import ReplayOutcome, replay, store
                    "immutable).")
 @force_option
 @friendly_errors
-def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: int | None, dtypes: str | None,
+def replay_cmd(model: Path, db_path: Path | None, bundle: Path | None, best_too: bool, batch: int | None,
+               seq_len: int | None, dtypes: str | None,
                system_name: str | None, out_dir: Path | None, generate_only: bool, build_only: bool, device: int,
                no_cold: bool, json_path: Path | None, replace: bool, force: bool) -> None:
     """Replay MODEL's best equivalent execution (the headline LBL's) as one C++ program.
@@ -59,18 +67,28 @@ def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: in
     and the API, a plan with a call the replay cannot make yet (docs/REPLAY.md). Says where the time
     beyond LBL_seq goes (roofline stand-ins, copies the bound does not charge, composition) and, with
     --db FILE.db, stores the result for benanza analyze.
+
+    With --profile BUNDLE it replays the framework's own execution instead: each layer's library call as
+    the bundle's logs show it (API, algorithm or engine config, precision, layout, fusion), the layers the
+    framework ran with kernels of its own as the bound charges them; replay(as-executed) - replay(best)
+    (--profile BUNDLE --best) is the realized value of the advice. Such a replay is not stored in --db.
     """
+    if best_too and bundle is None:
+        raise click.UsageError("--best compares with a bundle's execution: give --profile BUNDLE too")
     if json_path:
         check_output(json_path, "json", (model, db_path), force)
     precisions = parse_precisions(dtypes) if dtypes is not None else None
     label = "-".join(p.value for p in precisions) if precisions else "default"
-    out = out_dir or Path(f"replay_{model.stem}_b{batch or 'model'}_{label}")
+    execution = None if bundle is None else "best" if best_too else "as-executed"
+    what = f"_{bundle.name}_{execution}" if bundle is not None else ""
+    out = out_dir or Path(f"replay_{model.stem}_b{batch or 'model'}_{label}{what}")
     with working(f"replaying {model.name}"):
         outcome = replay(model, database(db_path), out, command_line(), batch, precisions, system_name,
                          seq_len=seq_len, build_it=not generate_only, run_it=not (generate_only or build_only),
-                         device=device, cold=not no_cold)
+                         device=device, cold=not no_cold, bundle=bundle, execution=execution)
     plan = outcome.plan
-    console.print(line(f"{plan.model} batch {plan.batch} {plan.dtype}: {len(plan.steps)} steps, "
+    console.print(line(f"{plan.model} batch {plan.batch} {plan.dtype}, {plan.execution} execution: "
+                       f"{len(plan.steps)} steps, "
                        f"LBL_seq {plan.lbl_seq_ms:.4g} ms, LBL_par {plan.lbl_par_ms:.4g} ms; project {out}"),
                   highlight=False)
     summary = outcome.summary()
@@ -89,7 +107,8 @@ def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: in
     if explanation is not None:
         console.print(line(f"where the time goes: {explanation.reason()}"), highlight=False)
     if json_path:
-        record = {"schema": 1, "summary": summary, "result": outcome.result, "system": outcome.system,
+        record = {"schema": 1, "execution": plan.execution, "summary": summary, "result": outcome.result,
+                  "system": outcome.system,
                   "explanation": explanation.to_dict() if explanation is not None else None, "plan": plan.to_dict()}
         write_text(json_path, json.dumps(record, indent=1) + "\n")
         console.print(line(f"wrote {json_path}"), highlight=False)
@@ -101,6 +120,11 @@ def replay_cmd(model: Path, db_path: Path | None, batch: int | None, seq_len: in
 
 def _store(outcome: ReplayOutcome, db_path: Path | None, replace: bool) -> None:
     """Store a run in --db when it is a .db file; say in one line where it went, or why not."""
+    if outcome.plan.execution != "best":
+        console.print(line(f"not stored: the replays table holds best executions only (what analyze shows beside "
+                           f"LBL); this {outcome.plan.execution} replay is in its output above and --json"),
+                      highlight=False)
+        return
     if db_path is None or db_path.suffix == ".xz":
         shown = db_path or "the shipped database"
         console.print(line(f"not stored: {shown} is compressed (read-only); --db FILE.db stores the replay, which "

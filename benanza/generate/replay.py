@@ -229,7 +229,8 @@ class Step:
 
 @dataclass(frozen=True)
 class ReplayPlan:
-    """The best equivalent execution of one model at one batch and precision, as steps."""
+    """One execution of one model at one batch and precision, as steps: the best equivalent execution, or
+    the framework's own (``execution``)."""
 
     model: str
     batch: int
@@ -242,6 +243,8 @@ class ReplayPlan:
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]  # buffers holding the model's outputs
     notes: tuple[str, ...] = field(default=())
+    # which execution the steps run: "best" (the headline bound's) or "as-executed" (a profile bundle's calls)
+    execution: str = "best"
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": REPLAY_SCHEMA, **asdict(self)}

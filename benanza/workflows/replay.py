@@ -74,6 +74,7 @@ class ReplayOutcome:
         warm = (self.result.get("warm") or {}).get("median_ms")
         cold = (self.result.get("cold") or {}).get("median_ms")
         return {"model": plan.model, "batch": plan.batch, "dtype": plan.dtype, "precisions": list(plan.precisions),
+                "execution": plan.execution,
                 "steps": len(plan.steps), "lbl_seq_ms": plan.lbl_seq_ms, "lbl_par_ms": plan.lbl_par_ms,
                 "replay_warm_ms": warm, "replay_cold_ms": cold,
                 "replay_over_lbl_seq": warm / plan.lbl_seq_ms if warm and plan.lbl_seq_ms else None,
@@ -85,11 +86,29 @@ class ReplayOutcome:
 
 def plan_model(model_path: Path, db_path: Path, batch: int | None = None,
                precisions: Iterable[Precision] | None = None, system_name: str | None = None, apis: str = "both",
-               seq_len: int | None = None, cache: bool = True) -> Any:
-    """The replay plan of the model's best execution at ``batch`` in ``precisions`` (``analyze``'s inputs)."""
+               seq_len: int | None = None, cache: bool = True, bundle: Path | None = None,
+               execution: str = "best") -> Any:
+    """The replay plan of the model's best execution at ``batch`` in ``precisions`` (``analyze``'s inputs);
+    with ``bundle``, under the run's precisions, and of the run's own calls where ``execution`` is
+    ``"as-executed"``."""
+    inputs = prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, cache, bundle)
+    return PLANNERS[execution](inputs)
+
+
+def _best_plan(inputs: Any) -> Any:
     from benanza.analyze.replay import replay_plan
 
-    return replay_plan(prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, cache))
+    return replay_plan(inputs)
+
+
+def _executed_plan(inputs: Any) -> Any:
+    from benanza.analyze.replay_executed import executed_plan
+
+    return executed_plan(inputs)
+
+
+# execution -> its planner over prepared inputs (the as-executed one needs the bundle's profile in them)
+PLANNERS = {"best": _best_plan, "as-executed": _executed_plan}
 
 
 def identify(model: Any, apis: str) -> dict[str, Any]:
@@ -101,9 +120,10 @@ def identify(model: Any, apis: str) -> dict[str, Any]:
 
 
 def prepared_inputs(model_path: Path, db_path: Path, batch: int | None, precisions: Iterable[Precision] | None,
-            system_name: str | None, apis: str, seq_len: int | None, cache: bool) -> Any:
-    """``analyze``'s prepared inputs of the model (cached by ``analysis_cache``): what its plan and its
-    database identity (``identify``) come from."""
+            system_name: str | None, apis: str, seq_len: int | None, cache: bool, bundle: Path | None = None) -> Any:
+    """``analyze``'s prepared inputs of the model (cached by ``analysis_cache``, the same entry as ``analyze``
+    of the same arguments): what its plan and its database identity (``identify``) come from; with
+    ``bundle``, the profile mapped onto it (the as-executed plan's calls, the run's precisions)."""
     from benanza.workflows import analysis_cache
 
     precisions = sorted(set(precisions), key=list(Precision).index) if precisions is not None else None
@@ -113,16 +133,16 @@ def prepared_inputs(model_path: Path, db_path: Path, batch: int | None, precisio
     prepared = None
     if cache:
         try:
-            key = analysis_cache.entry_key(model_path, None, db_path, options)
+            key = analysis_cache.entry_key(model_path, bundle, db_path, options)
         except OSError:
             key = None
-        prepared = analysis_cache.load(key, None) if key is not None and db_path.is_file() else None
+        prepared = analysis_cache.load(key, bundle) if key is not None and db_path.is_file() else None
     if prepared is None:
         from benanza.workflows.prepare import prepare
 
-        prepared = prepare(model_path, db_path, None, system_name, batch, precisions, apis, None, seq_len)
+        prepared = prepare(model_path, db_path, bundle, system_name, batch, precisions, apis, None, seq_len)
         if key is not None:
-            analysis_cache.store(key, None, prepared)
+            analysis_cache.store(key, bundle, prepared)
     inputs, _mapping = prepared
     return inputs
 
@@ -175,12 +195,13 @@ def run(outcome: ReplayOutcome, device: int = 0, max_ms: float | None = None, co
 def replay(model_path: Path, db_path: Path, out_dir: Path, command: str, batch: int | None = None,
            precisions: Iterable[Precision] | None = None, system_name: str | None = None, apis: str = "both",
            seq_len: int | None = None, build_it: bool = True, run_it: bool = True, device: int = 0,
-           max_ms: float | None = None, cold: bool = True, build_cache: bool | None = None) -> ReplayOutcome:
-    """Plan, generate, and (unless told not to) build and run the replay of one model."""
-    from benanza.analyze.replay import replay_plan
-
-    inputs = prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, True)
-    plan = replay_plan(inputs)
+           max_ms: float | None = None, cold: bool = True, build_cache: bool | None = None,
+           bundle: Path | None = None, execution: str | None = None) -> ReplayOutcome:
+    """Plan, generate, and (unless told not to) build and run the replay of one model: its best execution,
+    or with ``bundle`` the framework's own calls (``execution`` "best" replays the best execution under the
+    bundle's precisions instead)."""
+    inputs = prepared_inputs(model_path, db_path, batch, precisions, system_name, apis, seq_len, True, bundle)
+    plan = PLANNERS[execution or ("best" if bundle is None else "as-executed")](inputs)
     outcome = ReplayOutcome(plan, generate(plan, out_dir, command), identity=identify(inputs.model, apis))
     if build_it:
         outcome.executable = build(out_dir, build_cache)
@@ -201,6 +222,9 @@ def store(outcome: ReplayOutcome, db_path: Path, force: bool = False) -> tuple[s
 
     if not outcome.result or not outcome.system:
         raise BenanzaError(f"{outcome.project}: the replay has not run: nothing to store")
+    if outcome.plan.execution != "best":  # analyze shows a stored replay beside its headline (best) bound
+        raise BenanzaError(f"{outcome.project}: an {outcome.plan.execution} replay is not stored: the replays table "
+                           "holds best executions only")
     if db_path.suffix == ".xz":
         raise BenanzaError(f"{db_path}: a compressed database is read-only; replays are stored in a .db file "
                            "(db unpack makes one)")
