@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from benanza.cli import main
-from benanza.paths import perfdb_dir
 from benanza.store import db as perfdb
+from benanza.store.packed import PACKED_SUFFIX, pack
 from benanza.store.shipped import shipped_db
 
 READABLE = ["model", "batch", "layer", "node", "op", "shape", "api", "algorithm", "dtype", "fusion", "l2", "status",
@@ -59,9 +60,31 @@ def test_model_paths_are_stored_without_the_measuring_machines_directories() -> 
     assert db.execute("SELECT path FROM models").fetchall() == [("resnet50.onnx",)]
 
 
-def test_db_export_has_shape_and_model_columns(tmp_path: Path) -> None:
-    shipped = perfdb_dir() / "h100.columns.xz"
-    out = CliRunner().invoke(main, ["db", "export", str(shipped), "--csv", str(tmp_path / "b.csv")])
+def one_model(h100: Path, path: Path, model: str = "squeezenet", batch: int = 1) -> Path:
+    """The shipped database's rows of one model at one batch (its layers, their benchmarks, the systems):
+    a real database small enough to export in a test (the whole one, 367 743 rows, took 27 s: CI time)."""
+    perfdb.open_db(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("ATTACH DATABASE ? AS src", (str(h100),))
+    conn.execute("INSERT INTO systems SELECT * FROM src.systems")
+    conn.execute("INSERT INTO models SELECT * FROM src.models WHERE name = ? AND batch = ?", (model, batch))
+    conn.execute("INSERT INTO model_layers SELECT * FROM src.model_layers WHERE model = ? AND batch = ?",
+                 (model, batch))
+    conn.execute("INSERT INTO layers SELECT * FROM src.layers WHERE key IN (SELECT layer_key FROM main.model_layers)")
+    conn.execute("INSERT INTO benchmarks SELECT * FROM src.benchmarks "
+                 "WHERE layer_key IN (SELECT layer_key FROM main.model_layers)")
+    conn.commit()
+    conn.execute("DETACH DATABASE src")
+    conn.close()
+    return path
+
+
+def test_db_export_has_shape_and_model_columns(h100: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`db export` of a packed database (the shipped form), here one model's rows packed."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where the export unpacks it
+    packed = tmp_path / f"squeezenet{PACKED_SUFFIX}"
+    pack(one_model(h100, tmp_path / "squeezenet.db"), packed)
+    out = CliRunner().invoke(main, ["db", "export", str(packed), "--csv", str(tmp_path / "b.csv")])
     assert out.exit_code == 0, out.output
     with (tmp_path / "b.csv").open() as handle:
         rows = csv.DictReader(handle)
