@@ -105,7 +105,8 @@ def _allowed(rows: Iterable[Result], constraints: Constraints, fusion: str) -> l
     return [r for r in usable(rows) if r.fusion == fusion and constraints.allows(r) and whole_call(r.api, r.fusion)]
 
 
-def _describe(r: Result) -> str:
+def describe_row(r: Result) -> str:
+    """A measured row as a group's ``call`` names it (API / algorithm / precision [fusion])."""
     fusion = "" if r.fusion == Fusion.NONE.value else f" [{r.fusion}]"
     return f"{r.api} / {r.algorithm} / {r.dtype}{fusion}"
 
@@ -128,8 +129,9 @@ def conv_bias_ms(layer: Layer, inputs: Inputs, store: Precision, ceil: Ceilings)
     return best.median_ms if best is not None else bias_roofline_ms(layer, store, ceil)
 
 
-class _Coster:
-    """Costs of single layers and groups under one set of allowed precisions."""
+class Coster:
+    """Costs of single layers and groups under one set of allowed precisions (the bound's executions, and
+    the as-executed replay's groups in ``replay_executed``)."""
 
     def __init__(self, model: Model, inputs: Inputs, constraints: Constraints, ceil: Ceilings) -> None:
         self.model, self.inputs, self.constraints, self.ceil = model, inputs, constraints, ceil
@@ -172,7 +174,7 @@ class _Coster:
                 return None
             (ms, kind), call = got, "roofline"
         else:
-            ms, call, kind, rows = best.median_ms or 0.0, _describe(best), GroupKind.CALL, (best,)
+            ms, call, kind, rows = best.median_ms or 0.0, describe_row(best), GroupKind.CALL, (best,)
         if with_bias and layer.op in BIAS_OPS:
             extra, what, bias_row = self.bias_ms(layer)
             ms, call = ms + extra, call + what
@@ -185,7 +187,7 @@ class _Coster:
         measured = fastest(_allowed(rows, self.constraints, Fusion.NONE.value))
         bound = self.roofline(layer)
         if measured is not None and (bound is None or (measured.median_ms or 0.0) < bound):
-            return Group((layer.index,), GroupKind.MEASURED, measured.median_ms or 0.0, _describe(measured),
+            return Group((layer.index,), GroupKind.MEASURED, measured.median_ms or 0.0, describe_row(measured),
                          rows=(measured,))
         if bound is None:
             self.uncharged[layer.index] = "memory-bound layer and no measured peak"
@@ -222,7 +224,7 @@ def _pass_bytes(model: Model, members: Iterable[int], consumers: Mapping[str, li
     return sum(tensor_bytes(t, store) for t in (*read.values(), *written.values()))
 
 
-def _chains(model: Model, free: set[int], coster: _Coster, consumers: Mapping[str, list[int]],
+def _chains(model: Model, free: set[int], coster: Coster, consumers: Mapping[str, list[int]],
             seeds: Iterable[tuple[int, ...]] = ()) -> list[Group]:
     """Elementwise layers of ``free`` grouped into trees whose inner outputs feed only the next member,
     each charged its external inputs and its output once at the peak bandwidth (``_chain_group``).
@@ -288,7 +290,7 @@ def is_alias(layer: Layer, consumers: Mapping[str, list[int]]) -> bool:
 CHAIN_FUSIONS = frozenset({Fusion.ATTENTION.value, Fusion.RMSNORM.value})
 
 
-def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: _Coster,
+def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: Coster,
                   unfused: Callable[[int], float | None], folded_into: Mapping[int, int],
                   consumers: Mapping[str, list[int]]) -> tuple[float, tuple[int, ...], Result] | None:
     """(saving, members, row) of a measured attention / RMSNorm fused call against its members
@@ -308,7 +310,7 @@ def _chain_option(model: Model, members: tuple[int, ...], row: Result, coster: _
     return (saving, members, row) if saving > 0 else None
 
 
-def _chain_group(model: Model, members: tuple[int, ...], coster: _Coster,
+def _chain_group(model: Model, members: tuple[int, ...], coster: Coster,
                  consumers: Mapping[str, list[int]]) -> Group | None:
     """Elementwise layers run as one pass: their external inputs read and their outputs written once
     at the peak bandwidth (the copy roofline is the floor a fused chain benchmark cannot beat); the
@@ -322,7 +324,7 @@ def _chain_group(model: Model, members: tuple[int, ...], coster: _Coster,
         if cand is not None and cand.key else []
     best = fastest(rows)
     if best is not None and (bound is None or (best.median_ms or 0.0) < bound):
-        return Group(members, GroupKind.FUSED, best.median_ms or 0.0, _describe(best), rows=(best,))
+        return Group(members, GroupKind.FUSED, best.median_ms or 0.0, describe_row(best), rows=(best,))
     if bound is None:
         return None
     return Group(members, GroupKind.CHAIN, bound, f"{moved:.4g} B")
@@ -332,7 +334,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
                     ceil: Ceilings | None = None, fused_calls: bool = True) -> Execution:
     """The cost of the cheapest equivalent execution this module knows (see the module doc)."""
     ceil = ceil or inputs.ceilings
-    coster = _Coster(model, inputs, constraints, ceil)
+    coster = Coster(model, inputs, constraints, ceil)
     consumers = tensor_consumers(model)
     folded = folds(model)
     folded_into = {f: head for head, fs in folded.items() for f in fs}
@@ -372,7 +374,7 @@ def execution_bound(model: Model, inputs: Inputs, constraints: Constraints, grap
                 continue
             taken |= covered
             extra = tuple(f for f in folded.get(members[0], ()) if f not in members)
-            groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, _describe(row),
+            groups.append(Group(tuple(sorted(covered)), GroupKind.FUSED, row.median_ms or 0.0, describe_row(row),
                                 folded=extra, fusion=row.fusion, saving=saving, rows=(row,)))
     # pointwise chains: one pass at the copy roofline, whatever was measured; grown in _chains below
     blocked = taken | set(folded_into)

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from benanza.analyze.choose import Miss, MissingReason, RooflineRow, executed_row
 from benanza.analyze.dag import contract, critical_path, layer_graph
-from benanza.analyze.execution import Execution, Group, GroupKind, _Coster, _describe, is_alias
+from benanza.analyze.execution import Coster, Execution, Group, GroupKind, describe_row, is_alias
 from benanza.analyze.folding import COMPUTE_OPS, tensor_consumers
 from benanza.analyze.inputs import Inputs
 from benanza.analyze.peaks import effective_ceilings
@@ -77,7 +77,7 @@ def _call_group(layer: Layer, members: list[int], rows: tuple[Result, ...], inpu
     main = rows[0]
     covered = tuple(sorted({layer.index, *members}))
     ms = sum(r.median_ms or 0.0 for r in rows)
-    call = _describe(main) + "".join(f" + {r.api}" for r in rows[1:])
+    call = describe_row(main) + "".join(f" + {r.api}" for r in rows[1:])
     if main.fusion == Fusion.NONE.value:
         return Group(covered, GroupKind.CALL, ms, call, folded=tuple(members), rows=rows)
     cand = next((f for f in inputs.model.fusions if f.key == main.layer_key and f.pattern == main.fusion), None)
@@ -114,7 +114,7 @@ def executed_execution(inputs: Inputs) -> tuple[Execution, Inputs]:
         raise BenanzaError(f"{model.name}: the as-executed replay needs a profile bundle (--profile)")
     ceil, _notes = effective_ceilings(model, inputs)
     inputs = replace(inputs, ceilings=ceil)
-    coster = _Coster(model, inputs, inputs.constraints, ceil)
+    coster = Coster(model, inputs, inputs.constraints, ceil)
     consumers = tensor_consumers(model)
     inside: dict[int, list[int]] = defaultdict(list)  # head -> layers the framework ran inside its call
     for member, head in _homes(inputs).items():
