@@ -6,24 +6,18 @@
 #include <cstring>
 #include <type_traits>
 
+#include "benanza/kernel_util.cuh"
 #include "benanza/kernels.h"
 
 namespace bz {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kKernelThreads;
 
-inline unsigned blocks_for(size_t count) {
-  size_t b = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
-}
-
-__device__ inline float load(const float* p, size_t i) { return p[i]; }
-__device__ inline float load(const __half* p, size_t i) { return __half2float(p[i]); }
-__device__ inline float load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
-__device__ inline void store(float* p, size_t i, float v) { p[i] = v; }
-__device__ inline void store(__half* p, size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ inline void store(__nv_bfloat16* p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+template <class T>
+__device__ inline float load(const T* p, size_t i) { return to_f32(p[i]); }
+template <class T>
+__device__ inline void store(T* p, size_t i, float v) { p[i] = from_f32<T>(v); }
 
 __device__ inline uint64_t mix(uint64_t z) {  // splitmix64 finalizer
   z += 0x9e3779b97f4a7c15ull;
@@ -269,16 +263,6 @@ __global__ void pointwise_kernel(PwProgram p, size_t count, int cols, const T* x
       reg[i + 1] = r;
     }
     ref[e] = reg[p.steps];
-  }
-}
-
-// Call f with the typed pointer type matching dtype (the one place that switches on it).
-template <class F>
-void dispatch(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::F32: f(static_cast<float*>(nullptr)); break;
-    case DType::F16: f(static_cast<__half*>(nullptr)); break;
-    case DType::BF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
   }
 }
 

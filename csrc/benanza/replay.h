@@ -202,6 +202,38 @@ class ConvStep : public ReplayStep {
   const void* added_bias_ = nullptr;
 };
 
+// An operation graph built for one named engine config, as a graph benchmark builds it for a job that
+// names its config (validate, build_operation_graph, the config as the graph's plan, its workspace).
+class NamedGraphPlan {
+ public:
+  template <class Declare>
+  NamedGraphPlan(Context& ctx, const std::vector<NamedEngineConfig>& engines, Declare&& declare) {
+    if (engines.size() != 1) throw Error(Status::Failed, "a graph step names exactly one engine config");
+    declare(g_);
+    check_fe(g_.validate(), Status::NotSupported, "validate");
+    check_fe(g_.build_operation_graph(ctx.cudnn()), Status::NotSupported, "build_operation_graph");
+    EngineList list = named_engine_configs(g_, 0, engines);
+    if (list.configs.size() != 1) throw Error(Status::Failed, "the named engine config did not come back");
+    const EngineConfig& c = list.configs[0];
+    if (c.error) throw *c.error;
+    index_ = c.index;
+    check_fe(g_.build_plan_at_index(index_), Status::NotSupported, "build_plan_at_index");
+    int64_t ws = 0;
+    check_fe(g_.get_workspace_size_plan_at_index(index_, ws), Status::Failed, "get_workspace_size_plan_at_index");
+    work_ = Buffer(size_t(ws));
+  }
+  void execute(Context& ctx, std::unordered_map<int64_t, void*>& pack) {
+    check_fe(g_.execute_plan_at_index(ctx.cudnn(), pack, work_.get(), index_), Status::Failed,
+             "execute_plan_at_index");
+  }
+  long long workspace_bytes() const { return (long long)work_.bytes(); }
+
+ private:
+  FeGraph g_;
+  int64_t index_ = 0;
+  Buffer work_;
+};
+
 // cudnn-frontend conv_fprop [-> bias] [-> z] [-> activation] with exactly one named engine config.
 class GraphConvStep : public ReplayStep {
  public:
@@ -223,7 +255,6 @@ class GraphConvStep : public ReplayStep {
                        d.dil_h, d.dil_w, d.groups, d.p, d.q, s.p->format == CUDNN_TENSOR_NHWC};
     const size_t w_count = size_t(d.k) * (d.c / d.groups) * d.r * d.s;
     if (io.write_elements != size_t(d.n) * d.k * d.p * d.q) throw Error(Status::Failed, "output buffer of the wrong size");
-    if (s.engines.size() != 1) throw Error(Status::Failed, "a graph step names exactly one engine config");
     w_ = Buffer(w_count * e);
     fill_weights(ctx, w_, w_count, t, s.p->data, seed * 16 + 2, (long long)(d.c / d.groups) * d.r * d.s);
     if (s.graph.bias) {
@@ -231,28 +262,14 @@ class GraphConvStep : public ReplayStep {
       ctx.fill(bias_, size_t(d.k), t, seed * 16 + 3);
     }
     if (s.graph.alpha2 != 0.f && io.reads.size() < 2) throw Error(Status::Failed, "a residual fusion without its z");
-    declare_conv_graph(g_, s.graph, *s.p);
-    check_fe(g_.validate(), Status::NotSupported, "validate");
-    check_fe(g_.build_operation_graph(ctx.cudnn()), Status::NotSupported, "build_operation_graph");
-    EngineList list = named_engine_configs(g_, 0, s.engines);
-    if (list.configs.size() != 1) throw Error(Status::Failed, "the named engine config did not come back");
-    const EngineConfig& c = list.configs[0];
-    if (c.error) throw *c.error;
-    index_ = c.index;
-    check_fe(g_.build_plan_at_index(index_), Status::NotSupported, "build_plan_at_index");
-    int64_t ws = 0;
-    check_fe(g_.get_workspace_size_plan_at_index(index_, ws), Status::Failed, "get_workspace_size_plan_at_index");
-    work_ = Buffer(size_t(ws));
-    workspace_bytes = (long long)ws;
+    plan_.emplace(ctx, s.engines, [&](FeGraph& g) { declare_conv_graph(g, s.graph, *s.p); });
+    workspace_bytes = plan_->workspace_bytes();
     pack_ = {{kConvX, io.reads[0]}, {kConvW, w_.get()}, {kConvY, io.write}};
     if (s.graph.bias) pack_[kConvBias] = bias_.get();
     if (s.graph.alpha2 != 0.f) pack_[kConvZ] = io.reads[1];
   }
 
-  void enqueue(Context& ctx) override {
-    check_fe(g_.execute_plan_at_index(ctx.cudnn(), pack_, work_.get(), index_), Status::Failed,
-             "execute_plan_at_index");
-  }
+  void enqueue(Context& ctx) override { plan_->execute(ctx, pack_); }
 
   double check(Context& ctx) override {
     ConvReference ref(shape_);
@@ -278,9 +295,8 @@ class GraphConvStep : public ReplayStep {
   Spec s_;
   ReplayIo io_;
   ConvShape shape_{};  // the reference's (pads begin and end apart: the graph API takes asymmetric pads)
-  FeGraph g_;
-  int64_t index_ = 0;
-  Buffer w_, bias_, work_;
+  std::optional<NamedGraphPlan> plan_;  // built once the weights are (as the conv benchmark orders it)
+  Buffer w_, bias_;
   const void* added_bias_ = nullptr;
   std::unordered_map<int64_t, void*> pack_;
 };
@@ -363,6 +379,16 @@ class GemmStep : public ReplayStep {
   GemmOperands ops_;
 };
 
+// A pool's output against pooling_reference of the very input it read: cuDNN's pooling (PoolingStep) and
+// benanza's pooling kernel (PoolKernelStep) are checked alike.
+inline double pool_error(Context& ctx, const ReplayIo& io, const PoolDims& d, bool nhwc, int mode, DType t) {
+  Buffer x = as_float(ctx, io.reads[0], t, count_of(Dims4{d.n, d.c, d.h, d.w}));
+  Buffer ref(io.write_elements * sizeof(float));
+  pooling_reference(d, nhwc, mode, x.as<float>(), ref.as<float>(), ctx.stream);
+  BZ_CHECK_CUDA(cudaGetLastError());
+  return whole_error(ctx, io.write, t, ref, io.write_elements);
+}
+
 // cudnnPoolingForward.
 class PoolingStep : public ReplayStep {
  public:
@@ -391,13 +417,7 @@ class PoolingStep : public ReplayStep {
   }
 
   double check(Context& ctx) override {
-    const PoolDims& d = s_.dims;
-    const DType t = s_.p->storage;
-    Buffer x = as_float(ctx, io_.reads[0], t, count_of(Dims4{d.n, d.c, d.h, d.w}));
-    Buffer ref(io_.write_elements * sizeof(float));
-    pooling_reference(d, s_.format == CUDNN_TENSOR_NHWC, int(s_.mode), x.as<float>(), ref.as<float>(), ctx.stream);
-    BZ_CHECK_CUDA(cudaGetLastError());
-    return whole_error(ctx, io_.write, t, ref, io_.write_elements);
+    return pool_error(ctx, io_, s_.dims, s_.format == CUDNN_TENSOR_NHWC, int(s_.mode), s_.p->storage);
   }
 
  private:

@@ -15,38 +15,6 @@
 
 namespace bz {
 
-// An operation graph built for one named engine config, as a graph benchmark builds it for a job that
-// names its config (validate, build_operation_graph, the config as the graph's plan, its workspace).
-class NamedGraphPlan {
- public:
-  template <class Declare>
-  NamedGraphPlan(Context& ctx, const std::vector<NamedEngineConfig>& engines, Declare&& declare) {
-    if (engines.size() != 1) throw Error(Status::Failed, "a graph step names exactly one engine config");
-    declare(g_);
-    check_fe(g_.validate(), Status::NotSupported, "validate");
-    check_fe(g_.build_operation_graph(ctx.cudnn()), Status::NotSupported, "build_operation_graph");
-    EngineList list = named_engine_configs(g_, 0, engines);
-    if (list.configs.size() != 1) throw Error(Status::Failed, "the named engine config did not come back");
-    const EngineConfig& c = list.configs[0];
-    if (c.error) throw *c.error;
-    index_ = c.index;
-    check_fe(g_.build_plan_at_index(index_), Status::NotSupported, "build_plan_at_index");
-    int64_t ws = 0;
-    check_fe(g_.get_workspace_size_plan_at_index(index_, ws), Status::Failed, "get_workspace_size_plan_at_index");
-    work_ = Buffer(size_t(ws));
-  }
-  void execute(Context& ctx, std::unordered_map<int64_t, void*>& pack) {
-    check_fe(g_.execute_plan_at_index(ctx.cudnn(), pack, work_.get(), index_), Status::Failed,
-             "execute_plan_at_index");
-  }
-  long long workspace_bytes() const { return (long long)work_.bytes(); }
-
- private:
-  FeGraph g_;
-  int64_t index_ = 0;
-  Buffer work_;
-};
-
 // cudnn-frontend matmul [-> alpha] [-> beta C] [-> bias] [-> ReLU]: A is the step's first read, B its
 // second (an activation: attention's Q K^T and P V) or, for a layer's weights, a constant of its own
 // (He-scaled); C and the bias random, as the benchmark's GemmProblem makes them.

@@ -133,15 +133,7 @@ class PoolKernelStep : public ReplayStep {
     BZ_CHECK_CUDA(cudaGetLastError());
   }
 
-  double check(Context& ctx) override {
-    const PoolDims& d = s_.dims;
-    const DType t = s_.p->storage;
-    Buffer x = as_float(ctx, io_.reads[0], t, count_of(Dims4{d.n, d.c, d.h, d.w}));
-    Buffer ref(io_.write_elements * sizeof(float));
-    pooling_reference(d, s_.nhwc, int(s_.mode), x.as<float>(), ref.as<float>(), ctx.stream);
-    BZ_CHECK_CUDA(cudaGetLastError());
-    return whole_error(ctx, io_.write, t, ref, io_.write_elements);
-  }
+  double check(Context& ctx) override { return pool_error(ctx, io_, s_.dims, s_.nhwc, int(s_.mode), s_.p->storage); }
 
  private:
   Spec s_;

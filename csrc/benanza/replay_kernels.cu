@@ -1,36 +1,17 @@
 // benanza harness: the replay's own kernels (see replay_kernels.h). Built once per project into the
 // harness library benanza_kernels, beside kernels.cu.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cudnn.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "benanza/kernel_util.cuh"
 #include "benanza/replay_kernels.h"
 
 namespace bz {
 namespace {
 
-constexpr int kChainThreads = 256;
-constexpr unsigned kMaxBlocks = 65535u * 8u;
-
-unsigned grid_for(size_t items) {
-  const size_t b = (items + kChainThreads - 1) / kChainThreads;
-  return unsigned(b == 0 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
-}
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+constexpr int kChainThreads = kKernelThreads;
 
 // V values of T moved as one 16-byte access (V = 1: one value).
 template <class T, int V>
@@ -204,9 +185,9 @@ constexpr int kMaxLinearInputs = 4;
 template <class T, int V, int NIN>
 void launch_linear(const ChainProgram& p, T* out, size_t packs, cudaStream_t stream) {
   if constexpr (NIN > kMaxLinearInputs) {
-    chain_kernel<T, V><<<grid_for(packs), kChainThreads, 0, stream>>>(p, out, packs);
+    chain_kernel<T, V><<<blocks_for(packs), kChainThreads, 0, stream>>>(p, out, packs);
   } else if (p.inputs == NIN) {
-    chain_linear_kernel<T, V, NIN><<<grid_for(packs), kChainThreads, 0, stream>>>(p, out, packs);
+    chain_linear_kernel<T, V, NIN><<<blocks_for(packs), kChainThreads, 0, stream>>>(p, out, packs);
   } else {
     launch_linear<T, V, NIN + 1>(p, out, packs, stream);
   }
@@ -217,7 +198,7 @@ void launch_chain_v(const ChainProgram& p, T* out, size_t packs, cudaStream_t st
   if (p.inputs >= 1 && p.inputs <= kMaxLinearInputs && linear(p))
     launch_linear<T, V, 1>(p, out, packs, stream);
   else
-    chain_kernel<T, V><<<grid_for(packs), kChainThreads, 0, stream>>>(p, out, packs);
+    chain_kernel<T, V><<<blocks_for(packs), kChainThreads, 0, stream>>>(p, out, packs);
 }
 
 template <class T>
@@ -270,27 +251,18 @@ __global__ void pool_kernel(PoolDims d, bool nhwc, int mode, const T* __restrict
   }
 }
 
-template <class F>
-void by_type(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::F32: f(static_cast<float*>(nullptr)); break;
-    case DType::F16: f(static_cast<__half*>(nullptr)); break;
-    case DType::BF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
-  }
-}
-
 }  // namespace
 
 void chain_forward(const ChainProgram& p, DType dtype, void* out, cudaStream_t stream) {
   if (p.count < 1 || p.ops < 1) return;
-  by_type(dtype, [&](auto* type) { launch_chain<std::remove_pointer_t<decltype(type)>>(p, out, stream); });
+  dispatch(dtype, [&](auto* type) { launch_chain<std::remove_pointer_t<decltype(type)>>(p, out, stream); });
 }
 
 void pool_forward(const PoolDims& d, bool nhwc, int mode, DType dtype, const void* x, void* y, cudaStream_t stream) {
   const size_t total = size_t(d.n) * d.c * d.p * d.q;
-  by_type(dtype, [&](auto* type) {
+  dispatch(dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    pool_kernel<T><<<grid_for(total), kChainThreads, 0, stream>>>(d, nhwc, mode, static_cast<const T*>(x),
+    pool_kernel<T><<<blocks_for(total), kChainThreads, 0, stream>>>(d, nhwc, mode, static_cast<const T*>(x),
                                                                   static_cast<T*>(y));
   });
 }
