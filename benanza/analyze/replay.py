@@ -330,8 +330,7 @@ class _Builder:
         a call that writes a buffer of its own (an in-place one, cudnnAddTensor's C += A, would overwrite
         an input another layer still reads); None when none ran ok."""
         rows = [r for r in usable(self.inputs.measurements.get(layer.key, ())) if r.fusion == Fusion.NONE.value
-                and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion)
-                and REPLAY_KINDS.get(Api(r.api)) not in IN_PLACE_KINDS]
+                and self.inputs.constraints.allows(r) and whole_call(r.api, r.fusion) and _stands_in(r, layer)]
         return fastest(rows)
 
     def measured_call(self, layer: Layer) -> Result:
@@ -419,12 +418,12 @@ class _Builder:
         if group.kind == GroupKind.ALIAS:
             self.alias(head)
             return
-        if group.rows:
+        if group.rows and not _copy_charge(group.rows[0]):
             self.call(group, group.rows[0], group.layers, group.ms)
             for extra in group.rows[1:]:
                 self.bias(group, extra)
             return
-        if group.kind == GroupKind.CALL or group.folded:
+        if (group.kind == GroupKind.CALL or group.folded) and not group.rows:
             raise self.refuse(head, "the bound charges it a roofline (no measured call) and the replay needs one")
         if self.fused_stand_in(group):  # a pointwise chain: its measured fused call (graph_pointwise)
             return
@@ -436,6 +435,23 @@ class _Builder:
                 self.alias(layer)
                 continue
             self.call(group, self.measured_call(layer), (i,), group.ms if n == 0 else 0.0, ROOFLINE_NOTE)
+
+
+def _copy_charge(row: Result) -> bool:
+    """A fused chain the bound charges by the copy benchmark (its bytes at the roofline, no call of it:
+    EfficientNet's SiLU at b64): the replay runs it as a roofline chain."""
+    return Api(row.api) is Api.COPY and row.fusion != Fusion.NONE.value
+
+
+def _stands_in(row: Result, layer: Layer) -> bool:
+    """Whether a measured row of ``layer`` is a call the replay can make for it: a step kind that writes a
+    buffer of its own (not ``IN_PLACE_KINDS``), or a Concat's copies. The copy benchmark's rows of other
+    layers time their bytes at the roofline, no call of the op (EfficientNet's Sigmoid at b64 chose one)."""
+    api = Api(row.api)
+    if api is Api.COPY:
+        return layer.op in COPY_KINDS
+    kind = REPLAY_KINDS.get(api)
+    return kind is not None and kind not in IN_PLACE_KINDS
 
 
 def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:

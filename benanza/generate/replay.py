@@ -6,7 +6,7 @@ checked against a real execution of itself. The plan (``ReplayPlan``) is built f
 ``benanza.analyze.replay``; this module only writes it down:
 
     src/replay.cu          rendered from templates/replay.cu.j2: the same for every model (no job in it)
-    src/replay.jobs        the steps in execution order (kind, row in the kind's table, buffers read/written)
+    src/replay.jobs        the steps in order (kind, row in the kind's table, buffers read/written, tolerance)
     src/replay.buffers     one device buffer per tensor the steps pass (elements, alias, input or not)
     src/replay.<kind>      each step kind's rows: exactly the job-table row its micro-benchmark had
                            (the API's own columns, ``ApiDef.columns``), plus the chosen algorithm
@@ -170,7 +170,8 @@ ALGORITHM = Column("algorithm", Kind.TEXT)
 STEPS_COLUMNS: tuple[Column, ...] = (
     Column("kind", Kind.CHOICE, vocabulary=Vocabulary("ReplayKind", STEP_KINDS, "ReplayKind::")),
     Column("row", Kind.INT),
-    ints("reads", at_most=8), ints("writes", at_most=1, at_least=1))
+    ints("reads", at_most=8), ints("writes", at_most=1, at_least=1),
+    Column("tolerance", Kind.REAL))  # the step's check (Step.tolerance): the plan's, so C++ keeps no rule of its own
 BUFFER_COLUMNS: tuple[Column, ...] = (PRECISION, Column("elements", Kind.INT), Column("alias", Kind.INT),
                                       Column("input", Kind.FLAG))  # precision: its storage type's row
 
@@ -261,7 +262,8 @@ def tables(plan: ReplayPlan, command: str) -> dict[str, str]:
     steps = []
     for s in plan.steps:
         rows = by_kind[s.kind]
-        steps.append({"kind": s.kind, "row": len(rows), "reads": list(s.reads), "writes": [s.writes]})
+        steps.append({"kind": s.kind, "row": len(rows), "reads": list(s.reads), "writes": [s.writes],
+                      "tolerance": s.tolerance})
         rows.append({**s.row, "precision": s.precision_index, "algorithm": s.algorithm})
     out = {f"{EXECUTABLE}{job_table.SUFFIX}": job_table.render(EXECUTABLE, STEPS_COLUMNS, steps, comment),
            f"{EXECUTABLE}.buffers": job_table.render(

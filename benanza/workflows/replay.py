@@ -20,6 +20,11 @@ from benanza.library import Precision
 
 RESULT_EVENT = "replay"
 RUN_TIMEOUT_S = 600.0
+# The replay's random weights lie in [-s, s) with s = sqrt(WEIGHT_GAIN / fan_in): 3 keeps each layer's second
+# moment (Var(w) = 1 / fan_in), so residual sums and biases leave a random model's activations O(1..100).
+# He's 6 doubled it at every layer without a ReLU after it: ShuffleNet reached 5e5 and overflowed fp16
+# (tests/test_replay_range.py runs the zoo forward with these distributions).
+WEIGHT_GAIN = 3.0
 
 
 @dataclass
@@ -44,7 +49,8 @@ class ReplayOutcome:
                         "layout": s.layout, "fusion": s.fusion, "layers": list(s.names), "charged_ms": s.charged_ms,
                         "measured_ms": s.measured_ms, "note": s.note, "replay_ms": r.get("median_ms"),
                         "workspace_bytes": r.get("workspace_bytes"), "max_rel_error": r.get("max_rel_error"),
-                        "tolerance": r.get("tolerance"), "checked": r.get("checked")})
+                        "tolerance": r.get("tolerance"), "checked": r.get("checked"),
+                        "ref_max_abs": r.get("ref_max_abs")})
         return out
 
     def explanation(self) -> Any:
@@ -168,7 +174,8 @@ def run(outcome: ReplayOutcome, device: int = 0, max_ms: float | None = None, co
     """Run the built program on the plan's tables; reads its system line and its one result line."""
     if outcome.executable is None:
         raise BenanzaError(f"{outcome.project}: the replay program is not built")
-    argv = [str(outcome.executable), "--plan", str(outcome.project / "src"), "--device", str(device)]
+    argv = [str(outcome.executable), "--plan", str(outcome.project / "src"), "--device", str(device),
+            "--weight-gain", repr(WEIGHT_GAIN)]
     if max_ms is not None:
         argv += ["--max-ms", str(max_ms)]
     if not cold:

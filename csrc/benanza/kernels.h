@@ -187,6 +187,9 @@ struct CheckedSpan {
 // max |out - ref| / max |ref| over the spans' values; +inf when `out` holds NaN or Inf there.
 // Synchronizes the stream.
 double max_rel_error(const void* out, DType dtype, const std::vector<CheckedSpan>& spans, cudaStream_t stream);
+// max |ref| of this thread's max_rel_error calls since the last take (-1: none), then reset: the reference's
+// magnitude tells a storage-type overflow of the data from a wrong result.
+float take_reference_max_abs();
 
 // The whole output, `count` values, against `ref`.
 inline std::vector<CheckedSpan> whole_output(const float* ref, size_t count) { return {{0, count, ref}}; }
