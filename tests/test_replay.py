@@ -12,8 +12,11 @@ import shutil
 import sqlite3
 import subprocess
 from collections import Counter
+from math import prod
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import GPU, LIGHT, NVCC, SharedBuild
@@ -225,6 +228,7 @@ def test_the_supported_set_is_a_table_of_the_apis_columns() -> None:
         assert [c.name for c in gen.kind_columns(kind)] == [*(c.name for c in REGISTRY[api].columns), "algorithm"]
     assert set(gen.STEP_KINDS) == {*gen.REPLAY_KINDS.values(), *gen.COPY_KINDS.values(), *gen.VIEW_KINDS.values(),
                                    gen.StepKind.TRANSFORM, *gen.KERNEL_KINDS.values()}
+    assert len(set(gen.STEP_KINDS)) == len(gen.STEP_KINDS)  # each once: the C++ enum and the jobs' kind column
     assert set(gen.KERNEL_KINDS) - set(gen.CHAIN_OPS) == {"MaxPool", "AveragePool", "GlobalAveragePool",
                                                           "GlobalMaxPool"}
     assert set(gen.CHAIN_OPS) <= {op for op, kind in gen.KERNEL_KINDS.items() if kind == gen.StepKind.CHAIN}
@@ -360,7 +364,10 @@ def test_a_transformer_plans_with_the_graph_api_steps(vit_db: Path) -> None:
         k = p.buffers[s.reads[1]]
         assert k.shape == (b, h, s_kv, d_qk)
         copy = next(c for c in p.steps if c.writes == k.id)
-        assert copy.kind == gen.StepKind.PERMUTE and copy.row["perm"] == [0, 2, 1, 3]  # K^T's own [0, 2, 3, 1], swapped
+        src = p.buffers[copy.reads[0]].shape  # K [b, s, h, d]: K^T is its [0, 2, 3, 1], swapped to [0, 2, 1, 3]
+        whole = np.arange(prod(src)).reshape(src)
+        assert copy.kind == gen.StepKind.PERMUTE
+        assert np.array_equal(_window(whole, copy.row), whole.transpose(0, 2, 1, 3))
     cls = next(s for s in p.steps if s.kind == gen.StepKind.CONCAT)
     assert p.buffers[cls.reads[0]].input  # the constant class token: random, like a model input
     _check_the_wiring(p)
@@ -397,9 +404,112 @@ def _check_the_wiring(p: gen.ReplayPlan) -> None:
         roots = {p.buffers[r].alias if p.buffers[r].alias >= 0 else r for r in s.reads}
         assert roots <= ready, s.index
         ready.add(s.writes)
-        reads, write = _io_elements(s)
-        assert [p.buffers[b].elements for b in s.reads] == reads, (s.index, s.kind)
-        assert p.buffers[s.writes].elements == write, (s.index, s.kind)
+        _check_sizes(p, s, "")
+
+
+# ---------------------------------------------------------------- views: Gather, Slice, Split
+
+
+def _window(source: np.ndarray, row: dict[str, Any]) -> np.ndarray:
+    """What a permute step's strided copy selects from ``source`` (packed), by its row alone."""
+    flat = np.ascontiguousarray(source).reshape(-1)
+    return np.lib.stride_tricks.as_strided(flat[row["offset"]:], row["dims"],
+                                           [st * flat.itemsize for st in row["strides"]]).copy()
+
+
+def views_model(out: Path, slice_step: int = 1) -> Path:
+    """A ViT block's packed attention projection as TorchScript exports torchvision's nn.MultiheadAttention
+    (ViT-B/16: MatMul, Reshape, Unsqueeze, Transpose, Squeeze, then a Gather of Q, K and V by one index each),
+    with a strided Slice, a Split, a Transpose, a Gather on axis 1 (the class token) and a clamped Slice of
+    the end (ends INT64_MAX); ``slice_step`` -1 makes that last Slice run backwards (refused)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("w_qkv", (16, 48)), ("w1", (16, 16)), ("w2", (8, 16)), ("w3", (4, 16)),
+                                 ("w4", (12, 16)), ("w5", (16, 10)), ("w6", (16, 8)))]
+    ints = {"shape": [2, 8, 3, 16], "zero": [0], "three": [3], "i0": 0, "i1": 1, "i_last": -1, "starts": [1],
+            "ends": [8], "axes1": [1], "steps2": [2], "split": [4, 12],
+            "starts2": [-6 if slice_step > 0 else -1], "ends2": [2**63 - 1 if slice_step > 0 else -7],
+            "steps2b": [slice_step]}
+    inits += [numpy_helper.from_array(np.array(v, dtype=np.int64), k) for k, v in ints.items()]
+    node = helper.make_node
+    nodes = [node("MatMul", ["x", "w_qkv"], ["qkv"], name="in_proj"),
+             node("Reshape", ["qkv", "shape"], ["r"], name="unflatten"),
+             node("Unsqueeze", ["r", "zero"], ["u"], name="unsqueeze"),
+             node("Transpose", ["u"], ["t"], perm=[3, 1, 2, 0, 4], name="transpose"),
+             node("Squeeze", ["t", "three"], ["sq"], name="squeeze"),
+             node("Gather", ["sq", "i0"], ["q"], axis=0, name="gather_q"),
+             node("Gather", ["sq", "i1"], ["k"], axis=0, name="gather_k"),
+             node("Gather", ["sq", "i_last"], ["v"], axis=0, name="gather_v"),
+             node("Slice", ["q", "starts", "ends", "axes1", "steps2"], ["qs"], name="slice_q"),
+             node("Split", ["v", "split"], ["v1", "v2"], axis=2, name="split_v"),
+             node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="transpose_k"),
+             node("MatMul", ["qs", "w1"], ["o1"], name="mm1"),
+             node("MatMul", ["kt", "w2"], ["o2"], name="mm2"),
+             node("MatMul", ["v1", "w3"], ["o3"], name="mm3"),
+             node("MatMul", ["v2", "w4"], ["o4"], name="mm4"),
+             node("Gather", ["o4", "i0"], ["cls"], axis=1, name="gather_cls"),
+             node("MatMul", ["cls", "w5"], ["o5"], name="mm5"),
+             node("Slice", ["o3", "starts2", "ends2", "axes1", "steps2b"], ["tail"], name="slice_tail"),
+             node("MatMul", ["tail", "w6"], ["o6"], name="mm6")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("o1", "o2", "o5", "o6")]
+    graph = helper.make_graph(nodes, "views", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 16])],
+                              outputs, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The views model and a database written by the library's sink with a row per call it plans."""
+    model = views_model(tmp_path_factory.mktemp("views") / "views.onnx")
+    return model, transformer_db(model.with_suffix(".db"), model, 2, None)
+
+
+def test_gather_slice_and_split_views_replay_as_strided_copies(views: tuple[Path, Path]) -> None:
+    """Each view (the Gathers of Q, K and V by one index, a strided Slice, a Split's parts, a Transpose, the
+    class token's Gather on axis 1, a clamped Slice of the end) is one permute step whose window of its
+    source (dims, strides, offset) selects exactly what ONNX's own reference evaluator computes for the
+    view's output; the bound charges them nothing (no charge, no measured call)."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    model, db = views
+    p = plan_model(model, db, 2, FP16, cache=False)
+    permutes = [s for s in p.steps if s.kind == gen.StepKind.PERMUTE]
+    assert Counter(name for s in permutes for name in s.names) == {
+        "transpose": 1, "gather_q": 1, "gather_k": 1, "gather_v": 1, "slice_q": 1, "split_v": 2,
+        "transpose_k": 1, "gather_cls": 1, "slice_tail": 1}
+    offsets = {(s.names[0], p.buffers[s.writes].tensor): s.row["offset"] for s in permutes}
+    assert offsets[("gather_v", "v")] == 2 * 2 * 8 * 16 and offsets[("split_v", "v2")] == 4  # index -1; part 2
+    tensors = sorted({p.buffers[b].tensor for s in permutes for b in (*s.reads, s.writes)})
+    values = dict(zip(tensors, ReferenceEvaluator(onnx.load(model)).run(
+        tensors, {"x": np.random.default_rng(1).standard_normal((2, 8, 16)).astype(np.float32)}), strict=True))
+    for s in permutes:
+        src, out = p.buffers[s.reads[0]], p.buffers[s.writes]
+        assert (s.charged_ms, s.measured_ms, s.tolerance, s.note) == (0.0, None, 0.0, ana.VIEW_NOTE)
+        assert src.elements == values[src.tensor].size and out.shape == values[out.tensor].shape
+        assert np.array_equal(_window(values[src.tensor], s.row), values[out.tensor]), s.names
+    _check_the_wiring(p)
+
+
+def test_a_view_the_strided_copy_cannot_run_is_refused_in_one_line(views: tuple[Path, Path], tmp_path: Path) -> None:
+    """A Slice that runs backwards (step -1) is no window of positive strides: one line naming the layer."""
+    db = views[1]
+    backwards = views_model(tmp_path / "views.onnx", slice_step=-1)
+    with pytest.raises(BenanzaError) as err:
+        plan_model(backwards, db, 2, FP16, cache=False)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("views: layer 'slice_tail' (Slice): ") and "step -1" in message
+
+
+def test_every_view_op_has_a_window_rule() -> None:
+    """The step kinds' table (VIEW_KINDS) and the planner's rules name the same ops."""
+    from benanza.analyze.replay_views import VIEW_RULES
+
+    assert set(VIEW_RULES) == set(gen.VIEW_KINDS)
 
 
 def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
@@ -419,10 +529,12 @@ def _add_to_shared_project(shared: SharedBuild, project: Path) -> None:
 
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path, vit_db: Path) -> None:
+def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path, vit_db: Path,
+                                                      views: tuple[Path, Path]) -> None:
     """ResNet-50's replay against the real cuDNN/cuBLAS/cudnn-frontend headers, in the shared compile
     project (no warning allowed), then its --check-plan: the C++ reads every table Python wrote; the same
-    program reads tinyvit's plan with its graph-API matmul, norm, pointwise and SDPA rows."""
+    program reads tinyvit's plan with its graph-API matmul, norm, pointwise and SDPA rows, and the views
+    model's permute rows of Gathers, Slices and Split parts (dims, strides, offset)."""
     p = plan()
     gen.write_project(p, tmp_path / "r50", "benanza replay (tests)")
     _add_to_shared_project(shared_build, tmp_path / "r50")
@@ -471,6 +583,12 @@ def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild,
     line = json.loads(checked.stdout)
     assert {k: line[k] for k in TRANSFORMER_KINDS} == {k: sum(s.kind == k for s in vit.steps)
                                                        for k in TRANSFORMER_KINDS}
+    windows = plan_model(*views, 2, FP16, cache=False)
+    gen.write_project(windows, tmp_path / "views", "benanza replay (tests)")
+    checked = subprocess.run([str(exe), "--plan", str(tmp_path / "views" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["permute"] == sum(s.kind == gen.StepKind.PERMUTE for s in windows.steps) == 10
 
 
 @pytest.mark.compile
@@ -535,8 +653,6 @@ def test_a_transformer_measured_here_replays_with_every_step_checked(tmp_path: P
 
 def _io_elements(s: gen.Step) -> tuple[list[int], int]:
     """(elements of each buffer read, elements written) that the step's C++ class sizes from its row."""
-    from math import prod
-
     r = s.row
     if s.kind in (gen.StepKind.CONV_FWD, gen.StepKind.CONV_BIAS_ACT, gen.StepKind.GRAPH_CONV):
         n, c, h, w, k = r["dims"][:5]
@@ -558,8 +674,11 @@ def _io_elements(s: gen.Step) -> tuple[list[int], int]:
         return [prod(d[:4])], d[0] * d[1] * d[12] * d[13]
     if s.kind == gen.StepKind.CHAIN:  # elementwise: every input has the output's elements
         return [prod(r["dims"])] * len(s.reads), prod(r["dims"])
+    if s.kind == gen.StepKind.PERMUTE:  # a window of its input: the input reaches at least its last element
+        return [r["offset"] + sum((d - 1) * st for d, st in zip(r["dims"], r["strides"], strict=True)) + 1], \
+            prod(r["dims"])
     if s.kind in (gen.StepKind.SOFTMAX, gen.StepKind.ACTIVATION, gen.StepKind.LRN, gen.StepKind.BATCHNORM,
-                  gen.StepKind.TRANSFORM, gen.StepKind.PERMUTE):
+                  gen.StepKind.TRANSFORM):
         return [prod(r["dims"])], prod(r["dims"])
     if s.kind == gen.StepKind.ADD_TENSOR:
         return [prod(r["c"])], prod(r["c"])
@@ -576,6 +695,15 @@ def test_every_buffer_has_the_size_its_step_reads_and_writes(cell: tuple[str, in
     stem, batch, dtype = cell
     p = plan(stem, batch, (dtype,))
     for s in p.steps:
-        reads, write = _io_elements(s)
-        assert [p.buffers[b].elements for b in s.reads] == reads, (stem, s.index, s.kind)
-        assert p.buffers[s.writes].elements == write, (stem, s.index, s.kind)
+        _check_sizes(p, s, stem)
+
+
+def _check_sizes(p: gen.ReplayPlan, s: gen.Step, label: str) -> None:
+    """The step's buffers hold the elements its row reads and writes (a view's window lies inside its input)."""
+    reads, write = _io_elements(s)
+    got = [p.buffers[b].elements for b in s.reads]
+    if s.kind == gen.StepKind.PERMUTE:
+        assert len(got) == 1 and got[0] >= reads[0], (label, s.index, s.kind)
+    else:
+        assert got == reads, (label, s.index, s.kind)
+    assert p.buffers[s.writes].elements == write, (label, s.index, s.kind)

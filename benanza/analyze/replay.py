@@ -24,6 +24,7 @@ from benanza.analyze.execution import Bounds, Execution, Group, GroupKind, is_al
 from benanza.analyze.folding import tensor_consumers
 from benanza.analyze.inputs import Inputs
 from benanza.analyze.peaks import effective_ceilings
+from benanza.analyze.replay_views import NotAWindow, Window, view_windows
 from benanza.apis import REGISTRY, whole_call
 from benanza.apis.base import Unsupported
 from benanza.apis.cudnn_ops import dims4
@@ -91,8 +92,8 @@ class _Builder:
         self.by_tensor: dict[str, int] = {}  # tensor name -> buffer id holding it
         self.transformed: dict[tuple[int, str], int] = {}  # (buffer, layout) -> buffer in that layout
         self.steps: list[Step] = []
-        # views the bound reads through strides, materialized when a step reads them: tensor -> (layer, source, perm)
-        self.views: dict[str, tuple[Layer, int, list[int]]] = {}
+        # views the bound reads through strides, materialized when a step reads them: tensor -> (layer, source, window)
+        self.views: dict[str, tuple[Layer, int, Window]] = {}
 
     # ---------------------------------------------------------- refusals
     def refuse(self, layer: Layer, what: str) -> BenanzaError:
@@ -147,42 +148,50 @@ class _Builder:
             self.view(layer)
             return
         if layer.op not in NO_COPY_OPS:
-            raise self.refuse(layer, "a view read through strides (Slice, Split, Gather) is not replayed yet")
+            raise self.refuse(layer, f"a view read through strides ({layer.op}) is not replayed yet")
         src = self.read(layer, layer.inputs[0], "NCHW")  # a reshape means the model's own (NCHW) order
         root = self.buffers[src].alias if self.buffers[src].alias >= 0 else src
         out = layer.outputs[0]
         self.by_tensor[out.name] = self._new(out, out.shape, "", alias=root)
 
     def view(self, layer: Layer) -> None:
-        """A Transpose the bound charges nothing (its consumers read it through strides): run as one strided
-        copy in the model's order (the cost of a consumer that cannot read strides) when a step reads it
-        (``materialize``); a call that reads it through strides itself (SDPA's K) copies it once, composed."""
-        x, out = layer.inputs[0], layer.outputs[0]
-        perm = [int(v) for v in layer.attrs.get("perm", range(len(x.shape) - 1, -1, -1))]
-        if not 1 <= len(x.shape) <= 8:
-            raise self.refuse(layer, f"a Transpose of rank {len(x.shape)}")
-        self.views[out.name] = (layer, self.read(layer, x, "NCHW"), perm)
+        """A view the bound charges nothing (a Transpose, Slice, Split or select: its consumers read it through
+        strides): each output a window of the input (``replay_views``), run as one strided copy in the model's
+        order (the cost of a consumer that cannot read strides) when a step reads it (``materialize``); a call
+        that reads it through strides itself (SDPA's K) copies it once, composed."""
+        try:
+            windows = view_windows(layer)
+        except NotAWindow as exc:
+            raise self.refuse(layer, f"a view the strided copy cannot run: {exc}") from None
+        src = self.read(layer, layer.inputs[0], "NCHW")
+        for out, window in zip([t for t in layer.outputs if t.name], windows, strict=True):
+            self.views[out.name] = (layer, src, window)
 
     def materialize(self, tensor: Tensor, perm: list[int] | None = None, name: str = "",
                     reader: Layer | None = None) -> int:
-        """The permute step of a pending view (``perm`` applied after its own, into a buffer of its own named
-        ``name``; a tensor that is no pending view is permuted as ``reader``, the step's layer, reads it)."""
-        layer, src, own = self.views[tensor.name] if tensor.name in self.views else (reader, -1, [])
-        if src < 0 and layer is not None:
-            src = self.read(layer, tensor, "NCHW")
-            own = list(range(len(tensor.shape)))
+        """The strided copy of a pending view into a buffer of its own (``perm`` applied after its own, into one
+        named ``name``); a tensor that is no pending view is copied whole, permuted, as ``reader`` (the step's
+        layer) reads it."""
+        if tensor.name in self.views:
+            layer, src, window = self.views[tensor.name]
+        elif reader is not None:
+            layer, src = reader, self.read(reader, tensor, "NCHW")
+            window = Window.packed(self.buffers[src].shape)
+        else:
+            raise BenanzaError(f"{self.model.name}: {tensor.name!r} is no pending view")  # (a planner bug)
         if perm is None:
             del self.views[tensor.name]
-        composed = [own[i] for i in perm] if perm is not None else own
-        shape = self.buffers[src].shape
-        out = tuple(int(shape[i]) for i in composed)
-        writes = self.write(tensor, "NCHW") if perm is None else self._new(name, out, "NCHW")
+        else:
+            try:
+                window = window.permuted(perm)
+            except NotAWindow as exc:
+                raise self.refuse(layer, str(exc)) from None
+        writes = self.write(tensor, "NCHW") if perm is None else self._new(name, window.dims, "NCHW")
         store = self.store
-        head = layer if layer is not None else self.model.layers[0]  # (a view always has its layer)
-        self.steps.append(Step(len(self.steps), VIEW_KINDS["Transpose"], "", "cudnnTransformTensor", store.value,
-                               "NCHW", Fusion.NONE.value, (head.index,), (head.name,), (src,), writes,
-                               {"dims": [int(v) for v in shape], "perm": composed}, PRECISION_INDEX[(store, "NCHW")],
-                               0.0, 0.0, None, VIEW_NOTE if perm is None else SDPA_K_NOTE))
+        self.steps.append(Step(len(self.steps), StepKind.PERMUTE, "", "cudnnTransformTensor", store.value,
+                               "NCHW", Fusion.NONE.value, (layer.index,), (layer.name,), (src,), writes,
+                               window.row(), PRECISION_INDEX[(store, "NCHW")], 0.0, 0.0, None,
+                               VIEW_NOTE if perm is None else SDPA_K_NOTE))
         return writes
 
     def outputs_of(self, members: tuple[int, ...]) -> list[Tensor]:
@@ -542,20 +551,34 @@ def _outer_input(b: _Builder, head: Layer, members: tuple[int, ...]) -> tuple[in
 
 def _sdpa_operands(b: _Builder, head: Layer, members: tuple[int, ...]) -> tuple[int, ...]:
     """Q, K and V of an attention core as cuDNN's SDPA reads them, [b, h, s, d] each: Q and V as the
-    MatMuls read them, K from the model's K^T (the first MatMul's B) by one strided copy."""
+    MatMuls read them, K from the model's K^T (the first MatMul's B) by one strided copy. A Transpose
+    inside the core (TorchScript's K^T) composes with the copy: where it undoes the swap, K is read as is."""
     layers = [b.model.layers[i] for i in members]
     producer = {t.name: m for m in layers for t in m.outputs}
     qk, pv = [m for m in layers if m.op == "MatMul"][:2]
 
-    def outside(t: Tensor) -> Tensor:  # through a scale on Q or K^T inside the core (decomposed SDPA)
+    def outside(t: Tensor) -> tuple[Tensor, list[int]]:
+        """The tensor from outside the core that ``t`` is, and the permutation of it that ``t`` is: through a
+        scale (decomposed SDPA) or a Transpose inside the core."""
+        perm = list(range(len(t.shape)))
         while t.name in producer:
-            t = next(u for u in producer[t.name].inputs if not u.constant)
-        return t
+            m = producer[t.name]
+            if m.op == "Transpose":
+                perm = [int(m.attrs["perm"][p]) for p in perm]
+            elif any(tuple(u.shape) != tuple(t.shape) for u in m.inputs if not u.constant):
+                raise b.refuse(m, "a layer inside the attention core that is no scale or Transpose of its operand")
+            t = next(u for u in m.inputs if not u.constant)
+        return t, perm
 
-    q, kt, v = outside(qk.inputs[0]), outside(qk.inputs[1]), outside(pv.inputs[1])
-    rank = len(kt.shape)
-    swap = [*range(rank - 2), rank - 1, rank - 2]
-    return (b.read(head, q, ""), b.materialize(kt, swap, f"{kt.name}^T", head), b.read(head, v, ""))
+    def operand(t: Tensor, perm: list[int], suffix: str) -> int:
+        if perm == sorted(perm):
+            return b.read(head, t, "")
+        return b.materialize(t, perm, f"{t.name}{suffix}", head)
+
+    (q, q_perm), (kt, kt_perm), (v, v_perm) = outside(qk.inputs[0]), outside(qk.inputs[1]), outside(pv.inputs[1])
+    rank = len(kt_perm)
+    k_perm = [kt_perm[i] for i in (*range(rank - 2), rank - 1, rank - 2)]  # K = K^T with its last two dims swapped
+    return operand(q, q_perm, "^P"), operand(kt, k_perm, "^T"), operand(v, v_perm, "^P")
 
 
 # Graph-API calls whose operands are not a layer's first input: API -> the buffers its step reads.

@@ -57,7 +57,7 @@ class StepKind:
     LRN = "lrn"
     BATCHNORM = "batchnorm"
     CONCAT = "concat"  # a non-library layer: cudaMemcpy2DAsync per input, the copy the ceilings measure
-    PERMUTE = "permute"  # a Transpose the bound reads through strides, as one strided copy (composition cost)
+    PERMUTE = "permute"  # a view the bound reads through strides (Transpose, Slice, Split, select), one strided copy
     TRANSFORM = "transform"  # a layout change between two steps (no API of the bound: composition cost)
     CHAIN = "chain"  # benanza's fused pointwise kernel: an elementwise chain the bound charges a roofline
     POOL = "pool"  # benanza's pooling kernel: a pool the bound charges a roofline
@@ -94,8 +94,9 @@ KIND_APIS: dict[str, Api] = {kind: api for api, kind in REPLAY_KINDS.items()}
 IN_PLACE_KINDS: frozenset[str] = frozenset({StepKind.ADD_TENSOR})
 # Non-library layers (charged their bytes at the copy roofline) the replay runs as copies: op -> kind.
 COPY_KINDS: dict[str, str] = {"Concat": StepKind.CONCAT}
-# Views the bound reads through strides (charged nothing) that the replay runs as a copy: op -> kind.
-VIEW_KINDS: dict[str, str] = {"Transpose": StepKind.PERMUTE}
+# Views the bound reads through strides (charged nothing) that the replay runs as a copy: op -> kind. Each
+# output is a window of its input (analyze.replay_views.VIEW_RULES: dims, strides, offset), copied packed.
+VIEW_KINDS: dict[str, str] = {op: StepKind.PERMUTE for op in ("Transpose", "Slice", "Split", "Gather")}
 # Layers the bound charges a roofline that benanza's own kernels run (csrc/benanza/replay_kernels.h):
 # op -> kind. A chain runs as one fused step when every member has a ChainOpDef (CHAIN_OPS below).
 KERNEL_KINDS: dict[str, str] = {
@@ -105,8 +106,9 @@ KERNEL_KINDS: dict[str, str] = {
 }
 OWN_KERNEL_STEPS: frozenset[str] = frozenset(KERNEL_KINDS.values())
 KERNEL_ALGORITHM = "benanza"  # a step of benanza's own kernel: its algorithm column
-STEP_KINDS: tuple[str, ...] = (*REPLAY_KINDS.values(), *COPY_KINDS.values(), *VIEW_KINDS.values(),
-                               StepKind.TRANSFORM, *sorted(OWN_KERNEL_STEPS))
+# Each kind once (several ops share one: every view is a permute), in the order the C++ enumerates them.
+STEP_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*REPLAY_KINDS.values(), *COPY_KINDS.values(), *VIEW_KINDS.values(),
+                                                   StepKind.TRANSFORM, *sorted(OWN_KERNEL_STEPS))))
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,10 @@ TRANSFORM_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", 4), choice("src
 # order, or NHWC rows for a channel concat of NHWC data).
 CONCAT_COLUMNS: tuple[Column, ...] = (PRECISION, ints("parts", at_least=1, at_most=256), Column("outer", Kind.INT),
                                       Column("inner", Kind.INT))
-# A permutation's row: the input's dims (model order) and the permutation (ONNX Transpose's perm).
+# A view's row: the window of its (packed) input it copies, packed, into its own buffer: the output's dims,
+# each dim's stride in input elements and the input element of its first index (analyze.replay_views.Window).
 PERMUTE_COLUMNS: tuple[Column, ...] = (PRECISION, ints("dims", at_least=1, at_most=8),
-                                       ints("perm", at_least=1, at_most=8))
+                                       ints("strides", at_least=1, at_most=8), Column("offset", Kind.INT))
 # A fused chain's row: the output's 4-D dims (channels on axis 1) and layout, the program (ChainProgram:
 # per op its kernel op, operand codes a, b, c and parameters alpha, beta) and each constant's count.
 _OPS_LIST = {"at_least": 1, "at_most": MAX_CHAIN_OPS}

@@ -64,6 +64,11 @@ VALUE_INPUTS: dict[str, dict[int, str]] = {
     "ReduceMax": {1: "axes"},
 }
 
+# One-element constant inputs that stay inputs (their value does not change the layer's cost, so not its
+# key) but whose value the replay needs: which element a select (a Gather by one index) reads. By position;
+# recorded in ``Layer.values``.
+INDEX_INPUTS: dict[str, dict[int, str]] = {"Gather": {1: "indices"}}
+
 Shapes = list[tuple[int, ...]]
 Normalizer = Callable[[dict[str, Any], Shapes, int], dict[str, Any]]
 

@@ -38,6 +38,9 @@ class Layer:
     bytes_read: int = 0
     bytes_written: int = 0
     index: int = 0  # position in the model's topological order
+    # values of one-element constants it keeps as inputs (attrs.INDEX_INPUTS: a select's index): not in the
+    # key, since the cost does not depend on them; the replay needs them to know which elements a view reads
+    values: dict[str, list[int]] = field(default_factory=dict)
     key: str = field(init=False, default="")
 
     def __post_init__(self) -> None:

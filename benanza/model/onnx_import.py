@@ -21,6 +21,7 @@ folding resolve every chain; the exporter's own value_info is re-inferred.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -184,10 +185,14 @@ def _layer(node: onnx.NodeProto, index: int, r: _Resolved, used: set[str], opset
     name = node.name or f"{node.op_type}_{index}"
     raw = _attr_values(node)
     moved = attr_rules.VALUE_INPUTS.get(op, {})
+    kept = attr_rules.INDEX_INPUTS.get(op, {})
     inputs = []
+    values: dict[str, list[int]] = {}
     for pos, tname in enumerate(node.input):
         if not tname:
             continue
+        if pos in kept and tname in r.consts and math.prod(r.consts.shape(tname)) == 1:
+            values[kept[pos]] = [int(v) for v in r.consts.value(tname).reshape(-1)]
         if pos in moved and tname in r.consts:
             raw[moved[pos]] = r.consts.value(tname).tolist()
         else:
@@ -200,7 +205,7 @@ def _layer(node: onnx.NodeProto, index: int, r: _Resolved, used: set[str], opset
         raise BenanzaError(f"{label}: {op} node '{name}' has bad attributes: {_first_line(exc)}") from None
     attrs = {k: _plain(v) for k, v in attrs.items()}
     validate.check_layer(op, name, inputs, outputs, attrs, label)
-    layer = Layer(name=name, op=op, inputs=inputs, outputs=outputs, attrs=attrs, index=index)
+    layer = Layer(name=name, op=op, inputs=inputs, outputs=outputs, attrs=attrs, index=index, values=values)
     cost = costs.layer_cost(op, inputs, outputs, attrs)
     layer.macs, layer.flops = cost.macs, cost.flops
     layer.bytes_read, layer.bytes_written = cost.bytes_read, cost.bytes_written

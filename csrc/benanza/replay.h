@@ -11,6 +11,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -78,6 +79,7 @@ class ReplayBuffers {
 // What a step reads and writes: buffer pointers (reads in the order its kind takes them: x [, z]).
 struct ReplayIo {
   std::vector<void*> reads;
+  std::vector<size_t> read_elements;  // each read buffer's elements (a view's copy checks its window fits)
   void* write = nullptr;
   size_t write_elements = 0;
 };
@@ -782,60 +784,75 @@ class BatchNormStep : public ReplayStep {
   Buffer params_[4];  // scale, bias, mean, var (fp32, as cuDNN derives them)
 };
 
-// cudnnTransformTensor from the input's descriptor (src_) to the output's (dst_): a strided copy or a
-// layout change. Transformed back, the output must give its input exactly.
+// cudnnTransformTensor from the input's descriptor (src_, at src_offset_ bytes into it) to the output's
+// (dst_): a strided copy or a layout change. Transformed back into a copy of the input, through the same
+// descriptor, the input must come back exactly (the elements a window does not read stay as they were).
 class TransformCopy : public ReplayStep {
  public:
   void enqueue(Context& ctx) override {
     const float one = 1.f, zero = 0.f;
-    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, src_, io_.reads[0], &zero, dst_, io_.write));
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, src_, static_cast<const char*>(io_.reads[0]) + src_offset_,
+                                        &zero, dst_, io_.write));
   }
   double check(Context& ctx) override {
-    Buffer back(count_ * dtype_size(type_));
+    const size_t n = src_count_ ? src_count_ : count_, e = dtype_size(type_);
+    Buffer back(n * e);
+    if (n != count_ || src_offset_) BZ_CHECK_CUDA(cudaMemcpyAsync(back.get(), io_.reads[0], n * e,
+                                                                   cudaMemcpyDeviceToDevice, ctx.stream));
     const float one = 1.f, zero = 0.f;
-    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_, back.get()));
-    Buffer ref = as_float(ctx, io_.reads[0], type_, count_);
-    return whole_error(ctx, back.get(), type_, ref, count_);
+    BZ_CHECK_CUDNN(cudnnTransformTensor(ctx.cudnn(), &one, dst_, io_.write, &zero, src_,
+                                        static_cast<char*>(back.get()) + src_offset_));
+    Buffer ref = as_float(ctx, io_.reads[0], type_, n);
+    return whole_error(ctx, back.get(), type_, ref, n);
   }
 
  protected:
   TransformCopy(const ReplayIo& io, DType type) : io_(io), type_(type) {}
   ReplayIo io_;
   DType type_;
-  size_t count_ = 0;
+  size_t count_ = 0;      // elements the step writes
+  size_t src_count_ = 0;  // elements of the input where the step reads a window of it (0: count_)
+  size_t src_offset_ = 0;  // bytes into the input of the window's first element
   TensorDesc src_, dst_;
 };
 
-// A Transpose the bound reads through strides (a view, charged nothing), replayed as one strided copy
-// (cudnnTransformTensor on N-d descriptors): what a consumer that cannot read strides pays.
+// A view the bound reads through strides (a Transpose, a Slice, a Split's part, a select; charged nothing),
+// replayed as one strided copy (cudnnTransformTensor on N-d descriptors) of the window of its input it
+// reads, packed into its own buffer: what a consumer that cannot read strides pays.
 class PermuteStep : public TransformCopy {
  public:
   struct Spec {
     const CudnnPrecision* p;
-    std::vector<long long> dims, perm;  // the input's dims (model order, packed) and the permutation
+    std::vector<long long> dims, strides;  // the view's dims and each dim's stride in input elements
+    long long offset;                      // the input element of the view's first index
   };
 
   PermuteStep(const Spec& s, const ReplayIo& io) : TransformCopy(io, s.p->storage) {
     const size_t rank = s.dims.size();
-    if (rank < 1 || rank > 8 || s.perm.size() != rank) throw Error(Status::Failed, "a permutation of 1 to 8 dims");
-    std::vector<long long> in_strides(rank, 1);
-    for (size_t i = rank - 1; i > 0; --i) in_strides[i - 1] = in_strides[i] * s.dims[i];
+    if (rank < 1 || rank > 8 || s.strides.size() != rank) throw Error(Status::Failed, "a view of 1 to 8 dims");
+    if (io.reads.size() != 1 || io.read_elements.size() != 1) throw Error(Status::Failed, "a view reads one buffer");
+    long long last = s.offset;  // the last input element the window reads
+    for (size_t i = 0; i < rank; ++i) {
+      if (s.dims[i] < 1 || s.strides[i] < 1 || s.dims[i] > INT_MAX || s.strides[i] > INT_MAX)
+        throw Error(Status::Failed, "a view's dims and strides are positive ints");
+      last += (s.dims[i] - 1) * s.strides[i];
+    }
+    if (s.offset < 0 || size_t(last) >= io.read_elements[0]) throw Error(Status::Failed, "a view beyond its input");
     std::vector<int> out_dims, src_strides, dst_strides;
     const size_t pad = rank < 4 ? 4 - rank : 0;  // cuDNN's N-d descriptors take at least 4 dims
-    for (size_t i = 0; i < pad; ++i) out_dims.push_back(1);
-    for (size_t i = 0; i < rank; ++i) {
-      if (s.perm[i] < 0 || size_t(s.perm[i]) >= rank) throw Error(Status::Failed, "not a permutation");
-      out_dims.push_back(int(s.dims[size_t(s.perm[i])]));
-    }
+    out_dims.assign(pad, 1);
+    for (long long d : s.dims) out_dims.push_back(int(d));
     const size_t n = out_dims.size();
     dst_strides.assign(n, 1);
     for (size_t i = n - 1; i > 0; --i) dst_strides[i - 1] = dst_strides[i] * out_dims[i];
-    src_strides.assign(n, 1);
-    for (size_t i = 0; i < rank; ++i) src_strides[pad + i] = int(in_strides[size_t(s.perm[i])]);
-    for (size_t i = 0; i < pad; ++i) src_strides[i] = dst_strides[i];
+    src_strides = dst_strides;  // a dim of one element (the padding's, a select's) reads one: any stride
+    for (size_t i = 0; i < rank; ++i)
+      if (s.dims[i] > 1) src_strides[pad + i] = int(s.strides[i]);
     count_ = 1;
     for (int d : out_dims) count_ *= size_t(d);
     if (io.write_elements != count_) throw Error(Status::Failed, "output buffer of the wrong size");
+    src_count_ = io.read_elements[0];
+    src_offset_ = size_t(s.offset) * dtype_size(type_);
     BZ_CHECK_CUDNN(cudnnSetTensorNdDescriptor(src_, s.p->data, int(n), out_dims.data(), src_strides.data()));
     BZ_CHECK_CUDNN(cudnnSetTensorNdDescriptor(dst_, s.p->data, int(n), out_dims.data(), dst_strides.data()));
   }
