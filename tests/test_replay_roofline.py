@@ -49,3 +49,35 @@ def test_a_copy_charged_chain_runs_as_a_roofline_chain(tmp_path: Path, monkeypat
     assert (step.kind, step.fusion, step.note) == (gen.StepKind.GRAPH_POINTWISE, Fusion.POINTWISE.value,
                                                    ana.ROOFLINE_NOTE)
     assert step.measured_ms == pytest.approx(0.004) and step.charged_ms < step.measured_ms
+
+
+def residual_model(path: Path) -> Path:
+    """x -> Conv 3x3 (pads 1) -> y; y + x: a residual Add that a measured in-place cudnnAddTensor can charge."""
+    import numpy as np
+
+    w = numpy_helper.from_array(np.zeros((32, 32, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["y", "x"], ["z"], name="add")],
+        "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32, 28, 28])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 32, 28, 28])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_an_add_charged_its_in_place_call_writes_a_buffer_of_its_own(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """EfficientNet-B0 b64 fp32 on the H100: a residual Add's fastest charge was its measured cudnnAddTensor
+    (C += A), and the program refused the plan ("a bias add runs in place"): the step read one input and wrote
+    another buffer. The Add now runs benanza's chain kernel on both inputs, noted as such."""
+    model = residual_model(tmp_path / "residual.onnx")
+    monkeypatch.setattr(test_replay, "WINNERS", {(Api.ADD_TENSOR, "fp32"): 1e-7, (Api.CONV_BIAS_ACT, "fp32"): 5.0,
+                                                 (Api.GRAPH_CONV, "fp32"): 5.0})
+    db = test_replay.transformer_db(tmp_path / "residual.db", model, 4, None)
+    p = plan_model(model, db, 4, (Precision.FP32,), cache=False)
+    assert all(s.reads == (s.writes,) for s in p.steps if s.kind in gen.IN_PLACE_KINDS)
+    (add,) = [s for s in p.steps if "add" in s.names]
+    conv = next(s for s in p.steps if "conv" in s.names)
+    assert (add.kind, add.note) == (gen.StepKind.CHAIN, ana.IN_PLACE_NOTE)
+    assert add.measured_ms is None and add.charged_ms == pytest.approx(1e-7)
+    assert sorted(add.reads) == sorted((conv.writes, conv.reads[0]))

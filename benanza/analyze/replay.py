@@ -56,6 +56,8 @@ from benanza.records import Result
 SUPPORTED = ", ".join([*(api.value for api in REPLAY_KINDS), *(f"{op} (copies)" for op in COPY_KINDS)])
 ROOFLINE_NOTE = "the bound charges its bytes at the copy roofline; the replay runs its fastest measured call"
 CHAIN_NOTE = "the bound charges its bytes at the copy roofline; the replay runs benanza's fused kernel"
+IN_PLACE_NOTE = ("the bound charges a measured in-place call (C += A); the replay writes a buffer of its own "
+                 "(benanza's fused kernel, else the fastest measured call that does)")
 POOL_NOTE = "the bound charges its bytes at the copy roofline; the replay runs benanza's pooling kernel"
 TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
 VIEW_NOTE = "a view the bound reads through strides (charged nothing), run as one strided copy"
@@ -427,13 +429,22 @@ class _Builder:
         if group.kind == GroupKind.ALIAS:
             self.alias(head)
             return
-        if group.rows and not _copy_charge(group.rows[0]):
+        in_place = bool(group.rows) and _in_place_charge(group.rows[0])
+        if group.rows and not (_copy_charge(group.rows[0]) or in_place):
             self.call(group, group.rows[0], group.layers, group.ms)
             for extra in group.rows[1:]:
                 self.bias(group, extra)
             return
         if (group.kind == GroupKind.CALL or group.folded) and not group.rows:
             raise self.refuse(head, "the bound charges it a roofline (no measured call) and the replay needs one")
+        first = len(self.steps)
+        self.roofline(group)
+        if in_place:  # the charge was a measured in-place call: say so, not "its bytes at the roofline"
+            self.steps[first:] = [replace(s, note=IN_PLACE_NOTE) for s in self.steps[first:]]
+
+    def roofline(self, group: Group) -> None:
+        """A group no one call of which the replay makes as charged: its measured fused call, benanza's own
+        kernel, or each member's fastest measured call that writes a buffer of its own."""
         if self.fused_stand_in(group):  # a pointwise chain: its measured fused call (graph_pointwise)
             return
         if self.own_kernel(group):  # benanza's fused chain or pooling kernel
@@ -450,6 +461,12 @@ def _copy_charge(row: Result) -> bool:
     """A fused chain the bound charges by the copy benchmark (its bytes at the roofline, no call of it:
     EfficientNet's SiLU at b64): the replay runs it as a roofline chain."""
     return Api(row.api) is Api.COPY and row.fusion != Fusion.NONE.value
+
+
+def _in_place_charge(row: Result) -> bool:
+    """A layer charged its measured in-place call (cudnnAddTensor's C += A for a residual Add, EfficientNet b64
+    fp32): C is an input another layer may still read, so the replay writes a buffer of its own instead."""
+    return REPLAY_KINDS.get(Api(row.api)) in IN_PLACE_KINDS
 
 
 def _stands_in(row: Result, layer: Layer) -> bool:
