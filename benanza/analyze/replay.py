@@ -190,7 +190,7 @@ class _Builder:
                 raise self.refuse(layer, str(exc)) from None
         writes = self.write(tensor, "NCHW") if perm is None else self._new(name, window.dims, "NCHW")
         store = self.store
-        self.steps.append(Step(len(self.steps), StepKind.PERMUTE, "", "cudnnTransformTensor", store.value,
+        self.steps.append(Step(len(self.steps), StepKind.PERMUTE, "", KERNEL_ALGORITHM, store.value,
                                "NCHW", Fusion.NONE.value, (layer.index,), (layer.name,), (src,), writes,
                                window.row(), PRECISION_INDEX[(store, "NCHW")], 0.0, 0.0, None,
                                VIEW_NOTE if perm is None else SDPA_K_NOTE))

@@ -251,7 +251,63 @@ __global__ void pool_kernel(PoolDims d, bool nhwc, int mode, const T* __restrict
   }
 }
 
+// One thread per window element in the destination's order: its source element from the window's dims and
+// strides (I: 32-bit indices wherever the source allows, a division per dim being most of the work).
+template <class U, class I>
+__global__ void strided_copy_kernel(const StridedWindow w, const U* __restrict__ src, U* __restrict__ dst) {
+  const I count = I(w.count), stride = I(gridDim.x) * blockDim.x;
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    I rest = i, at = I(w.offset);
+    for (int d = w.rank - 1; d > 0; --d) {
+      const I dim = I(w.dims[d]);
+      at += (rest % dim) * I(w.strides[d]);
+      rest /= dim;
+    }
+    dst[i] = src[at + rest * I(w.strides[0])];
+  }
+}
+
+// The same window with its one-element dims dropped and each dim merged into the one before it where the
+// source holds the pair contiguously (a Transpose of a 5-d view often copies as 2 or 3 dims).
+StridedWindow simplified(const StridedWindow& w) {
+  StridedWindow out;
+  out.offset = w.offset, out.count = w.count;
+  for (int d = 0; d < w.rank; ++d) {
+    if (w.dims[d] == 1) continue;
+    if (out.rank > 0 && out.strides[out.rank - 1] == w.strides[d] * w.dims[d]) {
+      out.dims[out.rank - 1] *= w.dims[d];
+      out.strides[out.rank - 1] = w.strides[d];
+    } else {
+      out.dims[out.rank] = w.dims[d], out.strides[out.rank] = w.strides[d];
+      ++out.rank;
+    }
+  }
+  if (out.rank == 0) out.dims[0] = 1, out.strides[0] = 1, out.rank = 1;
+  return out;
+}
+
+template <class U>
+void launch_strided_copy(const StridedWindow& w, const void* src, void* dst, cudaStream_t stream) {
+  long long last = w.offset;  // the largest source index the window reads
+  for (int d = 0; d < w.rank; ++d) last += (w.dims[d] - 1) * w.strides[d];
+  const auto* s = static_cast<const U*>(src);
+  auto* t = static_cast<U*>(dst);
+  if (last < INT32_MAX && w.count < INT32_MAX)
+    strided_copy_kernel<U, uint32_t><<<blocks_for(size_t(w.count)), kChainThreads, 0, stream>>>(w, s, t);
+  else
+    strided_copy_kernel<U, unsigned long long><<<blocks_for(size_t(w.count)), kChainThreads, 0, stream>>>(w, s, t);
+}
+
 }  // namespace
+
+void strided_copy(const StridedWindow& w, DType dtype, const void* src, void* dst, cudaStream_t stream) {
+  if (w.count < 1) return;
+  const StridedWindow s = simplified(w);
+  if (dtype_size(dtype) == 4)  // a copy moves bits: one unsigned type per element size
+    launch_strided_copy<uint32_t>(s, src, dst, stream);
+  else
+    launch_strided_copy<uint16_t>(s, src, dst, stream);
+}
 
 void chain_forward(const ChainProgram& p, DType dtype, void* out, cudaStream_t stream) {
   if (p.count < 1 || p.ops < 1) return;
