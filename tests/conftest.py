@@ -265,6 +265,7 @@ def unified(out: Path) -> dict[str, list[str]]:
 
 
 def write_lists(out: Path, executables: list[str], host_only: list[str], frontend: list[str]) -> None:
+    """Rewrites the project's benchmarks.cmake with these lists (templates/benchmarks.cmake.j2)."""
     cmake = codegen.environment().get_template("benchmarks.cmake.j2").render(
         command="tests/conftest.py", executables=executables, host_only=host_only, frontend=frontend,
         site_dirs=codegen.site_dirs())
