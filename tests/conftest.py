@@ -5,7 +5,8 @@ The compile tests of several modules share ONE generated project, built once per
 (``shared_build``): each module registers the plan of the jobs it wants compiled with
 ``@compiled_in_the_shared_build``; the session fixture merges the plans of the collected
 modules and builds them together, so every template is compiled against the real headers
-once instead of once per module (CI time, docs/RESULTS.md §16).
+once instead of once per module (CI time, docs/RESULTS.md §16). Without a GPU (a check-only build) its
+host-compiled sources are compiled as two translation units (``one_translation_unit``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,6 +166,8 @@ def cmake_build() -> Callable[[Path], Path]:
 COMMAND_LINE = "benanza generate (the test run's shared build) --out bench\n// evil \\"
 # name -> the plan a test module wants compiled (filled at import, i.e. when pytest collects the module)
 SHARED_PLANS: dict[str, Callable[[], Plan]] = {}
+# executable -> its source, for programs built beside the benchmarks (the replay; host-only, cudnn-frontend)
+SHARED_PROGRAMS: dict[str, Callable[[], str]] = {}
 
 
 def compiled_in_the_shared_build(name: str) -> Callable[[Callable[[], Plan]], Callable[[], Plan]]:
@@ -174,6 +178,17 @@ def compiled_in_the_shared_build(name: str) -> Callable[[Callable[[], Plan]], Ca
         once = functools.cache(make)
         SHARED_PLANS[name] = once
         return once
+
+    return register
+
+
+def program_in_the_shared_build(exe: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
+    """Registers a host-only program that includes cudnn-frontend (``make`` returns its source) for
+    ``shared_build``: built with the benchmarks, so the check-only build compiles it in their unit."""
+
+    def register(make: Callable[[], str]) -> Callable[[], str]:
+        SHARED_PROGRAMS[exe] = make
+        return make
 
     return register
 
@@ -201,14 +216,86 @@ class SharedBuild:
         return [j for j in self.manifest.jobs if j["executable"] == exe]
 
 
+# A unit's main runs the program its executable is named after (each unified executable is a hard link to it).
+UNITY_MAIN = """
+int main(int argc, char** argv) {
+  char self[PATH_MAX] = {0};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  const std::string path = n > 0 ? std::string(self, size_t(n)) : std::string(argv[0]);
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+%s  std::fprintf(stderr, "error: %%s is none of this unit's programs\\n", name.c_str());
+  return 2;
+}
+"""
+
+
+def one_translation_unit(src: Path, unit: str, exes: list[str]) -> None:
+    """Writes ``src/<unit>.cu``: the sources of ``exes`` in one translation unit, each in a namespace of
+    its own (its includes hoisted above them), and a main that runs the one its executable is named
+    after. The cudnn-frontend sources cost about 30 CPU s each at -O0, nearly all of it the frontend's
+    inline code, emitted once per unit: six of them in one unit take 36 s instead of 170."""
+    includes: dict[str, None] = {"#include <climits>": None, "#include <cstdio>": None, "#include <string>": None,
+                                 "#include <unistd.h>": None}
+    bodies, dispatch = [], []
+    for exe in exes:
+        text = (src / f"{exe}.cu").read_text()
+        includes.update(dict.fromkeys(m.strip() for m in re.findall(r"^[ \t]*#[ \t]*include[^\n]*", text, re.M)))
+        bodies.append(f"namespace unit_{exe} {{\n#include \"{exe}.cu\"\n}}  // namespace unit_{exe}\n")
+        dispatch.append(f'  if (name == "{exe}") return unit_{exe}::main(argc, argv);\n')
+    (src / f"{unit}.cu").write_text("// the shared build's check-only unit (tests/conftest.py)\n" + "\n".join(includes)
+                                    + "\n\n" + "".join(bodies) + UNITY_MAIN % "".join(dispatch))
+    (src / f"{unit}.jobs").write_text("")  # CMakeLists copies each executable's table; the unit has none
+
+
+def unified(out: Path) -> dict[str, list[str]]:
+    """Without a GPU nothing built runs a benchmark, so the host-only sources are built as two units
+    (the cudnn-frontend ones, the others: a plain source never sees the frontend's headers), the
+    nvcc sources as they are. Rewrites benchmarks.cmake; returns unit -> its executables."""
+    from benanza.measure import build_cache
+
+    lists = build_cache.cmake_lists((out / "benchmarks.cmake").read_text())
+    host, frontend = lists["BENANZA_HOST_ONLY"], lists["BENANZA_FRONTEND"]
+    units = {name: exes for name, exes in (("unit_frontend", [e for e in host if e in frontend]),
+                                           ("unit_host", [e for e in host if e not in frontend])) if exes}
+    for unit, exes in units.items():
+        one_translation_unit(out / "src", unit, exes)
+    kept = [e for e in lists["BENANZA_EXECUTABLES"] if e not in host]  # units first: Ninja starts the longest first
+    write_lists(out, [*units, *kept], list(units), [u for u in units if u == "unit_frontend"])
+    return units
+
+
+def write_lists(out: Path, executables: list[str], host_only: list[str], frontend: list[str]) -> None:
+    """Rewrites the project's benchmarks.cmake with these lists (templates/benchmarks.cmake.j2)."""
+    cmake = codegen.environment().get_template("benchmarks.cmake.j2").render(
+        command="tests/conftest.py", executables=executables, host_only=host_only, frontend=frontend,
+        site_dirs=codegen.site_dirs())
+    (out / "benchmarks.cmake").write_text(cmake)
+
+
 @pytest.fixture(scope="session")
 def shared_build(cmake_build: Callable[[Path], Path], tmp_path_factory: pytest.TempPathFactory) -> SharedBuild:
-    """One project holding the jobs of every registered plan, generated and built once per run."""
+    """One project holding the jobs of every registered plan and the registered programs, generated and
+    built once per run."""
     if NVCC is None:
         pytest.skip("needs nvcc")
+    from benanza.measure import build_cache
+
     names = sorted(SHARED_PLANS)
     plans = [SHARED_PLANS[n]() for n in names]
     out = tmp_path_factory.mktemp("shared")
     manifest = codegen.generate(merged_plan(plans), out, COMMAND_LINE)
-    return SharedBuild(out, cmake_build(out), manifest,
+    programs = sorted(SHARED_PROGRAMS)
+    for exe in programs:
+        (out / "src" / f"{exe}.cu").write_text(SHARED_PROGRAMS[exe]())
+        (out / "src" / f"{exe}.jobs").write_text("")  # a program reads its tables from elsewhere (--plan)
+    lists = build_cache.cmake_lists((out / "benchmarks.cmake").read_text())
+    write_lists(out, [*lists["BENANZA_EXECUTABLES"], *programs], [*lists["BENANZA_HOST_ONLY"], *programs],
+                [*lists.get("BENANZA_FRONTEND", []), *programs])
+    units = {} if GPU else unified(out)
+    build = cmake_build(out)
+    for unit, exes in units.items():
+        for exe in exes:  # each program under its own name, its job table beside it, as a project builds it
+            os.link(build / unit, build / exe)
+            shutil.copyfile(out / "src" / f"{exe}.jobs", build / f"{exe}.jobs")
+    return SharedBuild(out, build, manifest,
                        {n: {j.executable for j in p.jobs} for n, p in zip(names, plans, strict=True)})
