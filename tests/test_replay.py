@@ -469,31 +469,131 @@ def views(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return model, transformer_db(model.with_suffix(".db"), model, 2, None)
 
 
-def test_gather_slice_and_split_views_replay_as_strided_copies(views: tuple[Path, Path]) -> None:
-    """Each view (the Gathers of Q, K and V by one index, a strided Slice, a Split's parts, a Transpose, the
-    class token's Gather on axis 1, a clamped Slice of the end) is one permute step whose window of its
-    source (dims, strides, offset) selects exactly what ONNX's own reference evaluator computes for the
-    view's output; the bound charges them nothing (no charge, no measured call)."""
+def _reference(model: Path, tensors: list[str]) -> dict[str, np.ndarray]:
+    """``tensors`` as ONNX's own reference evaluator computes them for one random ``x`` [2, 8, 16]."""
     import onnx
     from onnx.reference import ReferenceEvaluator
 
-    model, db = views
-    p = plan_model(model, db, 2, FP16, cache=False)
+    x = np.random.default_rng(1).standard_normal((2, 8, 16)).astype(np.float32)
+    return dict(zip(tensors, ReferenceEvaluator(onnx.load(model)).run(tensors, {"x": x}), strict=True))
+
+
+def _check_copies(p: gen.ReplayPlan, model: Path) -> list[gen.Step]:
+    """Each permute step's window of its source (dims, strides, offset) selects exactly what the reference
+    evaluator computes for the tensor it writes, the last of its chain; the bound charges none of them."""
     permutes = [s for s in p.steps if s.kind == gen.StepKind.PERMUTE]
-    assert Counter(name for s in permutes for name in s.names) == {
-        "transpose": 1, "gather_q": 1, "gather_k": 1, "gather_v": 1, "slice_q": 1, "split_v": 2,
-        "transpose_k": 1, "gather_cls": 1, "slice_tail": 1}
-    offsets = {(s.names[0], p.buffers[s.writes].tensor): s.row["offset"] for s in permutes}
-    assert offsets[("gather_v", "v")] == 2 * 2 * 8 * 16 and offsets[("split_v", "v2")] == 4  # index -1; part 2
-    tensors = sorted({p.buffers[b].tensor for s in permutes for b in (*s.reads, s.writes)})
-    values = dict(zip(tensors, ReferenceEvaluator(onnx.load(model)).run(
-        tensors, {"x": np.random.default_rng(1).standard_normal((2, 8, 16)).astype(np.float32)}), strict=True))
+    values = _reference(model, sorted({p.buffers[b].tensor for s in permutes for b in (*s.reads, s.writes)}))
     for s in permutes:
         src, out = p.buffers[s.reads[0]], p.buffers[s.writes]
         assert (s.charged_ms, s.measured_ms, s.tolerance, s.note) == (0.0, None, 0.0, ana.VIEW_NOTE)
         assert src.elements == values[src.tensor].size and out.shape == values[out.tensor].shape
         assert np.array_equal(_window(values[src.tensor], s.row), values[out.tensor]), s.names
+    return permutes
+
+
+def test_gather_slice_and_split_views_replay_as_strided_copies(views: tuple[Path, Path]) -> None:
+    """Each chain of views read by a step (the TorchScript Transpose -> Squeeze -> Gather of Q, K and V by one
+    index, then a strided Slice, a Split's parts or a Transpose of it; the class token's Gather on axis 1; a
+    clamped Slice of the end) is one permute step whose window of the chain's source selects exactly what
+    ONNX's own reference evaluator computes for the chain's output; the bound charges them nothing."""
+    model, db = views
+    p = plan_model(model, db, 2, FP16, cache=False)
+    permutes = _check_copies(p, model)
+    qkv = ("transpose", "squeeze")
+    assert Counter(s.names for s in permutes) == {
+        (*qkv, "gather_q", "slice_q"): 1, (*qkv, "gather_v", "split_v"): 2, (*qkv, "gather_k", "transpose_k"): 1,
+        ("gather_cls",): 1, ("slice_tail",): 1}
+    offsets = {p.buffers[s.writes].tensor: s.row["offset"] for s in permutes}
+    assert offsets["v2"] == 2 * 16 + 4 and offsets["qs"] == 1 * 48  # V is index -1 of 3 x 16; part 2; row 1 of Q
+    sources = {p.buffers[s.reads[0]] for s in permutes if s.names[0] == "transpose"}  # the Unsqueeze of QKV
+    assert {(b.tensor, p.buffers[b.alias].tensor) for b in sources} == {("u", "qkv")}
     _check_the_wiring(p)
+
+
+def chains_model(out: Path) -> Path:
+    """Q of a packed QKV projection, split into heads, as a chain of views (Reshape, Transpose, Gather, Reshape,
+    Transpose) read by a MatMul; and a select (Gather of index 1 on axis 0) of a [3, 2, 8, 8] stack, flattened
+    (Reshape), read by another: the second is contiguous."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("w_qkv", (16, 48)), ("w_h", (8, 8)), ("w_s", (16, 24)), ("w_o", (8, 4)))]
+    ints = {"shape": [2, 8, 3, 16], "heads": [2, 8, 2, 8], "stack": [3, 2, 8, 8], "rows": [16, 8], "i0": 0, "i1": 1}
+    inits += [numpy_helper.from_array(np.array(v, dtype=np.int64), k) for k, v in ints.items()]
+    node = helper.make_node
+    nodes = [node("MatMul", ["x", "w_qkv"], ["qkv"], name="in_proj"),
+             node("Reshape", ["qkv", "shape"], ["r"], name="unflatten"),
+             node("Transpose", ["r"], ["t"], perm=[2, 0, 1, 3], name="transpose"),
+             node("Gather", ["t", "i0"], ["q"], axis=0, name="gather_q"),
+             node("Reshape", ["q", "heads"], ["qh"], name="split_heads"),
+             node("Transpose", ["qh"], ["qt"], perm=[0, 2, 1, 3], name="transpose_q"),
+             node("MatMul", ["qt", "w_h"], ["o1"], name="mm1"),
+             node("MatMul", ["x", "w_s"], ["s"], name="stack_proj"),
+             node("Reshape", ["s", "stack"], ["st"], name="stack"),
+             node("Gather", ["st", "i1"], ["sel"], axis=0, name="select"),
+             node("Reshape", ["sel", "rows"], ["flat"], name="flatten"),
+             node("MatMul", ["flat", "w_o"], ["o2"], name="mm2")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("o1", "o2")]
+    graph = helper.make_graph(nodes, "chains", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 16])],
+                              outputs, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def view_chains(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The chains model and its database (a row per call it plans)."""
+    model = chains_model(tmp_path_factory.mktemp("chains") / "chains.onnx")
+    return model, transformer_db(model.with_suffix(".db"), model, 2, None)
+
+
+def test_a_chain_of_views_is_one_copy_and_a_contiguous_select_none(view_chains: tuple[Path, Path]) -> None:
+    """Transpose -> Gather -> Reshape -> Transpose of QKV's alias is one strided copy of one window of it, equal
+    to ONNX's reference of the whole chain; the select of a stack, flattened, is contiguous: no step, an alias
+    of the stack's root buffer from the selected element on (index 1 of 3 x 128), holding what ONNX computes."""
+    model, db = view_chains
+    for dtype in (FP16, (Precision.FP32,)):
+        p = plan_model(model, db, 2, dtype, cache=False)
+        (copy,) = _check_copies(p, model)
+        assert copy.names == ("transpose", "gather_q", "split_heads", "transpose_q")
+        assert (p.buffers[copy.reads[0]].tensor, p.buffers[copy.writes].tensor) == ("r", "qt")
+        mm2 = next(s for s in p.steps if s.names[0] == "mm2")
+        flat = p.buffers[mm2.reads[0]]
+        root = p.buffers[flat.alias]
+        assert (flat.tensor, flat.shape, flat.offset, root.tensor, root.alias) == ("flat", (16, 8), 128, "s", -1)
+        values = _reference(model, ["s", "flat"])
+        selected = values["s"].reshape(-1)[flat.offset:flat.offset + flat.elements].reshape(flat.shape)
+        assert np.array_equal(selected, values["flat"])
+        _check_the_wiring(p)
+
+
+def test_a_window_reshapes_where_its_merged_dims_are_contiguous() -> None:
+    """Window.reshaped agrees with numpy's no-copy reshape of the same strided view: the same elements where
+    numpy can view them, refused (NotAWindow) where it cannot; Window.contiguous as numpy's C-contiguity."""
+    from benanza.analyze.replay_views import NotAWindow, Window
+
+    cases = [(Window((3, 197, 768), (768, 2304, 1), 0), (3, 197, 12, 64)),
+             (Window((197, 2, 768), (4608, 2304, 1), 768), (197, 2, 12, 64)),
+             (Window((197, 2, 768), (4608, 2304, 1), 768), (197, 1536)),  # merges b (2304) with 768: no
+             (Window((2, 8, 16), (384, 48, 1), 16), (2, 8, 2, 8)), (Window((2, 8, 16), (384, 48, 1), 16), (16, 16)),
+             (Window((1, 8, 1, 16), (999, 16, 7, 1), 5), (128,)), (Window((4, 1, 6), (1, 3, 4), 2), (2, 2, 6))]
+    for w, shape in cases:
+        flat = np.arange(w.offset + sum((d - 1) * st for d, st in zip(w.dims, w.strides, strict=True)) + 1)
+        view = _window(flat, w.row())
+        strided = np.lib.stride_tricks.as_strided(flat[w.offset:], w.dims, [st * flat.itemsize for st in w.strides])
+        try:
+            numpy_view = strided.view()
+            numpy_view.shape = shape
+        except AttributeError:
+            with pytest.raises(NotAWindow):
+                w.reshaped(shape)
+            continue
+        got = w.reshaped(shape)
+        assert np.array_equal(_window(flat, got.row()), view.reshape(shape)), (w, shape)
+        assert got.contiguous() == numpy_view.flags.c_contiguous, (w, shape)
+    assert Window.packed((3, 4)).contiguous() and not Window((3, 4), (1, 3)).contiguous()
 
 
 def test_a_view_the_strided_copy_cannot_run_is_refused_in_one_line(views: tuple[Path, Path], tmp_path: Path) -> None:
@@ -522,11 +622,12 @@ def replay_source() -> str:
 @pytest.mark.compile
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild, tmp_path: Path, vit_db: Path,
-                                                      views: tuple[Path, Path]) -> None:
+                                                      views: tuple[Path, Path], view_chains: tuple[Path, Path]) -> None:
     """The replay program against the real cuDNN/cuBLAS/cudnn-frontend headers, in the shared compile
     project (no warning allowed), then ResNet-50's --check-plan: the C++ reads every table Python wrote; the
-    same program reads tinyvit's plan with its graph-API matmul, norm, pointwise and SDPA rows, and the views
-    model's permute rows of Gathers, Slices and Split parts (dims, strides, offset)."""
+    same program reads tinyvit's plan with its graph-API matmul, norm, pointwise and SDPA rows, the views
+    model's permute rows of Gathers, Slices and Split parts (dims, strides, offset), and the chains model's
+    buffers, one an alias from an element offset on (a contiguous select)."""
     p = plan()
     gen.write_project(p, tmp_path / "r50", "benanza replay (tests)")
     exe = shared_build.build / gen.EXECUTABLE
@@ -575,7 +676,15 @@ def test_the_replay_program_builds_and_reads_its_plan(shared_build: SharedBuild,
     checked = subprocess.run([str(exe), "--plan", str(tmp_path / "views" / "src"), "--check-plan"],
                              capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
-    assert json.loads(checked.stdout)["permute"] == sum(s.kind == gen.StepKind.PERMUTE for s in windows.steps) == 10
+    assert json.loads(checked.stdout)["permute"] == sum(s.kind == gen.StepKind.PERMUTE for s in windows.steps) == 6
+    aliased = plan_model(*view_chains, 2, FP16, cache=False)  # an alias from an element offset on: the buffers' offset
+    gen.write_project(aliased, tmp_path / "chains", "benanza replay (tests)")
+    checked = subprocess.run([str(exe), "--plan", str(tmp_path / "chains" / "src"), "--check-plan"],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["buffers"] == len(aliased.buffers)
+    assert any(b.offset for b in aliased.buffers) and "\toffset\t" in (tmp_path / "chains" / "src" /
+                                                                        "replay.buffers").read_text()
 
 
 @pytest.mark.compile

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -49,7 +49,7 @@ from benanza.generate.replay import (
     StepKind,
     step_tolerance,
 )
-from benanza.library import NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
+from benanza.library import DTYPE_BYTES, NO_COPY_OPS, PRECISIONS, Api, Fusion, Precision
 from benanza.model.layer import FusionCandidate, Layer, Model, Tensor, bias_add
 from benanza.records import Result
 
@@ -61,6 +61,9 @@ IN_PLACE_NOTE = ("the bound charges a measured in-place call (C += A); the repla
 POOL_NOTE = "the bound charges its bytes at the copy roofline; the replay runs benanza's pooling kernel"
 TRANSFORM_NOTE = "a layout change the bound does not charge (composition cost)"
 VIEW_NOTE = "a view the bound reads through strides (charged nothing), run as one strided copy"
+# A contiguous window is read in place (an alias of its root from an element offset on) where the offset keeps the
+# pointer as aligned as cudaMalloc's own (256 bytes): the library call that reads it sees an ordinary buffer.
+ALIAS_ALIGN_BYTES = 256
 BIAS_NOTE = "the conv's bias add, a call of its own as the bound charges it"
 SDPA_K_NOTE = "K as the fused attention reads it ([b, h, s, d]) from the model's K^T: a copy the bound does not charge"
 # The GEMM APIs, whose operands are the model's A and B (B a constant of the step's own, or an activation).
@@ -85,6 +88,16 @@ def _dims4(shape: tuple[int, ...]) -> list[int]:
     return [int(v) for v in shape]
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A view not copied yet: the layers it composes (views and the aliases between them, first to last), the
+    buffer its window reads and that window; a chain of views is one window of its first view's source."""
+
+    layers: tuple[int, ...]
+    src: int
+    window: Window
+
+
 class _Builder:
     def __init__(self, model: Model, inputs: Inputs, store: Precision) -> None:
         self.model, self.inputs, self.store = model, inputs, store
@@ -94,8 +107,9 @@ class _Builder:
         self.by_tensor: dict[str, int] = {}  # tensor name -> buffer id holding it
         self.transformed: dict[tuple[int, str], int] = {}  # (buffer, layout) -> buffer in that layout
         self.steps: list[Step] = []
-        # views the bound reads through strides, materialized when a step reads them: tensor -> (layer, source, window)
-        self.views: dict[str, tuple[Layer, int, Window]] = {}
+        # views the bound reads through strides, materialized when a step reads them
+        self.views: dict[str, _Pending] = {}
+        self.element_bytes = DTYPE_BYTES[PRECISIONS[store].storage]
 
     # ---------------------------------------------------------- refusals
     def refuse(self, layer: Layer, what: str) -> BenanzaError:
@@ -104,12 +118,25 @@ class _Builder:
 
     # ---------------------------------------------------------- buffers
     def _new(self, tensor: Tensor | str, shape: tuple[int, ...], layout: str, alias: int = -1,
-             is_input: bool = False) -> int:
+             is_input: bool = False, offset: int = 0) -> int:
         name = tensor.name if isinstance(tensor, Tensor) else tensor
         b = Buffer(len(self.buffers), name, tuple(shape), math.prod(shape) if shape else 1,
-                   "" if _layout_free(tuple(shape)) else layout, alias, is_input)
+                   "" if _layout_free(tuple(shape)) else layout, alias, is_input, offset)
         self.buffers.append(b)
         return b.id
+
+    def root_of(self, b: int) -> tuple[int, int]:
+        """The buffer of its own whose memory ``b`` shares, and the element ``b`` starts at in it."""
+        buf = self.buffers[b]
+        return (buf.alias, buf.offset) if buf.alias >= 0 else (b, 0)
+
+    def in_place(self, src: int, window: Window) -> tuple[int, int] | None:
+        """(root, offset) where a reader can take ``window`` of buffer ``src`` as it lies (a contiguous window
+        at an aligned offset: no copy), else None."""
+        root, base = self.root_of(src)
+        offset = base + window.offset
+        return (root, offset) if window.contiguous() and offset * self.element_bytes % ALIAS_ALIGN_BYTES == 0 \
+            else None
 
     def read(self, layer: Layer, tensor: Tensor, layout: str) -> int:
         """The buffer a step reads ``tensor`` from, in ``layout`` (a transform step added when needed)."""
@@ -151,33 +178,52 @@ class _Builder:
             return
         if layer.op not in NO_COPY_OPS:
             raise self.refuse(layer, f"a view read through strides ({layer.op}) is not replayed yet")
+        if self.compose_alias(layer):
+            return
         src = self.read(layer, layer.inputs[0], "NCHW")  # a reshape means the model's own (NCHW) order
-        root = self.buffers[src].alias if self.buffers[src].alias >= 0 else src
+        root, offset = self.root_of(src)
         out = layer.outputs[0]
-        self.by_tensor[out.name] = self._new(out, out.shape, "", alias=root)
+        self.by_tensor[out.name] = self._new(out, out.shape, "", alias=root, offset=offset)
+
+    def compose_alias(self, layer: Layer) -> bool:
+        """A Reshape (Squeeze, Flatten ...) of a pending view that another layer reads: the view's window
+        reshaped, still pending, where the dims it merges or splits are contiguous in the window; False
+        where not (the view is then copied first and the alias shares the copy)."""
+        pending, out = self.views.get(layer.inputs[0].name), layer.outputs[0]
+        if pending is None or not self.consumers.get(out.name):
+            return False
+        try:
+            window = pending.window.reshaped(tuple(out.shape))
+        except NotAWindow:
+            return False
+        self.views[out.name] = _Pending((*pending.layers, layer.index), pending.src, window)
+        return True
 
     def view(self, layer: Layer) -> None:
         """A view the bound charges nothing (a Transpose, Slice, Split or select: its consumers read it through
         strides): each output a window of the input (``replay_views``), run as one strided copy in the model's
         order (the cost of a consumer that cannot read strides) when a step reads it (``materialize``); a call
-        that reads it through strides itself (SDPA's K) copies it once, composed."""
+        that reads it through strides itself (SDPA's K) copies it once, composed. A view of a pending view
+        composes with it: one window of the first view's source, one copy for the whole chain."""
+        pending = self.views.get(layer.inputs[0].name)
         try:
-            windows = view_windows(layer)
+            windows = view_windows(layer, pending.window if pending else None)
         except NotAWindow as exc:
             raise self.refuse(layer, f"a view the strided copy cannot run: {exc}") from None
-        src = self.read(layer, layer.inputs[0], "NCHW")
+        src, chain = (pending.src, pending.layers) if pending else (self.read(layer, layer.inputs[0], "NCHW"), ())
         for out, window in zip([t for t in layer.outputs if t.name], windows, strict=True):
-            self.views[out.name] = (layer, src, window)
+            self.views[out.name] = _Pending((*chain, layer.index), src, window)
 
     def materialize(self, tensor: Tensor, perm: list[int] | None = None, name: str = "",
                     reader: Layer | None = None) -> int:
         """The strided copy of a pending view into a buffer of its own (``perm`` applied after its own, into one
         named ``name``); a tensor that is no pending view is copied whole, permuted, as ``reader`` (the step's
-        layer) reads it."""
+        layer) reads it. A window a reader can take as it lies (``in_place``) is an alias instead: no step."""
         if tensor.name in self.views:
-            layer, src, window = self.views[tensor.name]
+            pending = self.views[tensor.name]
+            layers, src, window = pending.layers, pending.src, pending.window
         elif reader is not None:
-            layer, src = reader, self.read(reader, tensor, "NCHW")
+            layers, src = (reader.index,), self.read(reader, tensor, "NCHW")
             window = Window.packed(self.buffers[src].shape)
         else:
             raise BenanzaError(f"{self.model.name}: {tensor.name!r} is no pending view")  # (a planner bug)
@@ -187,14 +233,24 @@ class _Builder:
             try:
                 window = window.permuted(perm)
             except NotAWindow as exc:
-                raise self.refuse(layer, str(exc)) from None
-        writes = self.write(tensor, "NCHW") if perm is None else self._new(name, window.dims, "NCHW")
+                raise self.refuse(self.model.layers[layers[-1]], str(exc)) from None
+        out: Tensor | str = tensor if perm is None else name
+        at = self.in_place(src, window)
+        if at is not None:
+            writes = self._new(out, window.dims, "NCHW", alias=at[0], offset=at[1])
+        else:
+            writes = self._new(out, window.dims, "NCHW")
+            self.copy_step(layers, src, writes, window, VIEW_NOTE if perm is None else SDPA_K_NOTE)
+        if perm is None:
+            self.by_tensor[tensor.name] = writes
+        return writes
+
+    def copy_step(self, layers: tuple[int, ...], src: int, writes: int, window: Window, note: str) -> None:
+        """One strided copy (``StepKind.PERMUTE``) of ``window`` of ``src``, packed, for the chain ``layers``."""
         store = self.store
         self.steps.append(Step(len(self.steps), StepKind.PERMUTE, "", KERNEL_ALGORITHM, store.value,
-                               "NCHW", Fusion.NONE.value, (layer.index,), (layer.name,), (src,), writes,
-                               window.row(), PRECISION_INDEX[(store, "NCHW")], 0.0, 0.0, None,
-                               VIEW_NOTE if perm is None else SDPA_K_NOTE))
-        return writes
+                               "NCHW", Fusion.NONE.value, layers, tuple(self.model.layers[i].name for i in layers),
+                               (src,), writes, window.row(), PRECISION_INDEX[(store, "NCHW")], 0.0, 0.0, None, note))
 
     def outputs_of(self, members: tuple[int, ...]) -> list[Tensor]:
         """Tensors of the group read outside it, or model outputs (nobody reads them)."""

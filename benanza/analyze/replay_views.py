@@ -6,6 +6,12 @@ single strided copy (the ``permute`` step): each output is a window of the packe
 stride per dim and an element offset, the same three numbers for every op. One rule per op
 (``VIEW_RULES``) computes them from the layer; anything a rule cannot express raises ``NotAWindow``
 with the reason, which the planner turns into its one-line refusal.
+
+A rule takes any window, not only a packed one, so a chain of views composes: a view of a pending view
+is the rule applied to that view's window (offsets add, strides compose), and an alias that keeps the
+element order (a Reshape, Squeeze, Unsqueeze, Flatten) is ``Window.reshaped`` where the dims it merges or
+splits are contiguous in the window. A contiguous window (``Window.contiguous``) is its source's own
+elements from its offset on: no copy at all.
 """
 
 from __future__ import annotations
@@ -46,6 +52,44 @@ class Window:
         if sorted(perm) != list(range(len(self.dims))):
             raise NotAWindow(f"perm {perm} is no permutation of {len(self.dims)} dims")
         return Window(tuple(self.dims[p] for p in perm), tuple(self.strides[p] for p in perm), self.offset)
+
+    def reshaped(self, shape: tuple[int, ...]) -> Window:
+        """The same elements in the same order as ``shape`` (an alias of the view): each group of dims it
+        merges or splits must be contiguous in the window, else no window of the source holds the result."""
+        shape = tuple(int(d) for d in shape)
+        if math.prod(shape) != math.prod(self.dims):
+            raise NotAWindow(f"a reshape of {list(self.dims)} to {list(shape)}")
+        old = [(d, st) for d, st in zip(self.dims, self.strides, strict=True) if d != 1]
+        new = [d for d in shape if d != 1]
+        strides: list[int] = []
+        o = n = 0
+        while n < len(new):  # one group: old[o:oj] and new[n:nj] of equal products
+            oj, nj, op, np_ = o + 1, n + 1, old[o][0], new[n]
+            while op != np_:
+                if op < np_:
+                    op, oj = op * old[oj][0], oj + 1
+                else:
+                    np_, nj = np_ * new[nj], nj + 1
+            if any(old[k][1] != old[k + 1][1] * old[k + 1][0] for k in range(o, oj - 1)):
+                raise NotAWindow(f"a reshape of {list(self.dims)} to {list(shape)} merges dims not contiguous "
+                                 "in the window")
+            group = [old[oj - 1][1]]
+            for d in reversed(new[n + 1:nj]):
+                group.insert(0, group[0] * d)
+            strides += group
+            o, n = oj, nj
+        it = iter(strides)
+        return Window(shape, tuple(1 if d == 1 else next(it) for d in shape), self.offset)
+
+    def contiguous(self) -> bool:
+        """Whether the window is its source's elements from ``offset`` on, in order (dims of one ignored):
+        a reader can take the source there as it is."""
+        expect = 1
+        for d, st in reversed([(d, st) for d, st in zip(self.dims, self.strides, strict=True) if d != 1]):
+            if st != expect:
+                return False
+            expect *= d
+        return True
 
     def row(self) -> dict[str, Any]:
         """The permute step's row: plain numbers only."""
@@ -124,12 +168,16 @@ VIEW_RULES: dict[str, Callable[[Layer, Window], list[Window]]] = {
     "Transpose": _transpose, "Slice": _slice, "Split": _split, "Gather": _gather}
 
 
-def view_windows(layer: Layer) -> list[Window]:
-    """Each output of a view layer as a window of its packed input, checked against the model's shapes."""
+def view_windows(layer: Layer, source: Window | None = None) -> list[Window]:
+    """Each output of a view layer as a window of ``source`` (the input's own window where the input is a
+    pending view; its packed whole when None), checked against the model's shapes."""
     rule = VIEW_RULES.get(layer.op)
     if rule is None:
         raise NotAWindow("no view rule for the op")
-    windows = rule(layer, Window.packed(tuple(layer.inputs[0].shape)))
+    shape = tuple(int(d) for d in layer.inputs[0].shape)
+    if source is not None and source.dims != shape:
+        raise NotAWindow(f"a source window of {list(source.dims)} for the input's {list(shape)}")
+    windows = rule(layer, source or Window.packed(shape))
     outputs = [t for t in layer.outputs if t.name]
     if len(windows) != len(outputs):
         raise NotAWindow(f"{len(windows)} windows for {len(outputs)} outputs")

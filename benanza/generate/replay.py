@@ -7,7 +7,7 @@ checked against a real execution of itself. The plan (``ReplayPlan``) is built f
 
     src/replay.cu          rendered from templates/replay.cu.j2: the same for every model (no job in it)
     src/replay.jobs        the steps in order (kind, row in the kind's table, buffers read/written, tolerance)
-    src/replay.buffers     one device buffer per tensor the steps pass (elements, alias, input or not)
+    src/replay.buffers     one device buffer per tensor the steps pass (elements, alias and its offset, input)
     src/replay.<kind>      each step kind's rows: exactly the job-table row its micro-benchmark had
                            (the API's own columns, ``ApiDef.columns``), plus the chosen algorithm
     csrc/benanza/          the harness, as every benchmark project has it
@@ -175,8 +175,9 @@ STEPS_COLUMNS: tuple[Column, ...] = (
     Column("row", Kind.INT),
     ints("reads", at_most=8), ints("writes", at_most=1, at_least=1),
     Column("tolerance", Kind.REAL))  # the step's check (Step.tolerance): the plan's, so C++ keeps no rule of its own
+# precision: its storage type's row; offset: an alias's first element in its root (0 for a buffer of its own)
 BUFFER_COLUMNS: tuple[Column, ...] = (PRECISION, Column("elements", Kind.INT), Column("alias", Kind.INT),
-                                      Column("input", Kind.FLAG))  # precision: its storage type's row
+                                      Column("offset", Kind.INT), Column("input", Kind.FLAG))
 
 
 def kind_columns(kind: str) -> tuple[Column, ...]:
@@ -206,6 +207,7 @@ class Buffer:
     layout: str = ""  # "NCHW" / "NHWC" as its producer writes it; "" where the layout does not matter
     alias: int = -1  # the buffer whose memory it shares (Reshape, Flatten ...), -1 for its own memory
     input: bool = False  # a model input: filled with random values once
+    offset: int = 0  # an alias: the element of its root where it starts (a contiguous view, a select of Q)
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,7 @@ def tables(plan: ReplayPlan, command: str) -> dict[str, str]:
     out = {f"{EXECUTABLE}{job_table.SUFFIX}": job_table.render(EXECUTABLE, STEPS_COLUMNS, steps, comment),
            f"{EXECUTABLE}.buffers": job_table.render(
                f"{EXECUTABLE}.buffers", BUFFER_COLUMNS,
-               [{"precision": storage, "elements": b.elements, "alias": b.alias, "input": b.input}
+               [{"precision": storage, "elements": b.elements, "alias": b.alias, "offset": b.offset, "input": b.input}
                 for b in plan.buffers], comment)}
     for kind, rows in by_kind.items():
         out[f"{EXECUTABLE}.{kind}"] = job_table.render(f"{EXECUTABLE}.{kind}", kind_columns(kind), rows, comment)

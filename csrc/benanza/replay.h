@@ -35,13 +35,14 @@ namespace bz {
 
 // ------------------------------------------------------------------ buffers
 
-// One device buffer per tensor the steps pass (a view shares its root's memory); the model's inputs
-// random in [-1, 1).
+// One device buffer per tensor the steps pass (a view shares its root's memory, from an element offset on:
+// a contiguous window, a select of Q out of a packed QKV); the model's inputs random in [-1, 1).
 class ReplayBuffers {
  public:
   struct Spec {
     long long elements;
-    int alias;  // the buffer whose memory it shares, -1 for its own
+    int alias;         // the buffer whose memory it shares, -1 for its own
+    long long offset;  // an alias: the element of that buffer where it starts
     bool input;
     DType storage;
   };
@@ -60,9 +61,10 @@ class ReplayBuffers {
         if (s.input) ctx.fill(owned_[i], size_t(s.elements), s.storage, 1000003ull + i);
         continue;
       }
-      if (size_t(s.alias) >= i || specs_[size_t(s.alias)].alias >= 0 || specs_[size_t(s.alias)].elements < s.elements)
+      if (size_t(s.alias) >= i || specs_[size_t(s.alias)].alias >= 0 || s.offset < 0 ||
+          specs_[size_t(s.alias)].elements - s.offset < s.elements)
         throw Error(Status::Failed, "buffer " + std::to_string(i) + " is a view of no earlier buffer that holds it");
-      ptr_[i] = ptr_[size_t(s.alias)];
+      ptr_[i] = static_cast<char*>(ptr_[size_t(s.alias)]) + size_t(s.offset) * dtype_size(s.storage);
     }
   }
   void* at(int id) const {
