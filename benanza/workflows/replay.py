@@ -22,7 +22,7 @@ RESULT_EVENT = "replay"
 RUN_TIMEOUT_S = 600.0
 # The replay's random weights lie in [-s, s) with s = sqrt(WEIGHT_GAIN / fan_in): 3 keeps each layer's second
 # moment (Var(w) = 1 / fan_in), so residual sums and biases leave a random model's activations O(1..100).
-# He's 6 doubled it at every layer without a ReLU after it: ShuffleNet reached 5e5 and overflowed fp16
+# He's 6 doubled it at every layer without a ReLU after it: ShuffleNet reached 1.3e6 and overflowed fp16
 # (tests/test_replay_range.py runs the zoo forward with these distributions).
 WEIGHT_GAIN = 3.0
 
