@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "benanza/graph_calls.h"
@@ -15,10 +16,29 @@
 
 namespace bz {
 
+// What the four steps share: the one named engine config's plan, built first from the step's declare
+// function (as each benchmark builds it, before its constants), the step's io, and the variant pack its
+// constructor fills; enqueue executes the plan on the pack.
+class GraphStep : public ReplayStep {
+ public:
+  void enqueue(Context& ctx) override { plan_.execute(ctx, pack_); }
+
+ protected:
+  template <class Declare>
+  GraphStep(Context& ctx, const std::vector<NamedEngineConfig>& engines, const ReplayIo& io, Declare&& declare)
+      : io_(io), plan_(ctx, engines, std::forward<Declare>(declare)) {
+    workspace_bytes = plan_.workspace_bytes();
+  }
+
+  ReplayIo io_;
+  NamedGraphPlan plan_;
+  std::unordered_map<int64_t, void*> pack_;
+};
+
 // cudnn-frontend matmul [-> alpha] [-> beta C] [-> bias] [-> ReLU]: A is the step's first read, B its
 // second (an activation: attention's Q K^T and P V) or, for a layer's weights, a constant of its own
 // (He-scaled); C and the bias random, as the benchmark's GemmProblem makes them.
-class GraphMatmulStep : public ReplayStep {
+class GraphMatmulStep : public GraphStep {
  public:
   struct Spec {
     GraphMatmulSpec graph;
@@ -28,7 +48,7 @@ class GraphMatmulStep : public ReplayStep {
   };
 
   GraphMatmulStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
-      : s_(s), io_(io), plan_(ctx, s.engines, [&](FeGraph& g) { declare_matmul_graph(g, s.graph, *s.p); }) {
+      : GraphStep(ctx, s.engines, io, [&](FeGraph& g) { declare_matmul_graph(g, s.graph, *s.p); }), s_(s) {
     const GemmDims& d = s.graph.dims;
     const DType t = s.p->storage;
     const size_t e = dtype_size(t);
@@ -48,13 +68,10 @@ class GraphMatmulStep : public ReplayStep {
       bias_ = Buffer(size_t(d.n) * e);
       ctx.fill(bias_, size_t(d.n), t, seed * 16 + 4);
     }
-    workspace_bytes = plan_.workspace_bytes();
     pack_ = {{kMatmulA, io.reads[0]}, {kMatmulB, const_cast<void*>(b())}, {kMatmulY, io.write}};
     if (d.c_rows) pack_[kMatmulC] = c_.get();
     if (s.graph.bias) pack_[kMatmulBias] = bias_.get();
   }
-
-  void enqueue(Context& ctx) override { plan_.execute(ctx, pack_); }
 
   double check(Context& ctx) override {
     const GraphMatmulSpec& j = s_.graph;
@@ -68,16 +85,13 @@ class GraphMatmulStep : public ReplayStep {
   const void* b() const { return s_.b_constant ? own_b_.get() : io_.reads[1]; }
 
   Spec s_;
-  ReplayIo io_;
-  NamedGraphPlan plan_;
   size_t y_count_ = 0;
   Buffer own_b_, c_, bias_;
-  std::unordered_map<int64_t, void*> pack_;
 };
 
 // cudnn-frontend layernorm / rmsnorm forward (inference) over the last axis: fp32 scale and bias of
 // its own, random, as its benchmark makes them (a LayerNorm without a bias input: a zero bias).
-class GraphNormStep : public ReplayStep {
+class GraphNormStep : public GraphStep {
  public:
   struct Spec {
     GraphNormSpec graph;
@@ -86,7 +100,7 @@ class GraphNormStep : public ReplayStep {
   };
 
   GraphNormStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
-      : s_(s), io_(io), plan_(ctx, s.engines, [&](FeGraph& g) { declare_norm_graph(g, s.graph, *s.p); }) {
+      : GraphStep(ctx, s.engines, io, [&](FeGraph& g) { declare_norm_graph(g, s.graph, *s.p); }), s_(s) {
     const GraphNormSpec& j = s.graph;
     const size_t cols = size_t(j.cols);
     count_ = size_t(j.rows) * cols;
@@ -100,12 +114,9 @@ class GraphNormStep : public ReplayStep {
       else
         BZ_CHECK_CUDA(cudaMemsetAsync(bias_.get(), 0, bias_.bytes(), ctx.stream));
     }
-    workspace_bytes = plan_.workspace_bytes();
     pack_ = {{kNormX, io.reads[0]}, {kNormScale, scale_.get()}, {kNormY, io.write}};
     if (j.bias || !j.rms) pack_[kNormBias] = bias_.get();
   }
-
-  void enqueue(Context& ctx) override { plan_.execute(ctx, pack_); }
 
   double check(Context& ctx) override {
     const GraphNormSpec& j = s_.graph;
@@ -118,16 +129,13 @@ class GraphNormStep : public ReplayStep {
 
  private:
   Spec s_;
-  ReplayIo io_;
-  NamedGraphPlan plan_;
   size_t count_ = 0;
   Buffer scale_, bias_;
-  std::unordered_map<int64_t, void*> pack_;
 };
 
 // cudnn-frontend pointwise nodes, one op graph, for an elementwise chain (GELU, SiLU ...): scalar
 // constants the row's value, per-column constants random, as its benchmark makes them.
-class GraphPointwiseStep : public ReplayStep {
+class GraphPointwiseStep : public GraphStep {
  public:
   struct Spec {
     GraphPointwiseSpec graph;
@@ -136,7 +144,7 @@ class GraphPointwiseStep : public ReplayStep {
   };
 
   GraphPointwiseStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t seed)
-      : s_(s), io_(io), plan_(ctx, s.engines, [&](FeGraph& g) { declare_pointwise_graph(g, s.graph, *s.p); }) {
+      : GraphStep(ctx, s.engines, io, [&](FeGraph& g) { declare_pointwise_graph(g, s.graph, *s.p); }), s_(s) {
     const GraphPointwiseSpec& j = s.graph;
     count_ = size_t(j.rows) * j.cols;
     if (io.write_elements != count_ || io.reads.size() != 1) throw Error(Status::Failed, "a chain reads x, writes y");
@@ -152,10 +160,7 @@ class GraphPointwiseStep : public ReplayStep {
       program_.const_data[k] = consts_.back().as<float>();
       pack_[kPwConst0 + k] = consts_.back().get();
     }
-    workspace_bytes = plan_.workspace_bytes();
   }
-
-  void enqueue(Context& ctx) override { plan_.execute(ctx, pack_); }
 
   double check(Context& ctx) override {
     Buffer ref(count_ * sizeof(float));
@@ -167,17 +172,14 @@ class GraphPointwiseStep : public ReplayStep {
 
  private:
   Spec s_;
-  ReplayIo io_;
-  NamedGraphPlan plan_;
   size_t count_ = 0;
   PwProgram program_{};
   std::vector<Buffer> consts_;
-  std::unordered_map<int64_t, void*> pack_;
 };
 
 // cudnn-frontend sdpa (inference) of Q, K, V [b, h, s, d] (the step's three reads); a padding mask as
 // its benchmark gives it (the keys of batch entry i cut short: sdpa_kv_lengths).
-class GraphSdpaStep : public ReplayStep {
+class GraphSdpaStep : public GraphStep {
  public:
   struct Spec {
     GraphSdpaSpec graph;
@@ -186,11 +188,10 @@ class GraphSdpaStep : public ReplayStep {
   };
 
   GraphSdpaStep(Context& ctx, const Spec& s, const ReplayIo& io, uint64_t)
-      : s_(s), io_(io), plan_(ctx, s.engines, [&](FeGraph& g) { declare_sdpa_graph(g, s.graph, *s.p); }) {
+      : GraphStep(ctx, s.engines, io, [&](FeGraph& g) { declare_sdpa_graph(g, s.graph, *s.p); }), s_(s) {
     const AttentionDims& d = s.graph.dims;
     o_count_ = size_t(d.b) * d.h * d.s_q * d.d_v;
     if (io.write_elements != o_count_ || io.reads.size() != 3) throw Error(Status::Failed, "SDPA reads Q, K, V");
-    workspace_bytes = plan_.workspace_bytes();
     pack_ = {{kSdpaQ, io.reads[0]}, {kSdpaK, io.reads[1]}, {kSdpaV, io.reads[2]}, {kSdpaO, io.write}};
     if (s.graph.padding) {
       const std::vector<int> kv = sdpa_kv_lengths(d), q(size_t(d.b), d.s_q);
@@ -203,8 +204,6 @@ class GraphSdpaStep : public ReplayStep {
     }
   }
 
-  void enqueue(Context& ctx) override { plan_.execute(ctx, pack_); }
-
   double check(Context& ctx) override {
     const GraphSdpaSpec& j = s_.graph;
     Buffer ref(o_count_ * sizeof(float));
@@ -216,11 +215,8 @@ class GraphSdpaStep : public ReplayStep {
 
  private:
   Spec s_;
-  ReplayIo io_;
-  NamedGraphPlan plan_;
   size_t o_count_ = 0;
   Buffer seq_q_, seq_kv_;
-  std::unordered_map<int64_t, void*> pack_;
 };
 
 }  // namespace bz
