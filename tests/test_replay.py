@@ -418,13 +418,25 @@ def _window(source: np.ndarray, row: dict[str, Any]) -> np.ndarray:
                                            [st * flat.itemsize for st in row["strides"]]).copy()
 
 
+def save_model(out: Path, name: str, nodes: list, inits: list, x_shape: list, outputs: dict[str, list | None]) -> Path:
+    """An opset-17 model of ``nodes`` reading one float input ``x`` of ``x_shape``, its ``outputs`` (name ->
+    shape, None where shape inference fills it in), written to ``out``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    values = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in outputs.items()]
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)], values,
+                              inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+    return out
+
+
 def views_model(out: Path, slice_step: int = 1) -> Path:
     """A ViT block's packed attention projection as TorchScript exports torchvision's nn.MultiheadAttention
     (ViT-B/16: MatMul, Reshape, Unsqueeze, Transpose, Squeeze, then a Gather of Q, K and V by one index each),
     with a strided Slice, a Split, a Transpose, a Gather on axis 1 (the class token) and a clamped Slice of
     the end (ends INT64_MAX); ``slice_step`` -1 makes that last Slice run backwards (refused)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
@@ -455,11 +467,7 @@ def views_model(out: Path, slice_step: int = 1) -> Path:
              node("MatMul", ["cls", "w5"], ["o5"], name="mm5"),
              node("Slice", ["o3", "starts2", "ends2", "axes1", "steps2b"], ["tail"], name="slice_tail"),
              node("MatMul", ["tail", "w6"], ["o6"], name="mm6")]
-    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("o1", "o2", "o5", "o6")]
-    graph = helper.make_graph(nodes, "views", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 16])],
-                              outputs, inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
-    return out
+    return save_model(out, "views", nodes, inits, [2, 8, 16], dict.fromkeys(("o1", "o2", "o5", "o6")))
 
 
 @pytest.fixture(scope="module")
@@ -514,8 +522,7 @@ def chains_model(out: Path) -> Path:
     """Q of a packed QKV projection, split into heads, as a chain of views (Reshape, Transpose, Gather, Reshape,
     Transpose) read by a MatMul; and a select (Gather of index 1 on axis 0) of a [3, 2, 8, 8] stack, flattened
     (Reshape), read by another: the second is contiguous."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
@@ -535,11 +542,7 @@ def chains_model(out: Path) -> Path:
              node("Gather", ["st", "i1"], ["sel"], axis=0, name="select"),
              node("Reshape", ["sel", "rows"], ["flat"], name="flatten"),
              node("MatMul", ["flat", "w_o"], ["o2"], name="mm2")]
-    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("o1", "o2")]
-    graph = helper.make_graph(nodes, "chains", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 16])],
-                              outputs, inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
-    return out
+    return save_model(out, "chains", nodes, inits, [2, 8, 16], dict.fromkeys(("o1", "o2")))
 
 
 @pytest.fixture(scope="module")

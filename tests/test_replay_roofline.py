@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import onnx
 import pytest
 import test_replay
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from benanza.analyze import replay as ana
 from benanza.generate import replay as gen
@@ -25,14 +24,10 @@ def silu_model(path: Path) -> Path:
     import numpy as np
 
     w = numpy_helper.from_array(np.zeros((32, 32, 1, 1), np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv"),
-         helper.make_node("Sigmoid", ["y"], ["s"], name="sigmoid"),
-         helper.make_node("Mul", ["y", "s"], ["z"], name="mul")],
-        "silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32, 28, 28])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 32, 28, 28])], [w])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv"),
+             helper.make_node("Sigmoid", ["y"], ["s"], name="sigmoid"),
+             helper.make_node("Mul", ["y", "s"], ["z"], name="mul")]
+    return test_replay.save_model(path, "silu", nodes, [w], ["batch", 32, 28, 28], {"z": ["batch", 32, 28, 28]})
 
 
 def test_a_copy_charged_chain_runs_as_a_roofline_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,13 +51,9 @@ def residual_model(path: Path) -> Path:
     import numpy as np
 
     w = numpy_helper.from_array(np.zeros((32, 32, 3, 3), np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1]),
-         helper.make_node("Add", ["y", "x"], ["z"], name="add")],
-        "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32, 28, 28])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 32, 28, 28])], [w])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["y", "x"], ["z"], name="add")]
+    return test_replay.save_model(path, "residual", nodes, [w], ["batch", 32, 28, 28], {"z": ["batch", 32, 28, 28]})
 
 
 def test_an_add_charged_its_in_place_call_writes_a_buffer_of_its_own(tmp_path: Path,
