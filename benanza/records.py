@@ -5,7 +5,8 @@ The C++ harness prints one JSON line per measured benchmark with exactly these
 fields; the runner parses them into ``Result`` and the database stores them.
 Other line kinds the harness prints: ``{"event": "start", "job": N}`` before a job
 and ``{"event": "end", "job": N}`` after it, so that a crash or hang is pinned
-on the job that was running.
+on the job that was running; a ``--serve`` process prints ``{"event": "ready"}``
+after each job list it was handed.
 """
 
 from __future__ import annotations

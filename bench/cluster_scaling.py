@@ -64,6 +64,7 @@ class Tally:
         self.jobs: dict[str, int] = {}
         self.timed_gpu_s: dict[str, float] = {}
         self.phases_ms: dict[str, float] = dict.fromkeys(JOB_PHASES, 0.0)
+        self.processes = 0  # benchmark processes started (each one's start is charged to its first job)
 
     def __call__(self, outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
         self.jobs[report.name] = self.jobs.get(report.name, 0) + 1
@@ -71,6 +72,7 @@ class Tally:
         self.timed_gpu_s[report.name] = self.timed_gpu_s.get(report.name, 0.0) + gpu
         for phase, ms in job_phases(outcome.phases, outcome.results).items():
             self.phases_ms[phase] += ms
+        self.processes += "process_start" in outcome.phases
 
 
 def visible_gpus() -> list[str]:
@@ -127,7 +129,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
         integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
         completed = raw.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
     return {"gpus": len(gpus), "devices": gpus, "workers": len(pids), "cluster_start_s": start_s, "wall_s": wall,
-            "probe_s": summary.probe_s, "shards": summary.shards, "jobs": summary.total.ran,
+            "probe_s": summary.probe_s, "shards": summary.shards, "processes": tally.processes,
+            "jobs": summary.total.ran,
             "results": summary.total.results, "restarts": summary.total.restarts,
             "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,
             "integrity_check": integrity, "timed_gpu_s": gpu_s, "per_gpu_efficiency": gpu_s / (len(gpus) * wall),
@@ -195,15 +198,18 @@ def _threads(r: dict[str, Any]) -> str:
 
 
 def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
-    print("\n| GPUs | workers | jobs | wall (s) | cluster start (s) | probe (s) | jobs/s | speedup | scaling eff. "
-          "| per-GPU eff. | host CPU busy mean/max | plan threads | keys/statuses as 1 GPU | medians > 10 % apart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| GPUs | workers | jobs | jobs per worker | shards | processes | wall (s) | cluster start (s) | probe (s) "
+          "| jobs/s | speedup | scaling eff. | per-GPU eff. | host CPU busy mean/max | plan threads "
+          "| keys/statuses as 1 GPU | medians > 10 % apart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         speed = base["wall_s"] / r["wall_s"]
         c = r.get("versus_one_gpu", {})
         same = (c.get("only_a") == c.get("only_b") == c.get("status_differs") == 0) if c else "(itself)"
         busy = r.get("host_cpu_busy", {})
-        print(f"| {r['gpus']} | {r['workers']} | {r['jobs']} | {r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
+        per_worker = " / ".join(str(n) for n in sorted(r.get("jobs_per_worker", {}).values()))
+        print(f"| {r['gpus']} | {r['workers']} | {r['jobs']} | {per_worker} | {r['shards']} | "
+              f"{r.get('processes', '-')} | {r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
               f"{r['probe_s']:.1f} | {r['jobs'] / r['wall_s']:.2f} | {speed:.2f}x | {speed / r['gpus']:.0%} | "
               f"{r['per_gpu_efficiency']:.0%} | {_share(busy.get('mean'))}/{_share(busy.get('max'))} | "
               f"{_threads(r)} | {same} | {c.get('over_10pct', '-')} of {c.get('medians', '-')} |")

@@ -26,7 +26,7 @@ from benanza.store.db import DatabaseSink
 
 distributed = pytest.importorskip("distributed", reason="needs benanza[test]'s dask/distributed")
 
-from test_runner import DATA, make_project  # noqa: E402  (the runner tests' fake project)
+from test_runner import DATA, make_project, process_alive  # noqa: E402  (the runner tests' fake project)
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 5.0
@@ -53,10 +53,13 @@ def fake_build(home: Path) -> Path:
 @pytest.fixture(scope="module")
 def dask_cluster(home: Path) -> Iterator[distributed.SpecCluster]:
     """Three single-threaded worker processes under nannies (a killed one is restarted); the
-    fake executables they start read their plans from home/project and their GPU from the env."""
+    fake executables they start read their plans from home/project and their GPU from the env,
+    and leave their pids in home/pids."""
+    (home / "pids").mkdir(exist_ok=True)
     workers = {name: {"cls": distributed.Nanny,
                       "options": {"nthreads": 1, "host": LOOPBACK, "env": {"FAKE_BENCH_PLAN": str(home / "project"),
-                                                         "FAKE_BENCH_GPU": gpu}}}
+                                                         "FAKE_BENCH_GPU": gpu,
+                                                         "FAKE_BENCH_PIDS": str(home / "pids")}}}
                for name, gpu in GPUS.items()}
     spec = distributed.SpecCluster(scheduler={"cls": distributed.Scheduler,
                                                                        "options": {"host": LOOPBACK, "dashboard": False,
@@ -159,10 +162,15 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     outcomes: list[runner.JobOutcome] = []
     threads_seen: set[tuple[str, float | None]] = set()
 
+    assigned: collections.Counter[str] = collections.Counter()  # system -> most shards on its workers at once
+
     def progress(outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
         outcomes.append(outcome)
         if outcome.status == "ok":  # the fake tells its --plan-threads back in its end lines
             threads_seen.add((report.name, outcome.phases.get("plan_threads")))
+        now = collections.Counter(str(key).split("-")[2] for keys in client.processing().values() for key in keys
+                                  if str(key).startswith("benanza-shard-"))
+        assigned.update({sid: n - assigned[sid] for sid, n in now.items() if n > assigned[sid]})
 
     summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
                                    shard_jobs=2, progress=progress)
@@ -174,10 +182,19 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     assert threads_seen == {(name, float(n)) for name, n in summary.plan_threads.items()}
     assert summary.worker_cpus == dict.fromkeys(GPUS, len(mine))
     assert {s["gpu"] for s in summary.systems.values()} == {"Fake A", "Fake B"}
+    # shards go to Dask a few per worker at a time (a worker that is done early takes the next), not all
+    # 16 up front: system A's two workers held at most 4 at once, B's one at most 2
+    per_gpu = {summary.systems[sid]["gpu"]: n for sid, n in assigned.items()}
+    assert per_gpu == {"Fake A": 2 * cluster.IN_FLIGHT_PER_WORKER, "Fake B": cluster.IN_FLIGHT_PER_WORKER}, per_gpu
     # each job's phases reach the client (a campaign's per-GPU efficiency is read from them): every
-    # executable process a shard started timed its start, and every job its database write
-    assert sum("process_start" in o.phases for o in outcomes) >= summary.shards
+    # process started timed its start (charged to its first job), and every job its database write.
+    # A worker's process of an executable serves each shard of it that the worker runs (--serve):
+    # one per worker and executable, and one more per crash, fewer than the shards
+    starts = sum("process_start" in o.phases for o in outcomes)
+    assert 0 < starts <= len(summary.workers) * len(plans) + summary.total.crashed < summary.shards
     assert all("db_write" in o.phases for o in outcomes)
+    # the campaign over, no benchmark process is left on any worker
+    assert not [pid for pid in map(int, os.listdir(home / "pids")) if process_alive(pid)]
     # each system measured every job once; the segfault is recorded as a crash, its results so far kept
     expected = collections.Counter({(f"{exe}-layer{i:03d}", "crashed" if b == "segv" else "ok"): 1
                                     for exe, behaviours in plans.items() for i, b in enumerate(behaviours)})

@@ -313,6 +313,75 @@ def wait_for_jobs(db_path: Path, count: int, limit_s: float = 20) -> None:
     raise AssertionError(f"runner did not complete {count} jobs in {limit_s} s")
 
 
+def _pooled_runner(db, fake_build: Path, pool: runner.ChildPool) -> runner.Runner:
+    return runner.Runner(DatabaseSink(db), fake_build, TIMEOUT_S, False, L2.WARM.value, None, None, None, None,
+                         pool=pool)
+
+
+def _started(pids: Path) -> set[int]:
+    return {int(p.name) for p in pids.iterdir()}
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_a_pooled_process_serves_job_lists_in_turn(fake_build: Path, plan_env: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a ChildPool (a cluster worker's shards) one --serve process runs job list after job list of
+    its executable; a crash mid-list costs one new process, which the next lists use; close ends it."""
+    pids = plan_env / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("FAKE_BENCH_PIDS", str(pids))
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok", "segv", "ok", "ok", "ok"], "bench_other": ["ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    jobs = runner.manifest_jobs(runner.load_manifest(project), L2.WARM.value)
+    pool = runner.ChildPool()
+    shard_runner = _pooled_runner(db, fake_build, pool)
+    for todo in (jobs["bench_fake"][:2], jobs["bench_other"], jobs["bench_fake"][2:4], jobs["bench_fake"][4:]):
+        shard_runner.run_executable(todo[0].executable, todo)
+        assert shard_runner.system_id is not None
+    assert job_statuses(db) == {**{f"bench_fake-layer{i:03d}": "ok" for i in range(6)},
+                                "bench_fake-layer002": "crashed", "bench_other-layer000": "ok"}
+    assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 5 * 2 + 1 + 2
+    # bench_fake: one process for lists 1 and 3 up to the crash, one for the rest; bench_other: one
+    assert len(_started(pids)) == 3 and shard_runner.summary.restarts == 1
+    live = {pid for pid in _started(pids) if process_alive(pid)}
+    assert len(live) == 2  # idle in the pool: bench_fake's second process and bench_other's
+    # a new runner (the next shard) takes them and learns the system from the kept system line
+    again = _pooled_runner(db, fake_build, pool)
+    again.force = True
+    again.run_executable("bench_other", jobs["bench_other"])
+    assert again.system_id == shard_runner.system_id and len(_started(pids)) == 3
+    assert pool.close() == 2
+    assert not any(process_alive(pid) for pid in live)
+
+
+def test_a_pooled_process_gone_while_idle_is_replaced_without_a_restart(
+        fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pids = plan_env / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("FAKE_BENCH_PIDS", str(pids))
+    project = make_project(plan_env, {"bench_fake": ["ok"] * 4})
+    db = perfdb.open_db(plan_env / "perf.db")
+    todo = runner.manifest_jobs(runner.load_manifest(project), L2.WARM.value)["bench_fake"]
+    pool = runner.ChildPool()
+    shard_runner = _pooled_runner(db, fake_build, pool)
+    shard_runner.run_executable("bench_fake", todo[:2])
+    (first,) = _started(pids)
+    os.kill(first, signal.SIGKILL)
+    while process_alive(first):
+        time.sleep(0.01)
+    shard_runner.run_executable("bench_fake", todo[2:])
+    assert len(_started(pids)) == 2 and shard_runner.summary.restarts == 0
+    assert set(job_statuses(db).values()) == {"ok"} and len(job_statuses(db)) == 4
+    pool.close()
+
+
 def test_killed_runner_resumes_without_loss_or_duplicates(fake_build: Path, plan_env: Path) -> None:
     n_jobs, n_algos = 14, 3
     project = make_project(plan_env, {"bench_fake": ["slow"] * n_jobs}, n_algorithms=n_algos)

@@ -19,11 +19,12 @@ this module only cuts the work and keeps the database:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,11 +33,12 @@ from typing import Any
 from benanza.errors import BenanzaError
 from benanza.library import L2
 from benanza.measure import runner
-from benanza.measure.cluster_worker import Shard, probe_worker, run_shard
+from benanza.measure.cluster_worker import Shard, close_children, probe_worker, run_shard
 from benanza.records import JobKey, Result
 
 INSTALL_HINT = "pip install 'benanza[dask]'"
 SHARDS_PER_WORKER = 4  # shards per worker of a system: late shards even out uneven jobs
+IN_FLIGHT_PER_WORKER = 2  # shards submitted per worker at a time: one running, one waiting (cluster._Submitted)
 MAX_SHARD_JOBS = 64  # a dead worker re-queues a shard; smaller shards spread better
 MIN_SHARD_JOBS = 8  # the smallest of the shards a campaign drains with (make_shards)
 PROBE_TIMEOUT_S = 120.0  # a worker's first executable must print its system line within this
@@ -336,23 +338,35 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
         for sid, workers, shards in plans:
             submitted.addresses[sid] = [w["address"] for w in workers]
             submitted.names[sid] = {w["name"] for w in workers}
-            for shard in shards:
-                submitted.submit(sid, shard)
-        summary.shards = len(submitted.pending)
+            submitted.backlog[sid] = deque(shards)
+            summary.shards += len(shards)
+        submitted.top_up()
         _collect(submitted, events, writer, summary)
     finally:
         client.unsubscribe_topic(topic)
         for future in submitted.pending:
             future.release()
+        end_children(client)
     return summary
+
+
+def end_children(client: Any) -> None:
+    """Every worker's benchmark processes kept between shards exit (``cluster_worker.close_children``);
+    a worker that is gone has none left."""
+    with contextlib.suppress(Exception):  # a dead worker or a closing cluster: nothing to end there
+        client.run(close_children)
 
 
 class _Submitted:
     """The campaign's shard futures, each restricted to the workers of its system.
 
-    Dask moves a shard to another worker of its system when its worker dies. A system
-    whose every worker died and came back (a nanny restarts a worker under the same name
-    at a new address) gets its unfinished shards submitted again to the new addresses.
+    Shards wait here (``backlog``) and go to Dask ``IN_FLIGHT_PER_WORKER`` per worker at a
+    time, the next one as one ends: Dask assigns a task with worker restrictions at once,
+    so shards submitted all together were split among the workers up front, and 4 GPUs ran
+    380 to 746 of 2 250 jobs each (docs/RESULTS.md §11); now a worker that finishes early
+    takes more. Dask moves a shard to another worker of its system when its worker dies. A
+    system whose every worker died and came back (a nanny restarts a worker under the same
+    name at a new address) gets its unfinished shards submitted again to the new addresses.
     """
 
     def __init__(self, client: Any, build_dir: str, l2: str, timeout_s: float, max_reps: int | None,
@@ -364,6 +378,20 @@ class _Submitted:
         self.addresses: dict[str, list[str]] = {}  # system -> the worker addresses its shards may run on
         self.names: dict[str, set[Any]] = {}  # system -> its workers' names (kept across restarts)
         self.pending: dict[Any, tuple[str, Shard]] = {}  # future -> (system, shard)
+        self.backlog: dict[str, deque[Shard]] = {}  # system -> its shards not submitted yet, in order
+        self.abandoned: list[tuple[str, Shard]] = []  # backlog of systems lost for good
+
+    def top_up(self) -> None:
+        """Submit each system's next shards until it has ``IN_FLIGHT_PER_WORKER`` per worker under way."""
+        for sid, shards in self.backlog.items():
+            running = sum(1 for f, (s, _) in self.pending.items() if s == sid and not f.done())
+            while shards and running < IN_FLIGHT_PER_WORKER * max(1, len(self.addresses[sid])):
+                self.submit(sid, shards.popleft())
+                running += 1
+
+    def waiting(self) -> bool:
+        """Whether any shard is under way or not yet submitted."""
+        return bool(self.pending) or any(self.backlog.values())
 
     def submit(self, sid: str, shard: Shard) -> None:
         specs = [{"index": i, "key": asdict(self.by_index[shard.executable][i].key)} for i in shard.indices]
@@ -391,6 +419,8 @@ class _Submitted:
             elif time.monotonic() - lost_since.setdefault(sid, time.monotonic()) > LOST_AFTER_S:
                 for future, _ in stuck:
                     future.cancel()
+                self.abandoned += [(sid, shard) for shard in self.backlog.get(sid, ())]
+                self.backlog[sid] = deque()
 
 
 def _finished(submitted: _Submitted, writer: _Writer, summary: CampaignSummary) -> None:
@@ -419,7 +449,7 @@ def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer:
     """Commit job messages as they arrive until every shard has ended."""
     lost_since: dict[str, float] = {}
     next_poll = next_check = time.monotonic()
-    while submitted.pending:
+    while submitted.waiting():
         try:
             writer.commit(events.get(timeout=POLL_S))
         except queue.Empty:
@@ -428,9 +458,13 @@ def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer:
         if now >= next_poll:  # also while events keep coming
             next_poll = now + POLL_S
             _finished(submitted, writer, summary)
+            submitted.top_up()
         if now >= next_check:
             next_check = now + 2.0
             submitted.follow_restarts(lost_since)
+    for sid, shard in submitted.abandoned:
+        summary.errors.append(f"system {sid}: no worker of it alive for {LOST_AFTER_S:g} s; "
+                              f"shard {shard.name} not run")
     while True:  # events still queued: duplicates of returned messages, or late reports
         try:
             writer.commit(events.get_nowait())

@@ -35,6 +35,14 @@ class Shard:
 # ---------------------------------------------------------------- worker side
 
 _HOST_SYSTEM: dict[str, Any] | None = None
+# This worker's benchmark processes between shards (the harness's --serve), until the campaign ends.
+_POOL = runner.ChildPool()
+
+
+def close_children() -> int:
+    """Run on every worker when a campaign ends: its idle benchmark processes exit (their GPU memory
+    goes back, and a rebuilt executable is never served by an old process). Returns how many."""
+    return _POOL.close()
 
 
 def _host_system() -> dict[str, Any] | None:
@@ -140,7 +148,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
                                 l2=l2,
                                 system_id=None, system=_host_system(), progress=stream, max_reps=max_reps,
                                 max_engines=max_engines,
-                                harness_args=() if threads is None else ("--plan-threads", str(threads)))
+                                harness_args=() if threads is None else ("--plan-threads", str(threads)),
+                                pool=_POOL)
     error = ""
     if todo:
         try:

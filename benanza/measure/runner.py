@@ -53,7 +53,7 @@ CMAKE_ENV_DEFINES = (
 # Job-level statuses: how a job's process ended (its results carry their own status).
 # FAILED: the harness printed an "error" event for the job (then its end, or it exited).
 JOB_STATUSES = (Status.OK, Status.FAILED, Status.CRASHED, Status.TIMEOUT, Status.GARBAGE)
-EVENTS = ("system", "start", "result", "end", "error")
+EVENTS = ("system", "start", "result", "end", "error", "ready")  # "ready": a --serve process's list is done
 # Fields of the system line that describe the process, not the machine.
 PROCESS_FIELDS = ("event", "api", "l2", "schema")
 _RESULT_STATUSES = frozenset(s.value for s in Status)
@@ -419,11 +419,13 @@ atexit.register(_kill_live_groups)
 
 
 class _Child:
-    """A benchmark executable in its own process group, read line by line with a deadline."""
+    """A benchmark executable in its own process group, read line by line with a deadline
+    (``serve``: its stdin a pipe that takes job lists, the harness's ``--serve``)."""
 
-    def __init__(self, argv: list[str], cwd: Path) -> None:
+    def __init__(self, argv: list[str], cwd: Path, serve: bool = False) -> None:
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if serve else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE,
                                      stderr=self.stderr, start_new_session=True,
                                      preexec_fn=_die_with_parent(os.getpid()))
         _LIVE_GROUPS.add(self.proc.pid)
@@ -457,6 +459,16 @@ class _Child:
                 else:
                     self.eof = True
 
+    def send(self, line: str) -> bool:
+        """Write one line to a serving process's stdin; False when it is gone."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
     def kill(self) -> None:
         """Kill the whole group, even when its leader has exited: a forked child may hold stdout."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -467,8 +479,10 @@ class _Child:
     def close(self) -> None:
         self.kill()
         self.selector.close()
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         self.stderr.close()
 
     def exit_text(self) -> str:
@@ -483,6 +497,50 @@ class _Child:
         self.stderr.seek(0)
         err = self.stderr.read().decode("utf-8", "replace").strip()
         return f"{how}; stderr: {err[-MESSAGE_CHARS:]}" if err else how
+
+
+@dataclass
+class _Served:
+    """A ``--serve`` process between job lists: its system line, and its start (ms) while no job has
+    been charged with it."""
+
+    child: _Child
+    system: dict[str, Any]
+    start_ms: float | None = None
+
+
+class ChildPool:
+    """Benchmark processes kept between job lists (the harness's ``--serve``), one per executable and
+    arguments. A cluster worker runs many shards of each executable; a process per shard paid its
+    start, library handles, lazily loaded kernels and runtime-compiled engines each time, and more
+    shards (more GPUs) paid more (docs/RESULTS.md §11). ``close`` ends them all."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, ...], _Served] = {}
+        self._lock = threading.Lock()
+
+    def take(self, argv: Sequence[str]) -> _Served | None:
+        """The idle process started with ``argv``, if it is still alive (it leaves the pool)."""
+        with self._lock:
+            served = self._idle.pop(tuple(argv), None)
+        if served is not None and served.child.proc.poll() is not None:  # died while idle
+            served.child.close()
+            return None
+        return served
+
+    def keep(self, argv: Sequence[str], served: _Served) -> None:
+        with self._lock:
+            old, self._idle[tuple(argv)] = self._idle.get(tuple(argv)), served
+        if old is not None and old is not served:
+            old.child.close()
+
+    def close(self) -> int:
+        """End every idle process; returns how many there were."""
+        with self._lock:
+            idle, self._idle = list(self._idle.values()), {}
+        for served in idle:
+            served.child.close()
+        return len(idle)
 
 
 @dataclass
@@ -552,10 +610,11 @@ class Runner:
 
     def __init__(self, sink: Sink, build_dir: Path, timeout_s: float, force: bool, l2: str,
                  system_id: str | None, system: Mapping[str, Any] | None, progress: Progress | None,
-                 max_reps: int | None, max_engines: int | None = None, harness_args: Sequence[str] = ()) -> None:
+                 max_reps: int | None, max_engines: int | None = None, harness_args: Sequence[str] = (),
+                 pool: ChildPool | None = None) -> None:
         self.sink, self.build_dir, self.timeout_s, self.force, self.l2 = sink, build_dir, timeout_s, force, l2
         self.system_id, self.system, self.progress, self.max_reps = system_id, system, progress, max_reps
-        self.max_engines, self.harness_args = max_engines, tuple(harness_args)
+        self.max_engines, self.harness_args, self.pool = max_engines, tuple(harness_args), pool
         self.fixed_system = system_id is not None
         self.summary = RunSummary(system_id=system_id)
 
@@ -608,24 +667,49 @@ class Runner:
         return False
 
     def _run_process(self, path: Path, todo: list[ScheduledJob], finished: set[int]) -> bool:
-        """Run one process over ``todo``; True when it ended abnormally (crash, hang, early exit)."""
+        """Run one process over ``todo``; True when it ended abnormally (crash, hang, early exit).
+
+        With a pool, the process is a ``--serve`` one: taken from the pool if one is idle, handed
+        ``todo`` as a job list on its stdin, and kept in the pool again once it says "ready"."""
         by_index = {j.index: j for j in todo}
-        argv = [str(path), "--jobs", job_ranges(by_index), "--l2", self.l2]
+        options = ["--l2", self.l2]
         if self.max_reps:
-            argv += ["--max-reps", str(self.max_reps)]
+            options += ["--max-reps", str(self.max_reps)]
         if self.max_engines:
-            argv += ["--max-engines", str(self.max_engines)]
-        argv += self.harness_args
-        try:
-            child = _Child(argv, self.build_dir)
-        except OSError as exc:
-            raise _ExecutableFailed(f"{path}: cannot start ({exc.strerror})") from exc
+            options += ["--max-engines", str(self.max_engines)]
+        options += self.harness_args
+        serving = self.pool is not None
+        argv = [str(path), "--serve", *options] if serving else [str(path), "--jobs", job_ranges(by_index), *options]
+        served = self.pool.take(argv) if self.pool is not None else None
+        if served is not None:
+            child = served.child
+        else:
+            try:
+                child = _Child(argv, self.build_dir, serve=serving)
+            except OSError as exc:
+                raise _ExecutableFailed(f"{path}: cannot start ({exc.strerror})") from exc
+        kept = False  # back in the pool: not closed on the way out
+
+        def keep(system: dict[str, Any], start_ms: float | None) -> None:
+            nonlocal kept
+            assert self.pool is not None
+            self.pool.keep(argv, _Served(child, system, start_ms))
+            kept = True
+
         current: _Open | None = None
         stray: list[str] = []  # garbage printed outside any job: charged to the next job
         errors: list[str] = []  # "error" events outside any job (e.g. no usable CUDA device)
-        started = False
+        # a process that ran jobs before: a hang or exit before this list's first job restarts it
+        started = served is not None
         spawned, process_start_ms = time.perf_counter(), None
+        system_line: dict[str, Any] = {}
         deadline = time.monotonic() + self.timeout_s
+        if served is not None:
+            system_line, process_start_ms = served.system, served.start_ms
+            if self._on_system(system_line, todo):
+                keep(system_line, process_start_ms)
+                return False  # some of its jobs are already measured: hand it the others
+            child.send(job_ranges(by_index))  # a process gone meanwhile reads as one that exited
         try:
             while True:
                 try:
@@ -669,8 +753,13 @@ class Runner:
                     if why:
                         raise _ExecutableFailed(f"{path.name}: bad system line ({why})")
                     process_start_ms = (time.perf_counter() - spawned) * 1e3
+                    system_line = data
                     if self._on_system(data, todo):
+                        if serving:
+                            keep(data, process_start_ms)
                         return False  # some of its jobs are already measured: start again without them
+                    if serving:
+                        child.send(job_ranges(by_index))
                     continue
                 if self.system_id is None:
                     raise _ExecutableFailed(f"{path.name}: printed {line[:80]!r} before its system line")
@@ -694,6 +783,17 @@ class Runner:
                     # a job with many algorithms (graph-API engine configs) makes progress per
                     # result: the timeout bounds silence, not the whole job
                     deadline = time.monotonic() + self.timeout_s
+                elif event == "ready" and serving:
+                    if current is not None:  # a job with no end line
+                        finished.add(current.job.index)
+                        self._finish(current, Status.GARBAGE.value, f"job {current.job.index}: no end line")
+                        current = None
+                    left = [j for j in todo if j.index not in finished]
+                    if len(left) == len(todo):  # it refused the list: another would fare no better
+                        said = f" ({'; '.join(errors)})" if errors else ""
+                        raise _ExecutableFailed(f"{path.name}: ran none of jobs {job_ranges(by_index)}{said}")
+                    keep(system_line, process_start_ms)
+                    return bool(left)  # jobs the list did not reach: run again
                 elif event == "end":
                     if current is None or data.get("job") != current.job.index:
                         _complain(current, stray, f"unexpected end of job {data.get('job')}")
@@ -703,10 +803,11 @@ class Runner:
                     self._finish(current)
                     current = None
                     deadline = time.monotonic() + self.timeout_s
-                else:  # garbage
-                    _complain(current, stray, data["why"])
+                else:  # garbage, or "ready" from a process not serving
+                    _complain(current, stray, data.get("why", f"unexpected {event} line"))
         finally:
-            child.close()
+            if not kept:
+                child.close()
 
     @staticmethod
     def _add_result(current: _Open, data: dict[str, Any]) -> str:

@@ -247,6 +247,9 @@ class Context {
     return Workspace(work_.get());
   }
 
+  // Frees the kept workspace (a --serve process between job lists: other processes share its GPU).
+  void release_workspace() { work_ = Buffer(); }
+
   // Random inputs in [-1, 1): each buffer of a job gets its own seed.
   void fill(const Buffer& b, size_t count, DType dtype, uint64_t seed) {
     fill_uniform(b.get(), count, dtype, seed, stream);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +105,56 @@ inline int load_jobs(const Bench& bench, const std::string& path) {
   return count;
 }
 
+// Runs `jobs` in turn between start and end lines; false after a sticky CUDA error (the process
+// must exit: the runner restarts it with the jobs it did not reach).
+inline bool run_jobs(Context& ctx, const Bench& bench, const std::vector<int>& jobs) {
+  // Jobs' host work up to --prefetch-jobs jobs ahead of the GPU thread (Bench::prepare), each job
+  // with a handle no other live job uses; --plan-threads 0: none, every job whole on this thread,
+  // in turn.
+  const bool ahead = bench.prepare && ctx.opt.plan_threads > 0;
+  std::optional<Prefetcher> prefetch;  // after ctx: stopped, and its jobs' builds done, before ctx's handles go
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const int job = jobs[k];
+    emit(Json().add("event", "start").add("job", job));
+    ctx.start_job();
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (ahead && !prefetch) {  // the first job: its handles, then the worker
+        const size_t depth = size_t(ctx.opt.prefetch_jobs);
+        ctx.create_job_handles(std::min(depth + 1, jobs.size()));  // the live jobs: this one and depth ahead
+        prefetch.emplace(
+            jobs,
+            [&ctx, &bench](int j, size_t at) {
+              cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
+              ignore_other_threads_captures();
+              return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
+            },
+            depth);
+        ctx.prefetcher = &*prefetch;
+      }
+      if (prefetch) prefetch->begin(k);
+      bench.run(ctx, job);
+    } catch (const std::exception& e) {  // a benchmark body should catch its own errors; this is the backstop
+      emit(Json().add("event", "error").add("job", job).add("message", e.what()));
+    }
+    if (prefetch) {
+      ctx.unbind_from_benchmark_stream(ctx.job_cudnn(k));  // the next job to use it is prepared by the worker
+      prefetch->finish(k);
+    }
+    if (report_sticky(job)) {
+      ctx.prefetcher = nullptr;
+      prefetch.reset();  // its worker joined before the process goes
+      return false;
+    }
+    Json end;
+    end.add("event", "end").add("job", job);
+    ctx.phases.to_json(end, ms_since(t0));
+    emit(end);
+  }
+  ctx.prefetcher = nullptr;  // the prefetcher goes with this call
+  return true;
+}
+
 inline int main(int argc, char** argv, const Bench& bench) {
   Options opt;
   if (!parse_options(argc, argv, opt)) {
@@ -139,48 +190,26 @@ inline int main(int argc, char** argv, const Bench& bench) {
     emit(j);
     return 2;
   }
-  // Jobs' host work up to --prefetch-jobs jobs ahead of the GPU thread (Bench::prepare), each job
-  // with a handle no other live job uses; --plan-threads 0: none, every job whole on this thread,
-  // in turn.
-  const bool ahead = bench.prepare && opt.plan_threads > 0;
-  std::optional<Prefetcher> prefetch;  // after ctx: stopped, and its jobs' builds done, before ctx's handles go
-  for (size_t k = 0; k < opt.jobs.size(); ++k) {
-    const int job = opt.jobs[k];
-    emit(Json().add("event", "start").add("job", job));
-    ctx.start_job();
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      if (ahead && !prefetch) {  // the first job: its handles, then the worker
-        const size_t depth = size_t(opt.prefetch_jobs);
-        ctx.create_job_handles(std::min(depth + 1, opt.jobs.size()));  // the live jobs: this one and depth ahead
-        prefetch.emplace(
-            opt.jobs,
-            [&ctx, &bench](int j, size_t at) {
-              cudaSetDevice(ctx.opt.device);  // the worker's own calls go to the benchmark's device too
-              ignore_other_threads_captures();
-              return bench.prepare(HostContext{ctx.opt, ctx.job_cudnn(at)}, j);
-            },
-            depth);
-        ctx.prefetcher = &*prefetch;
-      }
-      if (prefetch) prefetch->begin(k);
-      bench.run(ctx, job);
-    } catch (const std::exception& e) {  // a benchmark body should catch its own errors; this is the backstop
-      emit(Json().add("event", "error").add("job", job).add("message", e.what()));
-    }
-    if (prefetch) {
-      ctx.unbind_from_benchmark_stream(ctx.job_cudnn(k));  // the next job to use it is prepared by the worker
-      prefetch->finish(k);
-    }
-    if (report_sticky(job)) {
-      ctx.prefetcher = nullptr;
-      prefetch.reset();  // its worker joined before the process goes
+  // After a sticky error the process exits at once: nothing of a lost context is torn down.
+  if (!opt.serve) {
+    if (!run_jobs(ctx, bench, opt.jobs)) std::exit(3);
+    return 0;
+  }
+  // --serve (benanza/measure/runner.py ChildPool): one process runs many job lists, so that its
+  // start, library handles, lazily loaded kernels and runtime-compiled engines are paid once.
+  // Each stdin line is a job list in --jobs' form; its jobs run as a --jobs run would, then a
+  // "ready" line says the process waits for the next. It exits at the end of its input.
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::vector<int> jobs;
+    if (!parse_jobs(line, num_jobs, jobs)) {
+      emit(Json().add("event", "error").add("message", "--serve: not job ranges within the table's " +
+                                                         std::to_string(num_jobs) + " jobs: " + line.substr(0, 80)));
+    } else if (!run_jobs(ctx, bench, jobs)) {
       std::exit(3);
     }
-    Json end;
-    end.add("event", "end").add("job", job);
-    ctx.phases.to_json(end, ms_since(t0));
-    emit(end);
+    ctx.release_workspace();  // an idle process keeps no scratch the other processes on its GPU may need
+    emit(Json().add("event", "ready"));
   }
   return 0;
 }

@@ -49,6 +49,7 @@ struct Options {
   int max_calls = 1000;          // cap on K
   int device = 0;
   bool list = false;
+  bool serve = false;            // --serve: job lists from stdin, one per line, each followed by a "ready" line
   int max_engines = 0;           // --max-engines N: at most N engine configs per job (graph API); 0 = all
   // Racing (docs/GENERATOR.md; bench/race_check.py showed it keeps the fastest median within 3 %):
   double race = 1.3;             // --race R: refine no algorithm estimated >= R x the job's best so far; 0 = off
@@ -80,7 +81,7 @@ inline void usage(const char* prog) {
                "usage: %s [--table FILE] [--jobs 0,3,5-9] [--l2 warm|cold|cold-weights] [--max-reps N] [--min-reps N]\n"
                "          [--target-rel-err X] [--max-ms X] [--launch-ms X] [--max-calls N] [--device N] [--list]\n"
                "          [--max-engines N] [--race R] [--job-budget-s S] [--slow-call-ms X] [--plan-threads N]\n"
-               "          [--prefetch-jobs D]\n",
+               "          [--prefetch-jobs D] [--serve]\n",
                prog);
 }
 
@@ -123,6 +124,8 @@ inline bool parse_options(int argc, char** argv, Options& o) {
     double d = 0;
     if (a == "--list") {
       o.list = true;
+    } else if (a == "--serve") {
+      o.serve = true;
     } else if (a == "--jobs") {
       const char* v = value();
       if (!v || !*v) return false;
@@ -164,6 +167,7 @@ inline bool parse_options(int argc, char** argv, Options& o) {
       return false;
     }
   }
+  if (o.serve && (o.list || !o.jobs_spec.empty())) return false;  // --serve's jobs come from stdin
   o.min_reps = std::min(o.min_reps, o.max_reps);
   if (o.plan_threads < 0) o.plan_threads = usable_cpus() - 1;
   return true;

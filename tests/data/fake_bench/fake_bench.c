@@ -19,8 +19,10 @@
  * so that tests can play two systems; $FAKE_BENCH_NO_DEVICE makes it fail at start-up
  * the way the real harness does without a GPU.  --plan-threads N is taken and told back in
  * every job's end line ("phases_ms":{"plan_threads":N}), so that tests see what reached the process.
+ * --serve, as the real harness: after the system line, one job list per stdin line (--jobs' form),
+ * each run as --jobs would, then a "ready" line; exit at the end of the input.
  *
- * usage: bench_x [--jobs 0,3,5-9] [--l2 warm|cold] [--max-reps N] [--plan-threads N]
+ * usage: bench_x [--jobs 0,3,5-9 | --serve] [--l2 warm|cold] [--max-reps N] [--plan-threads N]
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -128,13 +130,17 @@ static void result(int index, const struct job* j, int algo, const char* status,
   fflush(stdout);
 }
 
+static void run_wanted(const char* l2, int plan_threads);
+
 int main(int argc, char** argv) {
   const char* jobs = NULL;
   const char* l2 = "warm";
-  int plan_threads = -1;
+  int plan_threads = -1, serve = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
       jobs = argv[++i];
+    } else if (strcmp(argv[i], "--serve") == 0) {
+      serve = 1;
     } else if (strcmp(argv[i], "--l2") == 0 && i + 1 < argc) {
       l2 = argv[++i];
     } else if (strcmp(argv[i], "--max-reps") == 0 && i + 1 < argc) {
@@ -172,7 +178,26 @@ int main(int argc, char** argv) {
          "\"cuda_driver\":13000,\"cudnn_version\":91900,\"cublas_version\":130100,\"fake\":true}\n",
          gpu ? gpu : "Fake GPU");
   fflush(stdout);
+  if (!serve) {
+    run_wanted(l2, plan_threads);
+    return 0;
+  }
+  char line[1 << 16];
+  while (fgets(line, sizeof line, stdin)) {
+    line[strcspn(line, "\n")] = '\0';
+    memset(wanted, 0, sizeof wanted);
+    if (parse_jobs(line) != 0) {
+      printf("{\"event\":\"error\",\"message\":\"--serve: not job ranges\"}\n");
+    } else {
+      run_wanted(l2, plan_threads);
+    }
+    printf("{\"event\":\"ready\"}\n");
+    fflush(stdout);
+  }
+  return 0;
+}
 
+static void run_wanted(const char* l2, int plan_threads) {
   for (int i = 0; i < MAX_JOBS; ++i) {
     if (!wanted[i] || !plan[i].defined) continue;
     const struct job* j = &plan[i];
@@ -228,5 +253,4 @@ int main(int argc, char** argv) {
     fflush(stdout);
     if (strcmp(b, "endhang") == 0) sleep_ms(3600 * 1000L);
   }
-  return 0;
 }
