@@ -3,7 +3,7 @@ scaling, the rows compared with the one-GPU run; then a worker SIGKILLed mid-cam
 client without a GPU driving the workers through a scheduler file.
 
     PYTHONPATH=. python bench/cluster_scaling.py PROJECT [--build-dir DIR] [--gpus 4,2,1] [--sample N]
-        [--kill-after-s S] [--scheduler-file] [--out DIR]
+        [--warm-up] [--kill-after-s S] [--scheduler-file] [--out DIR]
 
 PROJECT is a generated project (``benanza generate``), built here when it is not. ``--sample N``
 keeps every N-th job of each executable (bench/campaign.py's sample). Each GPU count runs the same
@@ -18,6 +18,10 @@ worker-seconds split into the jobs' phases (bench/campaign.py's, ``benanza.measu
 summed over every job, "other" the rest (a worker idle, Dask, between jobs). The database holds no
 phase times: they come with each job's message to the client. Also each worker's ``--plan-threads``
 (``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs.
+
+``--warm-up``: one unreported run on the largest G first. The first campaign on a machine pays the
+runtime-compiled kernels into the disk caches; run first, the largest G paid them alone (its plan
+builds took 75 GPU-s against 39 for the counts after it, docs/RESULTS.md §11).
 
 ``--kill-after-s S``: the largest G again, one worker process SIGKILLed S seconds in (its nanny
 starts it again; Dask re-queues its shard, whose new attempt skips the jobs already reported):
@@ -65,6 +69,7 @@ class Tally:
         self.timed_gpu_s: dict[str, float] = {}
         self.phases_ms: dict[str, float] = dict.fromkeys(JOB_PHASES, 0.0)
         self.processes = 0  # benchmark processes started (each one's start is charged to its first job)
+        self.last: dict[str, float] = {}  # worker -> when its latest job reached the client (perf_counter)
 
     def __call__(self, outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
         self.jobs[report.name] = self.jobs.get(report.name, 0) + 1
@@ -73,6 +78,7 @@ class Tally:
         for phase, ms in job_phases(outcome.phases, outcome.results).items():
             self.phases_ms[phase] += ms
         self.processes += "process_start" in outcome.phases
+        self.last[report.name] = time.perf_counter()
 
 
 def visible_gpus() -> list[str]:
@@ -116,7 +122,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
                 killed = {"address": victim, "pid": pids[victim], "at_s": time.perf_counter() - began,
                           "jobs_written_before": sum(tally.jobs.values())}
         worker.join()
-        wall = time.perf_counter() - began
+        ended = time.perf_counter()
+        wall = ended - began
         cpu.stop()
         if "error" in box:
             raise box["error"]
@@ -137,6 +144,7 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
             "jobs_per_worker": tally.jobs, "killed": killed, "db": str(db_path),
             "plan_threads": summary.plan_threads, "worker_cpus": summary.worker_cpus, "host_cpu_busy": cpu.summary(),
             "worker_s": len(gpus) * wall, "phases_s": phases_s,
+            "tail_s": {name: ended - last for name, last in sorted(tally.last.items())},
             "other_s": len(gpus) * wall - sum(phases_s.values())}
 
 
@@ -235,6 +243,9 @@ def main() -> int:
     parser.add_argument("--gpus", default="4,2,1", help="GPU counts, largest first (each a prefix of the visible GPUs)")
     parser.add_argument("--sample", type=int, default=1, metavar="N", help="every N-th job of each executable")
     parser.add_argument("--kill-after-s", type=float, default=0.0)
+    parser.add_argument("--warm-up", action="store_true",
+                        help="first run the campaign once on the most GPUs, unreported: every count then finds the "
+                             "runtime-compiled kernels in the disk caches (the first run on a machine pays them)")
     parser.add_argument("--scheduler-file", action="store_true")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scaling-bench")))
     args = parser.parse_args()
@@ -254,10 +265,17 @@ def main() -> int:
             (project / entry.name).symlink_to(entry.resolve())
     result: dict[str, Any] = {"project": str(args.project), "sample_every": args.sample, "build_s": build_s,
                               "visible_gpus": visible, "runs": []}
+    if args.warm_up:
+        warm = one_run(project, build, args.out / "warm_up.db", visible[:max(counts)])
+        result["warm_up"] = {k: warm[k] for k in ("gpus", "wall_s", "phases_s", "other_s")}
+        print(f"warm-up on {warm['gpus']} GPU(s): {warm['wall_s']:.1f} s, plan build "
+              f"{warm['phases_s']['plan_build']:.1f} GPU-s (not reported)", flush=True)
     for i, g in enumerate(counts):  # a count given twice: the second run is the noise floor
         run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g])
         result["runs"].append(run)
+        tails = " / ".join(f"{t:.1f}" for t in sorted(run["tail_s"].values()))
         print(f"{g} GPU(s): {run['jobs']} jobs in {run['wall_s']:.1f} s (start {run['cluster_start_s']:.1f} s), "
+              f"workers idle at the end {tails} s, "
               f"CPUs per worker {run['worker_cpus']}, --plan-threads {run['plan_threads'] or 'default'}, "
               f"errors {run['errors'][:2]}", flush=True)
     base = next((r for r in result["runs"] if r["gpus"] == 1), result["runs"][-1])

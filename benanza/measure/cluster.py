@@ -45,6 +45,7 @@ PROBE_TIMEOUT_S = 120.0  # a worker's first executable must print its system lin
 WORKERS_TIMEOUT_S = 60.0  # how long to wait for the first worker of an existing cluster
 LOST_AFTER_S = 120.0  # a system none of whose workers is alive this long has its shards failed
 POLL_S = 0.2
+_SHARD_ENDED: dict[str, Any] = {}  # put in the event queue when a shard's future ends: top up at once
 
 
 def require_dask(local: bool = False) -> None:
@@ -380,6 +381,7 @@ class _Submitted:
         self.pending: dict[Any, tuple[str, Shard]] = {}  # future -> (system, shard)
         self.backlog: dict[str, deque[Shard]] = {}  # system -> its shards not submitted yet, in order
         self.abandoned: list[tuple[str, Shard]] = []  # backlog of systems lost for good
+        self.on_end: Callable[[], None] = lambda: None  # a shard's future ended (from Dask's callback thread)
 
     def top_up(self) -> None:
         """Submit each system's next shards until it has ``IN_FLIGHT_PER_WORKER`` per worker under way."""
@@ -399,6 +401,7 @@ class _Submitted:
                                     allow_other_workers=False, pure=False,
                                     key=f"benanza-shard-{sid}-{shard.name}-{uuid.uuid4().hex[:8]}")
         self.pending[future] = (sid, shard)
+        future.add_done_callback(lambda _: self.on_end())
 
     def follow_restarts(self, lost_since: dict[str, float]) -> None:
         """Re-target the shards of systems whose workers all moved; cancel those of systems gone too long."""
@@ -449,9 +452,14 @@ def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer:
     """Commit job messages as they arrive until every shard has ended."""
     lost_since: dict[str, float] = {}
     next_poll = next_check = time.monotonic()
+    submitted.on_end = lambda: events.put(_SHARD_ENDED)  # its worker's next shard goes out at once
     while submitted.waiting():
         try:
-            writer.commit(events.get(timeout=POLL_S))
+            event = events.get(timeout=POLL_S)
+            if event is _SHARD_ENDED:
+                next_poll = 0.0
+            else:
+                writer.commit(event)
         except queue.Empty:
             pass
         now = time.monotonic()
@@ -467,6 +475,8 @@ def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer:
                               f"shard {shard.name} not run")
     while True:  # events still queued: duplicates of returned messages, or late reports
         try:
-            writer.commit(events.get_nowait())
+            event = events.get_nowait()
         except queue.Empty:
             break
+        if event is not _SHARD_ENDED:
+            writer.commit(event)
