@@ -121,11 +121,29 @@ def test_a_campaign_drains_on_small_shards_of_every_executable() -> None:
         mine = [s.indices for s in shards if s.executable == exe]
         assert sorted(i for run in mine for i in run) == [j.index for j in todo]
         assert all(list(run) == list(range(run[0], run[0] + len(run))) for run in mine)
-    assert [len(s.indices) for s in shards if s.executable == "a"] == [64, 64, 36, 18, 9, 9]
-    assert [len(s.indices) for s in shards if s.executable == "b"] == [10, 10]
+    assert [len(s.indices) for s in shards if s.executable == "a"] == [64, 64, 36, 18, 9, 5, 4]
+    assert [len(s.indices) for s in shards if s.executable == "b"] == [10, 5, 5]
     assert all(n <= 2 * cluster.MIN_SHARD_JOBS for n in lengths[-4:])
     # a given --shard-jobs, or one worker, keeps equal shards in job order
     assert [len(s.indices) for s in cluster.make_shards(jobs, 64)] == [64, 64, 64, 8, 20]
+
+
+def test_the_next_shard_is_the_longest_expected_and_an_unknown_executable_goes_first() -> None:
+    """The client hands out the shard expected to take longest (its jobs x its executable's mean job so far):
+    4 H200s ended a campaign with one worker idle 6.5 s while another ran its last shards."""
+    shards = collections.deque(cluster.make_shards(
+        {"pool": [runner.ScheduledJob("pool", i, None) for i in range(40)],
+         "graph": [runner.ScheduledJob("graph", i, None) for i in range(12)],
+         "new": [runner.ScheduledJob("new", i, None) for i in range(2)]}, 16, drain=True))
+    job_ms = {"pool": (40.0, 20), "graph": (3000.0, 6)}  # 2 ms and 500 ms per job
+    taken = [cluster.next_shard(shards, job_ms).name for _ in range(len(shards))]
+    assert taken == ["new:0-1", "graph:0-5", "graph:6-11", "pool:0-15", "pool:16-27", "pool:28-33", "pool:34-39"]
+    # nothing known: make_shards' order (largest first)
+    shards = collections.deque(cluster.make_shards({"a": [runner.ScheduledJob("a", i, None) for i in range(20)],
+                                                    "b": [runner.ScheduledJob("b", i, None) for i in range(30)]},
+                                                   16, drain=True))
+    order = [s.name for s in shards]
+    assert [cluster.next_shard(shards, {}).name for _ in range(len(order))] == order
 
 
 def test_workers_sharing_a_hosts_cpus_split_them_for_plan_threads() -> None:

@@ -25,7 +25,7 @@ import queue
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ INSTALL_HINT = "pip install 'benanza[dask]'"
 SHARDS_PER_WORKER = 4  # shards per worker of a system: late shards even out uneven jobs
 IN_FLIGHT_PER_WORKER = 2  # shards submitted per worker at a time: one running, one waiting (cluster._Submitted)
 MAX_SHARD_JOBS = 64  # a dead worker re-queues a shard; smaller shards spread better
-MIN_SHARD_JOBS = 8  # the smallest of the shards a campaign drains with (make_shards)
+MIN_SHARD_JOBS = 4  # the smallest of the shards a campaign drains with (make_shards)
 PROBE_TIMEOUT_S = 120.0  # a worker's first executable must print its system line within this
 WORKERS_TIMEOUT_S = 60.0  # how long to wait for the first worker of an existing cluster
 LOST_AFTER_S = 120.0  # a system none of whose workers is alive this long has its shards failed
@@ -358,6 +358,22 @@ def end_children(client: Any) -> None:
         client.run(close_children)
 
 
+def next_shard(shards: deque[Shard], job_ms: Mapping[str, Sequence[float]]) -> Shard:
+    """Take the shard expected to run longest (jobs x its executable's mean job wall so far) out of
+    ``shards``: longest first, so that the campaign ends on short shards (a graph-API shard of 8
+    jobs can take seconds, a pooling one milliseconds). A shard of an executable with no finished job
+    yet comes first, which learns its cost early; ties keep the order ``make_shards`` gave."""
+
+    def cost(shard: Shard) -> float:
+        total, count = job_ms.get(shard.executable, (0.0, 0))
+        return len(shard.indices) * total / count if count else math.inf
+
+    best = max(range(len(shards)), key=lambda i: (cost(shards[i]), -i))
+    shard = shards[best]
+    del shards[best]
+    return shard
+
+
 class _Submitted:
     """The campaign's shard futures, each restricted to the workers of its system.
 
@@ -382,14 +398,24 @@ class _Submitted:
         self.backlog: dict[str, deque[Shard]] = {}  # system -> its shards not submitted yet, in order
         self.abandoned: list[tuple[str, Shard]] = []  # backlog of systems lost for good
         self.on_end: Callable[[], None] = lambda: None  # a shard's future ended (from Dask's callback thread)
+        self.job_ms: dict[str, list[float]] = {}  # executable -> [sum of its finished jobs' wall ms, count]
 
     def top_up(self) -> None:
-        """Submit each system's next shards until it has ``IN_FLIGHT_PER_WORKER`` per worker under way."""
+        """Submit each system's next shards (``next_shard``) until it has ``IN_FLIGHT_PER_WORKER`` per
+        worker under way."""
         for sid, shards in self.backlog.items():
             running = sum(1 for f, (s, _) in self.pending.items() if s == sid and not f.done())
             while shards and running < IN_FLIGHT_PER_WORKER * max(1, len(self.addresses[sid])):
-                self.submit(sid, shards.popleft())
+                self.submit(sid, next_shard(shards, self.job_ms))
                 running += 1
+
+    def learn(self, msg: Mapping[str, Any]) -> None:
+        """A finished job's wall time (the harness's, ms) joins its executable's mean (``next_shard``)."""
+        wall = msg.get("phases", {}).get("wall")
+        if isinstance(wall, int | float) and not isinstance(wall, bool):
+            seen = self.job_ms.setdefault(str(msg["executable"]), [0.0, 0])
+            seen[0] += wall
+            seen[1] += 1
 
     def waiting(self) -> bool:
         """Whether any shard is under way or not yet submitted."""
@@ -460,6 +486,7 @@ def _collect(submitted: _Submitted, events: queue.Queue[dict[str, Any]], writer:
                 next_poll = 0.0
             else:
                 writer.commit(event)
+                submitted.learn(event)
         except queue.Empty:
             pass
         now = time.monotonic()

@@ -469,10 +469,14 @@ class _Child:
             return False
         return True
 
-    def kill(self) -> None:
-        """Kill the whole group, even when its leader has exited: a forked child may hold stdout."""
+    def signal_group(self) -> None:
+        """SIGKILL the whole group, even when its leader has exited: a forked child may hold stdout."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """Kill the whole group and wait for its leader."""
+        self.signal_group()
         self.proc.wait()
         _LIVE_GROUPS.discard(self.proc.pid)
 
@@ -538,6 +542,8 @@ class ChildPool:
         """End every idle process; returns how many there were."""
         with self._lock:
             idle, self._idle = list(self._idle.values()), {}
+        for served in idle:  # all signalled first: their CUDA contexts go down together, not one after another
+            served.child.signal_group()
         for served in idle:
             served.child.close()
         return len(idle)
