@@ -211,7 +211,10 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     starts = sum("process_start" in o.phases for o in outcomes)
     assert 0 < starts <= len(summary.workers) * len(plans) + summary.total.crashed < summary.shards
     assert all("db_write" in o.phases for o in outcomes)
-    # the campaign over, no benchmark process is left on any worker
+    # the campaign over, no benchmark process is left on any worker (killed at once, reaped in the background)
+    deadline = time.monotonic() + 10
+    while [pid for pid in map(int, os.listdir(home / "pids")) if process_alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not [pid for pid in map(int, os.listdir(home / "pids")) if process_alive(pid)]
     # each system measured every job once; the segfault is recorded as a crash, its results so far kept
     expected = collections.Counter({(f"{exe}-layer{i:03d}", "crashed" if b == "segv" else "ok"): 1
@@ -263,6 +266,28 @@ def test_workers_killed_mid_shard_lose_only_their_running_job(
     for gpu, (pid, job) in killed.items():
         rerun = [p for g, j, p in commits if (g, j) == (gpu, job)]
         assert rerun and rerun[0] != pid, gpu
+
+
+def test_a_restarted_worker_takes_shards_again(fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """System A's worker a1 is SIGKILLed at its first job; its nanny restarts it at a new address, and
+    the shards handed out after that may go to it: it does not sit idle while a2 finishes alone."""
+    project = fresh_project(home, {"bench_fake": ["slow"] * 40})
+    db = perfdb.open_db(home / "restarted.db")
+    runs: list[tuple[str, str, int]] = []  # (gpu, worker name, worker pid) per committed job
+    killed: list[int] = []
+
+    def kill_a1_once(outcome: runner.JobOutcome, worker: cluster.WorkerReport) -> None:
+        runs.append((worker.gpu, worker.name, worker.pid))
+        if worker.name == "a1" and not killed:
+            killed.append(worker.pid)
+            os.kill(worker.pid, signal.SIGKILL)
+
+    summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                                   shard_jobs=2, progress=kill_a1_once)
+    assert summary.errors == [] and killed
+    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(40)})
+    assert jobs_by_system(db) == {"Fake A": expected, "Fake B": expected}
+    assert [pid for gpu, name, pid in runs if name == "a1" and pid != killed[0]], "the restarted a1 ran no job"
 
 
 def test_resume_after_the_client_is_killed(fake_build: Path, home: Path, client: distributed.Client) -> None:

@@ -430,13 +430,17 @@ class _Submitted:
         future.add_done_callback(lambda _: self.on_end())
 
     def follow_restarts(self, lost_since: dict[str, float]) -> None:
-        """Re-target the shards of systems whose workers all moved; cancel those of systems gone too long."""
+        """Follow workers a nanny restarted (same name, new address): the shards submitted from now on
+        may go to them too (a worker SIGKILLed 15 s into a 45 s campaign on 4 GPUs otherwise left 3 to
+        finish it: +14.3 s); re-target the running shards of systems whose workers all moved; cancel
+        those of systems gone too long."""
         alive = workers_of(self.client)
         for sid, names in self.names.items():
+            moved = [a for a, w in alive.items() if w.get("name") in names]
             if any(a in alive for a in self.addresses[sid]):
                 lost_since.pop(sid, None)
+                self.addresses[sid] = moved
                 continue
-            moved = [a for a, w in alive.items() if w.get("name") in names]
             stuck = [(f, shard) for f, (s, shard) in self.pending.items() if s == sid and not f.done()]
             if moved:
                 lost_since.pop(sid, None)

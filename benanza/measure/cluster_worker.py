@@ -40,9 +40,10 @@ _POOL = runner.ChildPool()
 
 
 def close_children() -> int:
-    """Run on every worker when a campaign ends: its idle benchmark processes exit (their GPU memory
-    goes back, and a rebuilt executable is never served by an old process). Returns how many."""
-    return _POOL.close()
+    """Run on every worker when a campaign ends: its idle benchmark processes are killed (their GPU
+    memory goes back, and a rebuilt executable is never served by an old process) and reaped in the
+    background, so that neither the campaign nor the worker's event loop waits for them. Returns how many."""
+    return _POOL.close(wait=False)
 
 
 def _host_system() -> dict[str, Any] | None:

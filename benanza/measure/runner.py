@@ -538,14 +538,23 @@ class ChildPool:
         if old is not None and old is not served:
             old.child.close()
 
-    def close(self) -> int:
-        """End every idle process; returns how many there were."""
+    def close(self, wait: bool = True) -> int:
+        """End every idle process; returns how many there were. ``wait`` False: signal them and reap
+        them on a thread of their own (a CUDA context takes a while to go down: 16 processes kept a
+        one-GPU campaign's end 1.0 s, 34 on four GPUs 2.6 s)."""
         with self._lock:
             idle, self._idle = list(self._idle.values()), {}
-        for served in idle:  # all signalled first: their CUDA contexts go down together, not one after another
+        for served in idle:  # all signalled first: their contexts go down together, not one after another
             served.child.signal_group()
-        for served in idle:
-            served.child.close()
+
+        def reap() -> None:
+            for served in idle:
+                served.child.close()
+
+        if wait:
+            reap()
+        else:
+            threading.Thread(target=reap, name="benanza-reap", daemon=True).start()
         return len(idle)
 
 
