@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LIGHT
+from conftest import LIGHT, with_parsed_bundles
 
 from benanza.paths import perfdb_dir
 from benanza.profile.parse_cache import CACHE_DIR
@@ -39,7 +39,8 @@ PREPARED: list[Any] = []  # what each counted preparation returned, the latest l
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
     """Each call of the uncached preparation (model load, mapping, database reads), by bundle; what it
-    returned goes to ``PREPARED``."""
+    returned goes to ``PREPARED``. An empty analysis cache; the parse cache holds BUNDLE's parts."""
+    with_parsed_bundles(tmp_path / "xdg", BUNDLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     calls: list[Path] = []
     prepare = preparation.prepare
