@@ -217,6 +217,18 @@ def result_problem(data: Mapping[str, Any]) -> str:
     return ""
 
 
+FIELD_NAMES = tuple(f.name for f in fields(Result))  # a Result's attributes, in the order __init__ sets them
+
+
+def result_from_fields(data: dict[str, Any]) -> Result:
+    """The Result whose attributes are ``data`` (every one of ``FIELD_NAMES``, in that order), which it
+    keeps as they are: what ``Result(**data)`` builds, without the frozen ``__init__``'s one
+    ``object.__setattr__`` per field (17 of 55 CPU us a row of ``db.results_for``). For checked values only."""
+    made = object.__new__(Result)
+    object.__setattr__(made, "__dict__", data)
+    return made
+
+
 def checked_result(data: dict[str, Any]) -> Result:
     """A ``Result`` from a harness line, or ValueError saying what is wrong with the line
     (``result_problem``). A line that fails is garbage: none of its values is kept."""

@@ -57,6 +57,25 @@ def run_every_suggestion(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
+def with_parsed_bundles(xdg: Path, *bundles: Path) -> None:
+    """The parse cache ``xdg`` will hold (``$XDG_CACHE_HOME/benanza/parsed``) filled with the session's
+    entries, ``bundles`` parsed into it first where they are not yet. Called before a test points
+    XDG_CACHE_HOME at ``xdg``: for a test whose claim is about an empty analysis cache, without the cost
+    of parsing a shipped log again (ResNet-50 b1 ORT: 5.4 CPU s; CI time, docs/RESULTS.md §16)."""
+    from benanza.profile import parse_cache
+    from benanza.profile.bundle import PARTS, read_bundle
+
+    for path in bundles:
+        bundle = read_bundle(path)
+        for part in PARTS:
+            if hasattr(type(bundle), part):
+                getattr(bundle, part)  # parsed into the session's cache, or read from it
+    into = xdg / "benanza" / "parsed"
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in parse_cache.user_cache_dir().glob("*.pickle.z"):
+        shutil.copyfile(entry, into / entry.name)
+
+
 def host_tool(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
     """A test program over harness headers (csrc/), built by the host compiler, warnings as errors:
     the harness's host-only parts (threads, policies) tested without a GPU; skipped without a compiler."""

@@ -10,9 +10,10 @@ import shutil
 import sqlite3
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import LIGHT
+from conftest import LIGHT, with_parsed_bundles
 
 from benanza.paths import perfdb_dir
 from benanza.profile.parse_cache import CACHE_DIR
@@ -32,16 +33,23 @@ def h100() -> Path:
     return shipped_db()
 
 
+PREPARED: list[Any] = []  # what each counted preparation returned, the latest last
+
+
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
-    """Each call of the uncached preparation (model load, mapping, database reads), by bundle."""
+    """Each call of the uncached preparation (model load, mapping, database reads), by bundle; what it
+    returned goes to ``PREPARED``. An empty analysis cache; the parse cache holds BUNDLE's parts."""
+    with_parsed_bundles(tmp_path / "xdg", BUNDLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     calls: list[Path] = []
     prepare = preparation.prepare
+    PREPARED.clear()
 
     def counting(model: Path, db: Path, bundle: Path | None, *args: object) -> object:
         calls.append(bundle)
-        return prepare(model, db, bundle, *args)
+        PREPARED.append(prepare(model, db, bundle, *args))
+        return PREPARED[-1]
 
     monkeypatch.setattr(preparation, "prepare", counting)
     return calls
@@ -56,8 +64,15 @@ def test_a_later_call_reads_the_cache_and_a_changed_bundle_file_misses(tmp_path:
     assert counted == [bundle]
     assert len(list(analysis_cache.user_cache_dir().glob(f"{analysis_cache.PREFIX}*"))) == 1
     assert not (bundle / CACHE_DIR).exists()  # never written into the bundle
+    # the entry holds no database rows (97 % of its size): a hit reads them again, the same as prepare read
+    stored = next(analysis_cache.user_cache_dir().glob(f"{analysis_cache.PREFIX}*"))
+    key = stored.name.removeprefix(analysis_cache.PREFIX).removesuffix(".pickle.z")
+    assert analysis_cache.load(key, bundle)[0].measurements == {}
+    read_back = analysis_cache.load_prepared(key, bundle, db)[0].measurements
+    assert read_back == PREPARED[0][0].measurements and len(read_back) > 50
+    assert list(read_back) == list(PREPARED[0][0].measurements)
     again, mapping_again = analysis.analyze_model(model, db, bundle)
-    assert counted == [bundle]  # read back: no model load, no mapping, no database read
+    assert counted == [bundle]  # read back: no model load, no mapping
     assert to_json(again) == to_json(first) and mapping_again == mapping
     assert to_json(first) == to_json(analysis.analyze_model(model, db, bundle, cache=False)[0])
     # the same meta.json, written again with other whitespace: another file content, parsed and mapped again

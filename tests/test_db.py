@@ -391,3 +391,71 @@ def test_merging_a_database_keyed_without_the_layout_keeps_its_jobs_layouts(tmp_
     assert {(j.layer_key, j.layout) for j in perfdb.completed_jobs(db, "s")} == {("k", "NHWC"), ("x", "")}
     assert perfdb.measured(db, "s")({"layer_key": "k", "api": "g", "dtype": "fp16", "fusion": "none",
                                      "algorithm": "*", "layout": "NHWC"})
+
+
+# Notes texts as a database may hold them: what results_for must decode exactly as json.loads does, or keep
+# as they are (then refused: notes must be an object).
+NOTES_TEXTS = ('{"calls_per_launch": 32}', '{}', ' {"a": 1}', '{"a": 1} ', '{"a": 1}\n', '{"a": [1, 2.5, {"b": null}]}',
+               '{"a": NaN, "b": -Infinity}', '{"a": 1, "a": 2}', '{"\\u00e9": "\\ud83d\\ude00"}', '{"a": 1}{"b": 2}',
+               '{"a": 1} {"b": 2}', '{"a": }', '{"a": 1', '{', '}', '{}}', '[1]', '"{}"', '{"a": 1}x',
+               '{"a": ' * 5000 + '1' + '}' * 5000)
+
+
+def test_notes_decode_as_json_loads_does() -> None:
+    for text in NOTES_TEXTS:
+        try:
+            expected = json.loads(text)
+        except (ValueError, RecursionError):
+            expected = text
+        got = perfdb._notes(text)
+        assert got == expected and type(got) is type(expected), text[:40]
+    assert perfdb._notes(None) == {} and perfdb._notes("") == {}
+
+
+def as_rows_were_read(db: perfdb.Database, system: str, keys: list[str]) -> dict[str, list[Result]]:
+    """results_for as it was before it read tuples: a dict per row, ``json.loads`` of its notes, ``Result(**row)``."""
+    found: dict[str, list[Result]] = {}
+    columns = [*perfdb._RESULT_COLUMNS, "notes", "schema"]
+    for key in keys:
+        for row in db.query(f"SELECT {', '.join(columns)} FROM benchmarks WHERE system_id = ? AND layer_key = ?",
+                            [system, key]):
+            row["notes"] = json.loads(row["notes"]) if row["notes"] else {}
+            found.setdefault(key, []).append(Result(**row))
+    return found
+
+
+def test_results_for_builds_the_results_a_row_by_row_read_built(mem: perfdb.Database) -> None:
+    """results_for reads tuples in Result's field order and makes each row's dict the Result's attributes
+    (``records.result_from_fields``): the same values, types and attribute order as ``Result(**row)``,
+    still frozen and hashable, on hand-written rows and on the shipped database's."""
+    from dataclasses import FrozenInstanceError, replace
+
+    from benanza.store.shipped import shipped_db
+
+    sid = perfdb.upsert_system(mem, H100)
+    key = conv_key([1, 1, 1, 1])
+    rows = [result(key, "A", 0.5, notes={"calls_per_launch": 32, "knobs": {"k": [1, 2]}}, workspace_bytes=1 << 40,
+                   heuristic_rank=0, find_rank=3, host_ms=0.01, timing="graph", max_rel_error=0.0, tolerance=1e-3),
+            result(key, "B", None, status="not_supported", message="no", l2="cold", layout="NHWC"),
+            result(key, "C", 2)]
+    perfdb.insert_results(mem, sid, rows)
+    with perfdb.transaction(mem):
+        mem.execute("UPDATE benchmarks SET notes = ' {\"a\": [1, {\"b\": null}]} ' WHERE algorithm = 'C'")
+    shipped = perfdb.open_db(shipped_db(), readonly=True)
+    system = perfdb.systems(shipped)[0]["id"]
+    sample = [str(r[0]) for r in shipped.execute(
+        "SELECT DISTINCT layer_key FROM benchmarks WHERE system_id = ? ORDER BY layer_key LIMIT 60", [system])]
+    for db, system_key, keys in ((mem, sid, [key, "absent"]), (shipped, system, sample)):
+        got, expected = perfdb.results_for(db, system_key, keys), as_rows_were_read(db, system_key, keys)
+        assert got == expected and sum(map(len, got.values())) > 2
+        for have, want in zip([r for rs in got.values() for r in rs], [r for rs in expected.values() for r in rs],
+                              strict=True):
+            assert list(vars(have).items()) == list(vars(want).items())
+            assert [type(v) for v in vars(have).values()] == [type(v) for v in vars(want).values()]
+    read = {r.algorithm: r for r in perfdb.results_for(mem, sid, [key])[key]}
+    assert {a: r.notes for a, r in read.items()} == {"A": {"calls_per_launch": 32, "knobs": {"k": [1, 2]}}, "B": {},
+                                                     "C": {"a": [1, {"b": None}]}}
+    with pytest.raises(FrozenInstanceError):
+        read["A"].median_ms = 1.0  # type: ignore[misc]
+    assert replace(read["B"], median_ms=1.0).median_ms == 1.0 and read["B"].median_ms is None
+    assert read["C"].job is None and read["C"].schema == SCHEMA_VERSION and read["C"].median_ms == 2

@@ -22,7 +22,7 @@ from benanza.library import NO_COPY_OPS, Api, Precision
 from benanza.model.layer import Model, bias_add
 from benanza.model.onnx_import import load_model
 from benanza.paths import perfdb_dir
-from benanza.profile.bundle import read_bundle
+from benanza.profile.bundle import Bundle, read_bundle
 from benanza.profile.catalog import model_stem, shipped_bundle
 from benanza.profile.mapping import Mapping, executed_calls, kernel_time_mapped, map_bundle_report
 from benanza.records import OverheadKind
@@ -41,10 +41,22 @@ def model_of(bundle: Path) -> Path:
 
 
 @functools.cache
+def opened(bundle: Path) -> Bundle:
+    """The bundle, each part read from the parse cache once per session (bundles are read-only data)."""
+    return read_bundle(bundle)
+
+
+@functools.cache
+def model_at(bundle: Path, batch: int) -> Model:
+    """The bundle's model at ``batch``, loaded once per session (three tests of each bundle read it)."""
+    return load_model(model_of(bundle), batch)
+
+
+@functools.cache
 def mapped(bundle: Path, batch: int) -> tuple[Model, Mapping]:
     """The bundle's model at ``batch`` and its mapping, shared by the tests that read them."""
-    model = load_model(model_of(bundle), batch)
-    return model, map_bundle_report(model, bundle)
+    model = model_at(bundle, batch)
+    return model, map_bundle_report(model, opened(bundle))
 
 
 @pytest.fixture(scope="session")
@@ -168,7 +180,7 @@ def test_the_bound_is_charged_as_the_run_computed(bundle: Path, analyzed, h100: 
             assert dtype in allowed or (dtype == "fp32" and "tf32" in allowed), g
         if g["kind"] == "library call" and g["ops"].startswith("Conv+BatchNormalization"):
             assert "+ bias" in call, g  # a folded BatchNormalization leaves a bias to add
-    model = load_model(model_of(bundle), read_bundle(bundle).meta.batch)
+    model = model_at(bundle, opened(bundle).meta.batch)
     by_head = {g["#"]: g for g in groups}
     for layer in model.layers:
         if layer.op == "Conv" and len(layer.inputs) > 2 and layer.index in by_head:
@@ -279,8 +291,8 @@ def measured_on_h100(h100: Path) -> Callable[[object], bool]:
 def test_the_database_holds_every_engine_config_the_frameworks_ran(bundle: Path, h100: Path,
                                                                    measured_on_h100: Callable[[object], bool]) -> None:
     """`generate --from-profile` filled in what the heuristics' first 12 left out: nothing graph-API is left to plan."""
-    model = load_model(model_of(bundle), read_bundle(bundle).meta.batch)
-    calls = [(model, key, call) for key, call in executed_calls(model, read_bundle(bundle))]
+    model = model_at(bundle, opened(bundle).meta.batch)
+    calls = [(model, key, call) for key, call in executed_calls(model, opened(bundle))]
     assert any(Api(c.api) in NAMED_CONFIG_APIS for _m, _k, c in calls)
     left = plan_executed(calls, skip=measured_on_h100)
     assert has_fp16_nchw_convs(h100)  # PyTorch runs fp16 convs NCHW: missing rows fail, never xfail

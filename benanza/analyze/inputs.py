@@ -15,7 +15,7 @@ from typing import Any
 from benanza.apis import REGISTRY, api_family
 from benanza.apis.base import ApiFamily
 from benanza.library import DTYPE_BYTES, PRECISIONS, Api, Precision
-from benanza.model.layer import Model
+from benanza.model.layer import Model, bias_add, separate_bias
 from benanza.records import (
     Profile,
     Result,
@@ -193,6 +193,17 @@ class Ceilings:
         if self.cache_bytes and self.cache_bandwidth_gbs and moved <= self.cache_bytes:
             per_ms = max(per_ms, self.cache_bandwidth_gbs * 1e6)
         return moved / per_ms
+
+
+def measurement_keys(model: Model, profile: Profile | None) -> set[str]:
+    """The layer and fusion keys whose database rows an analysis of ``model`` reads: its layers, its fusion
+    candidates, the bias add after each conv (a key of its own: the bound charges it whether or not a profile
+    logged it, and PyTorch logs none) and the profile's further calls."""
+    keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions}
+    keys |= {bias_add(layer).key for layer in model.layers if separate_bias(layer)}
+    if profile is not None:
+        keys |= {c.key for lp in profile.layers.values() for c in lp.extra if c.key}
+    return keys
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from benanza.csv_cells import cell
 from benanza.errors import BenanzaError
 from benanza.library import Status
 from benanza.measure.system import system_id
-from benanza.records import TEXT_CAP, JobKey, Result, result_problem
+from benanza.records import FIELD_NAMES, TEXT_CAP, JobKey, Result, result_from_fields, result_problem
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -463,6 +463,9 @@ def _value_problem(table: str, column: str, kind: str, value: Any) -> str:
     return ""
 
 
+_SCAN = json.JSONDecoder().scan_once  # what json.loads decodes with (its default decoder's settings)
+
+
 def _notes(value: Any) -> Any:
     """A benchmarks row's ``notes`` column as the record holds it: {} for none, the parsed JSON
     object, or the value as it is where it is no JSON text (``result_problem`` then names it)."""
@@ -470,6 +473,13 @@ def _notes(value: Any) -> Any:
         return {}
     if type(value) is not str or len(value) > TEXT_CAP:
         return value
+    if value[0] == "{" and value[-1] == "}":  # json.loads' own scanner without its wrapper (a quarter of its time)
+        try:
+            decoded, end = _SCAN(value, 0)
+            if end == len(value):
+                return decoded
+        except (ValueError, RecursionError, StopIteration):
+            pass  # not one object alone (trailing white space, a second value, an error): json.loads decides
     try:
         return json.loads(value)
     except (ValueError, RecursionError):
@@ -685,24 +695,34 @@ def measured_keys(db: Database, system_id: str, keys: Iterable[str], precisions:
     return found
 
 
+# The columns results_for reads, in Result's field order: a row is then a Result's attributes as they are
+# (``records.result_from_fields``); ``job`` is no column (NULL: Result's default).
+_READ_FIELDS = ", ".join("NULL" if name == "job" else name for name in FIELD_NAMES)
+assert set(FIELD_NAMES) - {"job"} == _RESULT_FIELDS | {"notes"}
+
+
 def results_for(db: Database, system: str, keys: Iterable[str]) -> dict[str, list[Result]]:
     """Every stored row (any status) of these layer or fusion keys on one system, as Results.
 
-    The analyzer's input: it decides which rows count; keys without rows are absent.
+    The analyzer's input: it decides which rows count; keys without rows are absent. Each row is
+    checked (``result_problem``) and becomes a Result as ``Result(**row)`` would; read as tuples in
+    field order, not through sqlite-utils' dict per row (DenseNet-121 b64: 30 888 rows, 1.7 -> 0.9 CPU s).
     """
     wanted = sorted(set(keys))
     found: dict[str, list[Result]] = {}
     for start in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
         chunk = wanted[start:start + 500]
-        sql = (f"SELECT {', '.join(_RESULT_COLUMNS)}, notes, schema FROM benchmarks "
+        sql = (f"SELECT {_READ_FIELDS} FROM benchmarks "
                f"WHERE system_id = ? AND layer_key IN ({', '.join('?' * len(chunk))})")
         with reading(db):
-            for row in db.query(sql, [system, *chunk]):
-                row["notes"] = _notes(row["notes"])
-                problem = result_problem(row)
-                if problem:
-                    raise _refused(getattr(db, "benanza_path", "database"), "benchmarks", row, problem)
-                found.setdefault(row["layer_key"], []).append(Result(**row))
+            rows = db.conn.execute(sql, [system, *chunk]).fetchall()
+        for values in rows:
+            row = dict(zip(FIELD_NAMES, values, strict=True))
+            row["notes"] = _notes(row["notes"])
+            problem = result_problem(row)
+            if problem:
+                raise _refused(getattr(db, "benanza_path", "database"), "benchmarks", row, problem)
+            found.setdefault(row["layer_key"], []).append(result_from_fields(row))
     return found
 
 

@@ -37,8 +37,8 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
     Refuses (one line, prepare.py and ``check_report``) a bundle of another model, a profile that maps onto fewer
     than half of the layers, a bundle whose batch, latency and kernel times contradict each other
     (before and after the analysis), and a database without rows for this batch and precision.
-    With ``cache`` the inputs prepared for the analysis (model, mapping, database rows) are
-    stored once the checks pass and read back by a later call on the same files and options
+    With ``cache`` the inputs prepared for the analysis (model, mapping; the database rows are read
+    again) are stored once the checks pass and read back by a later call on the same files and options
     (benanza/workflows/analysis_cache.py); the analysis itself always runs.
     """
     from benanza.analyze import analyze
@@ -56,14 +56,15 @@ def analyze_model(model_path: Path, db_path: Path, bundle_path: Path | None = No
             key = analysis_cache.entry_key(model_path, bundle_path, db_path, options)
         except OSError:  # a missing or unreadable file: prepare says which, in one line
             key = None
-        prepared = analysis_cache.load(key, bundle_path) if key is not None and db_path.is_file() else None
+        prepared = (analysis_cache.load_prepared(key, bundle_path, db_path) if key is not None and db_path.is_file()
+                    else None)
     if prepared is None:
         from benanza.workflows.prepare import prepare  # onnx, SQLite, the mapping: a cache miss only
 
         prepared = prepare(model_path, db_path, bundle_path, system_name, batch, precisions, apis, db_label,
                             seq_len)
         if key is not None:
-            analysis_cache.store(key, bundle_path, prepared)
+            analysis_cache.store_prepared(key, bundle_path, prepared)
     inputs, mapping = prepared
     if what_if is not None:  # what-ifs change no prepared input: applied after the cache
         inputs = replace(inputs, what_if=tuple(what_if))

@@ -21,11 +21,11 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from benanza.analyze.inputs import FAMILIES, Ceilings, Constraints, Inputs, StoredReplay
+from benanza.analyze.inputs import FAMILIES, Ceilings, Constraints, Inputs, StoredReplay, measurement_keys
 from benanza.apis.ceilings import CEILING_KEY
 from benanza.errors import BenanzaError
 from benanza.library import Api, Precision, Status
-from benanza.model.layer import Model, bias_add, separate_bias
+from benanza.model.layer import Model
 from benanza.model.onnx_import import load_model
 from benanza.profile.bundle import Bundle, bundle_seq_len, model_digest, read_bundle
 from benanza.profile.catalog import model_stem
@@ -195,14 +195,8 @@ def ceilings(db: Database, system: Mapping[str, Any]) -> Ceilings:
 
 def inputs_from_db(db: Database, model: Model, system: Mapping[str, Any], profile: Profile | None = None,
                    **options: Any) -> Inputs:
-    """Everything the database holds on ``system`` for the model's layers, its fusion candidates,
-    the bias add after each conv (a key of its own: the bound charges it whether or not a profile
-    logged it, and PyTorch logs none) and the profile's further calls."""
-    keys = {layer.key for layer in model.layers} | {f.key for f in model.fusions}
-    keys |= {bias_add(layer).key for layer in model.layers if separate_bias(layer)}
-    if profile is not None:
-        keys |= {c.key for lp in profile.layers.values() for c in lp.extra if c.key}
-    measurements = perfdb.results_for(db, system["id"], keys)
+    """Everything the database holds on ``system`` for the keys the analysis reads (``measurement_keys``)."""
+    measurements = perfdb.results_for(db, system["id"], measurement_keys(model, profile))
     return Inputs(model=model, measurements=measurements, system=dict(system), ceilings=ceilings(db, system),
                   profile=profile, **options)
 

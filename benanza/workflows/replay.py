@@ -142,13 +142,13 @@ def prepared_inputs(model_path: Path, db_path: Path, batch: int | None, precisio
             key = analysis_cache.entry_key(model_path, bundle, db_path, options)
         except OSError:
             key = None
-        prepared = analysis_cache.load(key, bundle) if key is not None and db_path.is_file() else None
+        prepared = analysis_cache.load_prepared(key, bundle, db_path) if key is not None and db_path.is_file() else None
     if prepared is None:
         from benanza.workflows.prepare import prepare
 
         prepared = prepare(model_path, db_path, bundle, system_name, batch, precisions, apis, None, seq_len)
         if key is not None:
-            analysis_cache.store(key, bundle, prepared)
+            analysis_cache.store_prepared(key, bundle, prepared)
     inputs, _mapping = prepared
     return inputs
 
