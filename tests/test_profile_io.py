@@ -1,6 +1,6 @@
 """iter_lines reads a chunk at a time: it must yield exactly the lines, and raise exactly the errors,
 of a line-by-line ``readline`` through ``open_text`` (its earlier form, kept here as the reference),
-on every shipped log and on the edge cases a chunk boundary could break."""
+on every shipped log and on the edge cases a chunk boundary could break; so must iter_text's blocks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from benanza.errors import BenanzaError
 from benanza.profile import _io
-from benanza.profile._io import iter_lines, open_text
+from benanza.profile._io import iter_lines, iter_text, open_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = _io._CHUNK
@@ -53,9 +53,16 @@ def outcome(lines: Iterator[str]) -> tuple[list[str], str | None]:
     return got, None
 
 
+def text_lines(path: Path) -> Iterator[str]:
+    """The lines of iter_text's blocks: each block whole lines, each line with its line end."""
+    for block in iter_text(path):
+        assert block.endswith("\n")
+        yield from block.split("\n")[:-1]
+
+
 def same(path: Path) -> tuple[list[str], str | None]:
     new = outcome(iter_lines(path))
-    assert new == outcome(readline_lines(path)), path
+    assert new == outcome(readline_lines(path)) == outcome(text_lines(path)), path
     return new
 
 

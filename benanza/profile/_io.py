@@ -28,6 +28,7 @@ MAX_LINES_PER_BYTE = 10  # lines per compressed byte (shipped logs: <= 2.5)
 FLOOR_LINES = 1 << 20
 MAX_LINE_CHARS = 1 << 20  # one log line longer than this is no log line
 _CHUNK = 8192  # bytes a read takes (io.TextIOWrapper's chunk size)
+_BLOCK = 1 << 20  # characters iter_text gathers into one block (about a thousand cuDNN log records)
 MAX_JSON_CHARS = 1 << 30  # a JSON part is held whole in memory: never more than this, compressed or not
 
 
@@ -75,9 +76,46 @@ def iter_lines(path: Path) -> Iterator[str]:
     The text is what ``open_text`` reads (the same ``read1`` calls of ``_CHUNK`` bytes through the same
     decoder as ``io.TextIOWrapper``, so a cut stream ends on the same line), split a chunk at a time:
     ``readline`` per line cost as much as the cuDNN log reader itself (32 million lines in the shipped
-    bundles, CI time, docs/RESULTS.md §16). The caps are checked line by line only in a chunk that
-    could break one.
+    bundles, CI time, docs/RESULTS.md §16).
     """
+    for piece in _pieces(path):
+        lines = piece.split("\n")
+        lines.pop()  # the empty text after the piece's last line end
+        yield from lines
+
+
+def iter_text(path: Path) -> Iterator[str]:
+    """The lines ``iter_lines`` yields, each with a ``\\n`` line end (a last line without one gets one),
+    joined into blocks of about ``_BLOCK`` characters; a block holds whole lines only.
+
+    Why: a reader that finds its records with ``str.find`` in a block of text, not line by line, parses
+    a cuDNN log several times faster (CI time, docs/RESULTS.md §16). The caps and errors are those of
+    ``iter_lines``: an error comes after a block holding every line before the line that broke a cap.
+    """
+    block: list[str] = []
+    size = 0
+    pieces = _pieces(path)
+    while True:
+        try:
+            piece = next(pieces, None)
+        except BenanzaError:
+            if block:
+                yield "".join(block)  # the lines before the error, as iter_lines yields them before raising
+            raise
+        if piece is None:
+            break
+        block.append(piece)
+        size += len(piece)
+        if size >= _BLOCK:
+            yield "".join(block)
+            block, size = [], 0
+    if block:
+        yield "".join(block)
+
+
+def _pieces(path: Path) -> Iterator[str]:
+    """The whole lines of each ``_CHUNK`` read, as text with their ``\\n`` line ends, within the caps
+    (checked line by line only in a piece that could break one)."""
     max_chars, max_lines = expansion_caps(path)
     chars = lines = 0
     decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True)
@@ -86,25 +124,33 @@ def iter_lines(path: Path) -> Iterator[str]:
         try:
             while True:
                 data = fh.read1(_CHUNK)  # type: ignore[attr-defined]
-                parts = (pending + decoder.decode(data, final=not data)).split("\n")
-                pending = parts.pop()
-                size = sum(map(len, parts)) + len(parts)  # characters with their line ends
-                if max(map(len, parts), default=0) >= MAX_LINE_CHARS or (
-                        max_chars is not None and (chars + size > max_chars or lines + len(parts) > max_lines)):  # type: ignore[operator]
-                    for part in parts:  # a line of these breaks a cap: find which, as a line-by-line read would
+                text = pending + decoder.decode(data, final=not data)
+                cut = text.rfind("\n") + 1  # the piece is text[:cut], its lines each with their line end
+                pending = text[cut:]
+                count = text.count("\n", 0, cut)
+                if (cut > MAX_LINE_CHARS and max(map(len, text[:cut].split("\n"))) >= MAX_LINE_CHARS) or (
+                        max_chars is not None and (chars + cut > max_chars or lines + count > max_lines)):  # type: ignore[operator]
+                    good = 0  # a line of these breaks a cap: find which, as a line-by-line read would
+                    for part in text[:cut].split("\n")[:-1]:
                         lines, chars = lines + 1, chars + len(part) + 1
-                        _check(path, part, lines, chars, max_chars, max_lines)
-                        yield part
-                else:
-                    yield from parts
-                    lines, chars = lines + len(parts), chars + size
+                        try:
+                            _check(path, part, lines, chars, max_chars, max_lines)
+                        except BenanzaError:
+                            if good:
+                                yield text[:good]
+                            raise
+                        good += len(part) + 1
+                elif cut:
+                    lines, chars = lines + count, chars + cut
+                if cut:
+                    yield text[:cut]
                 if not data:
                     break
                 _check(path, pending, lines + 1, chars, None, None)  # a line this long already breaks its cap
             if pending:  # the last line, without a line end
                 lines, chars = lines + 1, chars + len(pending)
                 _check(path, pending, lines, chars, max_chars, max_lines)
-                yield pending
+                yield pending + "\n"
         except EOFError:
             return
         except (OSError, zlib.error, lzma.LZMAError) as exc:

@@ -12,7 +12,9 @@ errors), then ``i!`` lines ``name: type=T; val=V;`` nested by indentation (4 spa
 a level; ``name: type=T:`` opens a nested descriptor), then ``i! Time: ...`` and
 ``i! Process=...; Thread=...; GPU=...; Handle=...; StreamId=....``, which ends it.
 Graph-API calls log a second record on return, holding only ``status``. The log is
-read as a stream: a 118k-line log never sits in memory as text.
+read as a stream, a block of text at a time: a 3-million-line log never sits in memory
+whole. Most of its records are read by nothing here (descriptor creation and
+destruction, attribute dumps): ``read_cudnn_log`` skips them on their function name.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 from benanza.apis import REGISTRY, graph_api
 from benanza.apis.engine_config import engine_config_name
 from benanza.apis.log_side import int_list
 from benanza.library import Api
-from benanza.profile.cudnn_records import Field, Record, RecordReader
+from benanza.profile.cudnn_records import Field, Record, RecordReader, tree
 
 _ENUM_SUFFIX = re.compile(r"\s*\(-?\d+\)$")
 
@@ -36,6 +39,15 @@ HEUR_MODES: dict[int, str] = {0: "INSTANT", 1: "B", 2: "FALLBACK", 3: "A"}
 
 # Legacy (pre-graph) calls that do a layer's work; the value is the vocabulary's Api (ApiDef.log.cudnn_call).
 LEGACY_APIS: dict[str, Api] = {api.value: api for api, d in REGISTRY.items() if d.log.cudnn_call}
+# Graph-API calls whose records read_cudnn_log reads (with LEGACY_APIS and the support checks), each with a word
+# its record must hold to be read (None: any record). Attribute records are read for two attributes only: one
+# without the word, its return record included, changes nothing. Every other record (descriptor creation and
+# destruction: most of a log) gives only its version and device (CI time, docs/RESULTS.md §16).
+GRAPH_CALLS: dict[str, str | None] = {
+    "cudnnBackendExecute": None, "cudnnBackendExecuteInternal": None, "cudnnBackendFinalize": None,
+    "cudnnBackendSetAttribute": "CUDNN_ATTR_ENGINEHEUR_MODE",
+    "cudnnBackendGetAttribute": "CUDNN_ATTR_ENGINEHEUR_RESULTS", "cudnnBackendFinalizeEngineCfgVisualize": None}
+_SUPPORT_CHECKS = "_engine_config_support_checks"  # the end of a support-check record's function name
 
 
 def cudnn_version_string(version: int) -> str:
@@ -283,21 +295,32 @@ class _Clock:
 
 
 def _graph_execute(rec: Record, version: str, clock: _Clock, probe: bool) -> ExecutedCall:
-    engine = rec.root.find("engine")
+    ops, api, engine_id, knobs, numerical, behavior = _engine(rec.subtree_text("engine"))
+    return ExecutedCall(
+        function=rec.function, api=api, line=rec.line, time=rec.time,
+        time_us=clock.us(rec.time), thread=rec.context.get("Thread", ""), stream=rec.context.get("StreamId", ""),
+        handle=rec.context.get("Handle", ""), cudnn_version=version,
+        operations=tuple(replace(op, params=dict(op.params)) for op in ops),  # no call shares a dict with another
+        engine_id=engine_id, knobs=dict(knobs), numerical_notes=numerical, behavior_notes=behavior,
+        during_heuristic=probe)
+
+
+@lru_cache(maxsize=1024)
+def _engine(text: str | None) -> tuple[tuple[Operation, ...], str | None, int | None, tuple[tuple[str, int], ...],
+                                       tuple[str, ...], tuple[str, ...]]:
+    """Operations, API, engine id, knobs and notes of an execute's engine (``Record.subtree_text``), read once
+    per distinct engine: a model's executes repeat a few hundred engines (CI time, docs/RESULTS.md §16)."""
+    engine = tree(text).children[0] if text else None
     graph = engine.get("opGraph") if engine else None
     ops = tuple(_operation(op) for op in graph.all("operation")) if graph else ()
     engine_id = engine.get("engine_id") if engine else None
     knob_desc = engine.get("knobDesc") if engine else None
     knobs = {c.name: _int(c.val) for c in knob_desc.children} if knob_desc else {}
     api = graph_api([(op.kind, op.mode) for op in ops])  # from the whole graph (ApiDef.log.graph_recogniser)
-    return ExecutedCall(
-        function=rec.function, api=api.value if api else None, line=rec.line, time=rec.time,
-        time_us=clock.us(rec.time), thread=rec.context.get("Thread", ""), stream=rec.context.get("StreamId", ""),
-        handle=rec.context.get("Handle", ""), cudnn_version=version, operations=ops,
-        engine_id=_int(engine_id.val) if engine_id else None,
-        knobs={k: v for k, v in knobs.items() if v is not None},
-        numerical_notes=_notes(engine.get("numericalNotes") if engine else None),
-        behavior_notes=_notes(engine.get("behaviorNotes") if engine else None), during_heuristic=probe)
+    return (ops, api.value if api else None, _int(engine_id.val) if engine_id else None,
+            tuple((k, v) for k, v in knobs.items() if v is not None),
+            _notes(engine.get("numericalNotes") if engine else None),
+            _notes(engine.get("behaviorNotes") if engine else None))
 
 
 def _legacy_call(rec: Record, api: Api, version: str, clock: _Clock) -> ExecutedCall:
@@ -322,9 +345,9 @@ def _legacy_call(rec: Record, api: Api, version: str, clock: _Clock) -> Executed
 
 
 def _visualized_config(rec: Record) -> tuple[str, dict] | None:
-    node = rec.root.get("apiLog")
+    text = rec.value("apiLog")  # the JSON is the field's own line: no tree to build
     try:
-        data = json.loads(node.val or "") if node else None
+        data = json.loads(text or "")
     except json.JSONDecodeError:
         return None
     if not isinstance(data, dict) or "engine" not in data:
@@ -367,18 +390,31 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
     open_calls: dict[tuple[str, str], list[dict]] = {}
     heur_mode: dict[str, int] = {}
     collecting: dict | None = None  # heuristic query whose result configs are being logged
+    version_names: dict[int, str] = {}
     for rec in reader:
-        version = cudnn_version_string(rec.version)
-        if version not in versions:
-            versions.append(version)
-        thread = rec.context.get("Thread", "")
-        if device is None and (dp := rec.root.find("deviceProp")) is not None and dp.children:
+        version = version_names.get(rec.version)
+        if version is None:
+            version = version_names[rec.version] = cudnn_version_string(rec.version)
+            if version not in versions:
+                versions.append(version)
+        # a record without the word builds no tree to look for it: most records of a log, before the device's
+        if device is None and "deviceProp" in rec.body and (dp := rec.root.find("deviceProp")) is not None \
+                and dp.children:
             device = _device(dp)
-        if collecting is not None and rec.function != "cudnnBackendFinalizeEngineCfgVisualize":
+        fn = rec.function
+        if collecting is not None and fn != "cudnnBackendFinalizeEngineCfgVisualize":
             collecting = None
         if rec.severity != "I":
             continue
-        key = (thread, rec.function)
+        if fn in GRAPH_CALLS:
+            word = GRAPH_CALLS[fn]
+            if (word is not None and word not in rec.body) or (
+                    collecting is None and fn == "cudnnBackendFinalizeEngineCfgVisualize"):
+                continue  # nothing below reads it, a return record or not (only Execute and Finalize keep stacks)
+        elif fn not in LEGACY_APIS and not fn.endswith(_SUPPORT_CHECKS):
+            continue
+        thread = rec.context.get("Thread", "")
+        key = (thread, fn)
         if rec.is_return:
             stack = open_calls.get(key)
             if stack:
@@ -387,7 +423,6 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
                 target["end_us"] = clock.us(rec.time)
                 target["status"] = _enum(rec.root.children[0].val)
             continue
-        fn = rec.function
         if fn == "cudnnBackendExecute":
             probe = any(e.get("query") is not None for e in open_calls.get((thread, "cudnnBackendFinalize"), []))
             entry = {"call": _graph_execute(rec, version, clock, probe), "internal": None}
@@ -396,10 +431,9 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
         elif fn == "cudnnBackendExecuteInternal":
             pending = open_calls.get((thread, "cudnnBackendExecute"))
             if pending and pending[-1]["internal"] is None:
-                tf32 = rec.root.get("enable_tf32")
-                pending[-1]["internal"] = _bool(tf32.val) if tf32 else None
+                pending[-1]["internal"] = _bool(rec.value("enable_tf32"))  # None without the field, as _bool(None)
         elif fn == "cudnnBackendFinalize":
-            desc = rec.root.get("descriptor")
+            desc = rec.top("descriptor")  # only its type is read
             query = None
             if desc is not None and desc.type == "CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR":
                 mode = heur_mode.get(thread, -1)
@@ -425,7 +459,7 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
                 collecting["configs"].append(vis[0])
                 if not collecting["graph"]:
                     collecting["graph"] = vis[1]
-        elif fn.endswith("_engine_config_support_checks") and queries:
+        elif fn.endswith(_SUPPORT_CHECKS) and queries:
             queries[-1].setdefault("unsupported", []).extend(_unsupported_configs(rec))
         elif fn in LEGACY_APIS:
             calls.append(_legacy_call(rec, LEGACY_APIS[fn], version, clock))
