@@ -271,7 +271,7 @@ def test_workers_killed_mid_shard_lose_only_their_running_job(
 def test_a_restarted_worker_takes_shards_again(fake_build: Path, home: Path, client: distributed.Client) -> None:
     """System A's worker a1 is SIGKILLed at its first job; its nanny restarts it at a new address, and
     the shards handed out after that may go to it: it does not sit idle while a2 finishes alone."""
-    project = fresh_project(home, {"bench_fake": ["slow"] * 40})
+    project = fresh_project(home, {"bench_fake": ["slow"] * 60})  # a2 alone: 9 s, time for a1 to come back
     db = perfdb.open_db(home / "restarted.db")
     runs: list[tuple[str, str, int]] = []  # (gpu, worker name, worker pid) per committed job
     killed: list[int] = []
@@ -285,7 +285,7 @@ def test_a_restarted_worker_takes_shards_again(fake_build: Path, home: Path, cli
     summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
                                    shard_jobs=2, progress=kill_a1_once)
     assert summary.errors == [] and killed
-    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(40)})
+    expected = collections.Counter({(f"bench_fake-layer{i:03d}", "ok"): 1 for i in range(60)})
     assert jobs_by_system(db) == {"Fake A": expected, "Fake B": expected}
     assert [pid for gpu, name, pid in runs if name == "a1" and pid != killed[0]], "the restarted a1 ran no job"
 

@@ -323,11 +323,12 @@ def _started(pids: Path) -> set[int]:
 
 
 def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not; nor a process reaped between the two looks)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def test_a_pooled_process_serves_job_lists_in_turn(fake_build: Path, plan_env: Path,
