@@ -172,6 +172,9 @@ def test_project_builds_against_real_cudnn_and_cublas(shared_build: SharedBuild)
         assert cold_w.returncode == 0 and len(cold_w.stdout.splitlines()) == spec["num_jobs"]
         bad = subprocess.run([str(binary), "--list", "--l2", "tepid"], capture_output=True, text=True)
         assert bad.returncode == 2 and "--l2 warm|cold|cold-weights" in bad.stderr
+        for clash in (["--jobs", "0"], ["--list"]):  # --serve takes its job lists from stdin
+            bad = subprocess.run([str(binary), "--serve", *clash], capture_output=True, text=True)
+            assert bad.returncode == 2 and "[--serve]" in bad.stderr
 
 
 @builds_and_runs_on_a_gpu
@@ -198,6 +201,36 @@ def test_benchmarks_run_on_a_gpu(project: tuple[Path, codegen.Manifest],
     for key, name in names.items():
         if name != "nodeAsym":
             assert any(r.ok for r in results if r.layer_key == key), name
+
+
+@builds_and_runs_on_a_gpu
+def test_a_serving_benchmark_runs_its_job_lists_as_one_jobs_run(project: tuple[Path, codegen.Manifest],
+                                                                cmake_build: Callable[[Path], Path]) -> None:
+    """--serve (a cluster worker's process kept between shards): one system line, a "ready" after each
+    list, and the rows a --jobs run of the same jobs gives."""
+    out, manifest = project
+    build = out / "build" if (out / "build" / "bench_conv_fwd").exists() else cmake_build(out)
+    names = {layer.key for layer in handmade().layers}
+    ids = [j["job"] for j in manifest.jobs if j["executable"] == "bench_conv_fwd" and j["layer_key"] in names]
+    lists = [ids[:2], ids[2:]]
+    binary = str(build / "bench_conv_fwd")
+    served = subprocess.run([binary, "--serve", "--max-ms", "50"], capture_output=True, text=True, timeout=600,
+                            input="".join(",".join(map(str, jobs)) + "\n" for jobs in lists))
+    direct = subprocess.run([binary, "--jobs", ",".join(map(str, ids)), "--max-ms", "50"], capture_output=True,
+                            text=True, timeout=600)
+    assert served.returncode == 0 and direct.returncode == 0, served.stderr + direct.stderr
+    lines = [json.loads(line) for line in served.stdout.splitlines()]
+    events = [d["event"] for d in lines]
+    assert events[0] == "system" and events.count("system") == 1 and events.count("ready") == 2
+    first_ready = events.index("ready")
+    assert [d["job"] for d in lines[:first_ready] if d["event"] == "start"] == lists[0]
+    assert [d["job"] for d in lines[first_ready:] if d["event"] == "start"] == lists[1]
+
+    def rows(text: str) -> set[tuple[str, str, str]]:
+        return {(d["layer_key"], d["algorithm"], d["status"]) for d in map(json.loads, text.splitlines())
+                if d["event"] == "result"}
+
+    assert rows(served.stdout) == rows(direct.stdout)
 
 
 def test_cli_generate(tmp_path: Path) -> None:
