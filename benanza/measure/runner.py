@@ -459,15 +459,15 @@ class _Child:
                 else:
                     self.eof = True
 
-    def send(self, line: str) -> bool:
-        """Write one line to a serving process's stdin; False when it is gone."""
+    def send(self, line: str) -> None:
+        """Write one line to a serving process's stdin; a process gone meanwhile is not written to, and
+        its reader then sees it exit."""
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(line.encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            return False
-        return True
+            pass
 
     def signal_group(self) -> None:
         """SIGKILL the whole group, even when its leader has exited: a forked child may hold stdout."""

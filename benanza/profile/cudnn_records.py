@@ -365,11 +365,11 @@ class RecordReader:
         if line and not line.isspace():
             self._seen += 1
             # a header starts "I! " (W!, E!), a body line "i!" (w!, e!): the header regex runs on headers only
-            m = _HEADER.match(line) if line.startswith(_HEADER_MARKS) else None
-            if m:
+            head = _header(line) if line.startswith(_HEADER_MARKS) else None
+            if head is not None:
                 if self._head is not None:
                     self.dropped.append(self._head[3])
-                self._head = (m.group(1), int(m.group(2)), m.group(4), lineno)
+                self._head = (*head, lineno)
                 self._body = []
                 return None
             if self._head is not None and "Process=" in line and line.startswith(_BODY_MARKS):
