@@ -12,6 +12,8 @@ every part's rows together and writes OUT/speed.json. A row is one figure: the w
     # models (exported here, random weights), each with an empty database, batch 1, three precisions;
     # the first with an empty build cache, the next ones with what the earlier ones built
     python bench/speed.py pipeline --out OUT --models regnet_y_400mf,swin_t
+    # the same, a first answer over the heuristics' first 8 graph-API engine configs per job
+    python bench/speed.py pipeline --out OUT8 --models regnet_y_400mf,swin_t --max-engines 8
 
     # the zoo campaign (9 models x batches 1/8/64/256 x fp32/tf32/fp16, every engine) estimated from
     # two disjoint 1/N samples; their spread is the sampling error
@@ -126,9 +128,12 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
         timings = out / f"{name}.timings.json"
         wall, done = _benanza("pipeline", str(model), "--db", str(out / f"{name}.db"), "--batch", str(args.batch),
                               "--dtype", args.dtype, "--profile-with", args.framework,
-                              "--project-dir", str(out / f"{name}-project"), "--timings", str(timings), env=env,
+                              "--project-dir", str(out / f"{name}-project"), "--timings", str(timings),
+                              *(["--max-engines", str(args.max_engines)] if args.max_engines else []), env=env,
                               log=out / f"{name}.log", timeout_s=args.timeout)
         held = "empty build cache" if not cached else f"build cache holding {cached} executables"
+        if args.max_engines:
+            held += f", --max-engines {args.max_engines}"
         if done.returncode:
             rows.append(_row(f"pipeline {name} ({held})", wall, None, TARGETS["pipeline"],
                              error=(done.stderr or done.stdout).strip()[-300:]))
@@ -218,6 +223,8 @@ def main() -> int:
     p.add_argument("--sample", type=int, default=40, help="campaign: every N-th job")
     p.add_argument("--offsets", default="0,20", help="campaign: one sample per offset")
     p.add_argument("--timeout", type=float, default=480, help="pipeline: seconds per model before it is stopped")
+    p.add_argument("--max-engines", type=int, default=None,
+                   help="pipeline: a first answer over the heuristics' first N graph-API engine configs per job")
     args = p.parse_args()
     args.batch = args.batch or (32 if args.part == "profile" else 1)
     args.dtype = args.dtype or ("fp32" if args.part == "profile" else "fp32,tf32,fp16")

@@ -173,6 +173,31 @@ def test_each_outcome_says_where_its_time_went(fake_build: Path, plan_env: Path)
     assert all(set(o.phases) <= {"process_start", "db_write"} for o in outcomes)
 
 
+def test_max_engines_reaches_every_process_through_the_workflow(fake_build: Path, plan_env: Path) -> None:
+    """``--max-engines`` (run and pipeline): ``workflows.measure.run_here``, which ``pipeline`` measures
+    with, hands it to every benchmark process (the fake tells it back in its end lines); without it none
+    is passed, so each job measures every engine config."""
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok"], "bench_other": ["ok"]})
+
+    def told(**options: Any) -> set[Any]:
+        outcomes: list[runner.JobOutcome] = []
+
+        class Seen(measure.Progress):
+            def running(self, project: Path, total: int | None) -> contextlib.AbstractContextManager[measure.JobBar]:
+                class Bar(measure.JobBar):
+                    def advance(self, outcome: runner.JobOutcome, worker: str | None = None) -> None:
+                        outcomes.append(outcome)
+                return contextlib.nullcontext(Bar())
+
+        db_path = plan_env / f"perf{len(options)}.db"
+        measure.run_here(project, db_path, {}, Seen(), build_dir=fake_build, timeout_s=TIMEOUT_S, **options)
+        assert len(outcomes) == 3 and {o.status for o in outcomes} == {"ok"}
+        return {o.phases.get("max_engines") for o in outcomes}
+
+    assert told(max_engines=3) == {3.0}
+    assert told() == {None}
+
+
 def test_cold_l2_is_measured_beside_warm(fake_build: Path, plan_env: Path) -> None:
     project = make_project(plan_env, {"bench_fake": ["ok", "ok"]})
     db = perfdb.open_db(plan_env / "perf.db")

@@ -119,6 +119,14 @@ def build_cache_option(command: Callable[..., Any]) -> Callable[..., Any]:
                              "BENANZA_NO_BUILD_CACHE=1).")(command)
 
 
+def max_engines_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--max-engines (run, pipeline): fewer graph-API engine configs per job, the heuristics' first N, for a
+    quicker first answer; the bound over every config needs a run without it."""
+    return click.option("--max-engines", type=click.IntRange(min=1),
+                        help="Cap on graph-API engine configs measured per job, the heuristics' first N (default: "
+                             "every one the heuristics offer).")(command)
+
+
 def torch_module_option(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--torch-module PKG.MODULE:FACTORY`` in place of MODEL: the module exported at the batch asked."""
     return click.option("--torch-module", "torch_module", metavar="PKG.MODULE:FACTORY", default=None,

@@ -9,7 +9,14 @@ from pathlib import Path
 import click
 
 from benanza.cli.main import console, err_console, friendly_errors, main
-from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
+from benanza.cli.options import (
+    CheckedPath,
+    ExistingPath,
+    build_cache_option,
+    max_engines_option,
+    parse_precisions,
+    seq_len_option,
+)
 from benanza.cli.profile import FRAMEWORKS
 from benanza.cli.progress import ConsoleProgress, working
 from benanza.cli.run import cluster_options
@@ -40,18 +47,21 @@ from benanza.workflows import measure
                    "analyze against it. Needs a GPU here (no --cluster).")
 @click.option("--timings", type=CheckedPath(dir_okay=False, path_type=Path),
               help="Also write the seconds each step took, and the measured jobs' timed GPU seconds, as JSON.")
+@max_engines_option
 @build_cache_option
 @cluster_options
 @friendly_errors
 def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | None, dtypes: str, project_dir: Path,
                  timeout_s: float, build_jobs: int | None, bundle: Path | None, profile_with: str | None,
-                 timings: Path | None, cluster: str | None, scheduler_file: Path | None, shard_jobs: int | None,
-                 no_build_cache: bool) -> None:
+                 timings: Path | None, max_engines: int | None, cluster: str | None, scheduler_file: Path | None,
+                 shard_jobs: int | None, no_build_cache: bool) -> None:
     """generate + build + run (+ analyze) in one command.
 
     Without a usable GPU it says so in one line and stops after the build (with --profile-with, before
     anything runs). Each measuring step shows a bar with the jobs done and an estimate of the time left;
-    at the end one line says where the time went.
+    at the end one line says where the time went. With --max-engines N the answer is a first one: each
+    graph-API job measures the heuristics' first N engine configs, and the bound may lie above what
+    every config reaches.
     """
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
@@ -66,11 +76,16 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
     done = measure.pipeline(model, db_path, precisions, batch, seq_len, project_dir, timeout_s, bundle,
                             executed_calls=bool(profile_with), build_jobs=build_jobs,
                             build_cache=False if no_build_cache else None, cluster=cluster,
-                            scheduler_file=scheduler_file, shard_jobs=shard_jobs, progress=ConsoleProgress(bars=True))
+                            scheduler_file=scheduler_file, shard_jobs=shard_jobs, max_engines=max_engines,
+                            progress=ConsoleProgress(bars=True))
     if done.failed:
         raise SystemExit(1)
     if done.report is not None:
         print_report(done.report, console)
+    if max_engines:
+        err_console.print(line(f"note: graph-API jobs measured the heuristics' first {max_engines} engine config(s) "
+                               "each (--max-engines): a first answer; the bound over every config needs a run "
+                               "without it"))
     say_timings({**profiled.times, **done.steps_s}, done.timed_gpu_s, timings)
 
 

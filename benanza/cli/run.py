@@ -10,7 +10,14 @@ import click
 
 from benanza.cli.generate import parse_apis
 from benanza.cli.main import friendly_errors, main
-from benanza.cli.options import CheckedPath, ExistingPath, build_cache_option, parse_precisions, seq_len_option
+from benanza.cli.options import (
+    CheckedPath,
+    ExistingPath,
+    build_cache_option,
+    max_engines_option,
+    parse_precisions,
+    seq_len_option,
+)
 from benanza.cli.progress import ConsoleProgress
 from benanza.errors import BenanzaError
 from benanza.library import L2, Precision
@@ -72,8 +79,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
               show_default=True, help="Where the project generated for ONNX models goes.")
 @click.option("-j", "--build-jobs", type=int, help="Parallel compile jobs.")
 @click.option("--max-reps", type=int, help="Cap on timed repetitions per benchmark (passed to the executables).")
-@click.option("--max-engines", type=int,
-              help="Cap on graph-API engine configs measured per job (default: every one the heuristics offer).")
+@max_engines_option
 @click.option("--api", "api_list", help="Comma-separated APIs to generate for ONNX models (e.g. conv_fwd); "
                                         "default all, with the system ceilings.")
 @build_cache_option

@@ -281,11 +281,12 @@ def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int
              project_dir: Path, timeout_s: float, bundle: Path | None = None, executed_calls: bool = False,
              build_jobs: int | None = None, build_cache: bool | None = None, cluster: str | None = None,
              scheduler_file: Path | None = None, shard_jobs: int | None = None,
-             progress: Progress = QUIET) -> PipelineRun:
+             max_engines: int | None = None, progress: Progress = QUIET) -> PipelineRun:
     """``benanza pipeline``: generate one project of ``model`` (a file, or a directory of them), build it,
     run it (on a cluster, or on this GPU: without a usable one it stops after the build), then with
     ``executed_calls`` the calls ``bundle`` logged that the database lacks (PROJECT_DIR-executed), and
-    analyze ``model`` against ``bundle``."""
+    analyze ``model`` against ``bundle``. ``max_engines``: the plan's graph-API jobs measure the heuristics'
+    first N engine configs (the profile's calls name theirs and ignore it)."""
     from benanza.measure import system
     from benanza.workflows.analysis import analyze_model
 
@@ -301,7 +302,7 @@ def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int
     summaries: list[Any] = []
     if cluster or scheduler_file:  # the cluster's workers measure; this process writes db_path
         summaries = measure_on_cluster([project], db_path, cluster, scheduler_file, progress, timeout_s=timeout_s,
-                                       shard_jobs=shard_jobs)
+                                       shard_jobs=shard_jobs, max_engines=max_engines)
         clock.lap("measure the plan")
         if failed(summaries):
             return PipelineRun(project, tuple(summaries), failed=True, steps_s=clock.times)
@@ -312,7 +313,7 @@ def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int
                             "the build")
             return PipelineRun(project, steps_s=clock.times)
         clock.lap("system fingerprint")
-        summaries = [run_here(project, db_path, fingerprint, progress, timeout_s=timeout_s)]
+        summaries = [run_here(project, db_path, fingerprint, progress, timeout_s=timeout_s, max_engines=max_engines)]
         clock.lap("measure the plan")
         if executed_calls and bundle is not None:  # the library calls the framework ran, where the plan lacks them
             from benanza.store.systems import skip_predicate

@@ -17,12 +17,13 @@
  * the job ends ok).  $FAKE_BENCH_PIDS names a directory where every process (forked children
  * included) creates a file named by its pid, so tests can check that none is left running.  $FAKE_BENCH_GPU renames the GPU,
  * so that tests can play two systems; $FAKE_BENCH_NO_DEVICE makes it fail at start-up
- * the way the real harness does without a GPU.  --plan-threads N is taken and told back in
- * every job's end line ("phases_ms":{"plan_threads":N}), so that tests see what reached the process.
+ * the way the real harness does without a GPU.  --plan-threads N and --max-engines N are taken and told
+ * back in every job's end line ("phases_ms":{"plan_threads":N,"max_engines":N}), so that tests see what
+ * reached the process.
  * --serve, as the real harness: after the system line, one job list per stdin line (--jobs' form),
  * each run as --jobs would, then a "ready" line; exit at the end of the input.
  *
- * usage: bench_x [--jobs 0,3,5-9 | --serve] [--l2 warm|cold] [--max-reps N] [--plan-threads N]
+ * usage: bench_x [--jobs 0,3,5-9 | --serve] [--l2 warm|cold] [--max-reps N] [--plan-threads N] [--max-engines N]
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -130,12 +131,12 @@ static void result(int index, const struct job* j, int algo, const char* status,
   fflush(stdout);
 }
 
-static void run_wanted(const char* l2, int plan_threads);
+static void run_wanted(const char* l2, int plan_threads, int max_engines);
 
 int main(int argc, char** argv) {
   const char* jobs = NULL;
   const char* l2 = "warm";
-  int plan_threads = -1, serve = 0;
+  int plan_threads = -1, max_engines = -1, serve = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
       jobs = argv[++i];
@@ -147,6 +148,8 @@ int main(int argc, char** argv) {
       ++i;
     } else if (strcmp(argv[i], "--plan-threads") == 0 && i + 1 < argc) {
       plan_threads = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--max-engines") == 0 && i + 1 < argc) {
+      max_engines = atoi(argv[++i]);
     } else {
       fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]);
       return 2;
@@ -179,7 +182,7 @@ int main(int argc, char** argv) {
          gpu ? gpu : "Fake GPU");
   fflush(stdout);
   if (!serve) {
-    run_wanted(l2, plan_threads);
+    run_wanted(l2, plan_threads, max_engines);
     return 0;
   }
   char line[1 << 16];
@@ -189,7 +192,7 @@ int main(int argc, char** argv) {
     if (parse_jobs(line) != 0) {
       printf("{\"event\":\"error\",\"message\":\"--serve: not job ranges\"}\n");
     } else {
-      run_wanted(l2, plan_threads);
+      run_wanted(l2, plan_threads, max_engines);
     }
     printf("{\"event\":\"ready\"}\n");
     fflush(stdout);
@@ -197,7 +200,7 @@ int main(int argc, char** argv) {
   return 0;
 }
 
-static void run_wanted(const char* l2, int plan_threads) {
+static void run_wanted(const char* l2, int plan_threads, int max_engines) {
   for (int i = 0; i < MAX_JOBS; ++i) {
     if (!wanted[i] || !plan[i].defined) continue;
     const struct job* j = &plan[i];
@@ -245,8 +248,12 @@ static void run_wanted(const char* l2, int plan_threads) {
         exit(3);
       }
     }
-    if (plan_threads >= 0) {
-      printf("{\"event\":\"end\",\"job\":%d,\"phases_ms\":{\"plan_threads\":%d}}\n", i, plan_threads);
+    char told[96] = "";  /* the options tests look for, told back as phases */
+    if (plan_threads >= 0) snprintf(told, sizeof told, "\"plan_threads\":%d", plan_threads);
+    if (max_engines >= 0)
+      snprintf(told + strlen(told), sizeof told - strlen(told), "%s\"max_engines\":%d", told[0] ? "," : "", max_engines);
+    if (told[0]) {
+      printf("{\"event\":\"end\",\"job\":%d,\"phases_ms\":{%s}}\n", i, told);
     } else {
       printf("{\"event\":\"end\",\"job\":%d}\n", i);
     }
