@@ -137,6 +137,11 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                         "benanza.generate"),
     "benanza.analyze.compare": ("onnx", "sqlite_utils", "benanza.store", "benanza.profile", "benanza.report"),
     "benanza.report": ("onnx", "sqlite_utils", "benanza.profile", "benanza.store"),
+    # a capture child pays its imports before its GPU work, on the profile's critical path (issue 32): the
+    # parent's side (the materializer and onnx, the layer model and networkx, the bundle readers) stays out
+    "benanza.profile.capture_child": ("onnx", "networkx", "sqlite_utils", "benanza.model", "benanza.apis",
+                                      "benanza.measure", "benanza.profile.capture", "benanza.profile.bundle",
+                                      "benanza.profile.materialize", "benanza.profile.cudnn_log"),
     # ``benanza analyze`` loads only what a cached analysis needs (issue 17: < 1 s after the first call)
     "benanza.cli.analyze": ("onnx", "numpy", "sqlite_utils", "jinja2", "benanza.store.db", "benanza.measure",
                             "benanza.generate", "benanza.workflows.prepare", "benanza.cli.run",

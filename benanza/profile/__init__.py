@@ -2,14 +2,30 @@
 kernel traces and the profile bundle directory that holds them.
 
 Each reader is pure parsing into plain frozen dataclasses; analysis lives elsewhere.
+
+The names below load on first use (PEP 562): a capture child imports modules of this package,
+and every import it pays comes before its GPU work, on the profile's critical path.
 """
 
-from benanza.apis.engine_config import engine_config_name
-from benanza.profile.bundle import Bundle, read_bundle, write_meta
-from benanza.profile.cublas_log import read_cublas_log
-from benanza.profile.cudnn_log import read_cudnn_log
-from benanza.profile.kineto import busy_time, gaps, read_kineto_trace
-from benanza.profile.ort_profile import read_ort_profile
+from __future__ import annotations
 
-__all__ = ["Bundle", "busy_time", "engine_config_name", "gaps", "read_bundle", "read_cublas_log", "read_cudnn_log",
-           "read_kineto_trace", "read_ort_profile", "write_meta"]
+import importlib
+from typing import Any
+
+_HOMES = {
+    "engine_config_name": "benanza.apis.engine_config",
+    "Bundle": "benanza.profile.bundle", "read_bundle": "benanza.profile.bundle", "write_meta": "benanza.profile.bundle",
+    "read_cublas_log": "benanza.profile.cublas_log",
+    "read_cudnn_log": "benanza.profile.cudnn_log",
+    "busy_time": "benanza.profile.kineto", "gaps": "benanza.profile.kineto",
+    "read_kineto_trace": "benanza.profile.kineto",
+    "read_ort_profile": "benanza.profile.ort_profile",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

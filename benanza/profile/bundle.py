@@ -19,7 +19,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from benanza import SCHEMA_VERSION
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.profile._io import OPENERS, load_json
+from benanza.profile.capture_protocol import Framework
 from benanza.profile.cublas_log import CublasLog, read_cublas_log
 from benanza.profile.cudnn_log import CudnnLog, read_cudnn_log
 from benanza.profile.kineto import KinetoTrace, read_kineto_trace
@@ -36,11 +36,6 @@ from benanza.profile.parse_cache import cached_read
 
 META = "meta.json"
 COMPRESSED = tuple(OPENERS)  # suffixes a part may carry
-
-
-class Framework(StrEnum):
-    ONNXRUNTIME = "onnxruntime"
-    PYTORCH = "pytorch"
 
 
 # Bundle part -> file names it may have (each also with ".gz" or ".xz"), first match wins.

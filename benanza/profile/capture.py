@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -44,33 +43,25 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.measure import system
 from benanza.phases import Phases
-from benanza.profile.bundle import Framework, model_digest, write_meta
+from benanza.profile.bundle import model_digest, write_meta
+from benanza.profile.capture_protocol import (  # noqa: F401 -- the names importers of this module use too
+    ALLOW_TF32,
+    CAPTURE_PRECISIONS,
+    CHILD_TIMEOUT_S,
+    EXPORTED,
+    LAUNCHED_ENV,
+    MODEL,
+    MODEL_FP16,
+    NO_GPU_EXIT,
+    OPTIMIZED,
+    ORT_ALGO_SEARCH,
+    AlgoSearch,
+    Framework,
+)
 from benanza.profile.materialize import materialize, strip_weights, to_fp16
 from benanza.profile.ranges import TORCH_MODULE_FORMAT
 
-MODEL = "model.onnx"  # the materialized fp32 model (kept outside the bundle: it holds every weight)
-MODEL_FP16 = "model_fp16.onnx"  # what ONNX Runtime runs for --dtype fp16
-OPTIMIZED = "optimized_model.onnx"  # ORT's optimized graph; the bundle keeps it without weights
-NO_GPU_EXIT = 3  # a child's exit status when it finds no usable GPU
-CHILD_TIMEOUT_S = 1800
 PROFILED_RUNS = 10  # runs inside the profiler and API logs: enough for per-kernel medians, small bundles
-
-
-class AlgoSearch(StrEnum):
-    """ONNX Runtime's ``cudnn_conv_algo_search`` (PyTorch: exhaustive = ``cudnn.benchmark``)."""
-
-    EXHAUSTIVE = "exhaustive"
-    HEURISTIC = "heuristic"
-    DEFAULT = "default"
-
-
-# ONNX Runtime's spelling of each setting.
-ORT_ALGO_SEARCH: dict[AlgoSearch, str] = {
-    AlgoSearch.EXHAUSTIVE: "EXHAUSTIVE", AlgoSearch.HEURISTIC: "HEURISTIC", AlgoSearch.DEFAULT: "DEFAULT"}
-# Whether TF32 math is allowed for fp32 data (ORT ``use_tf32``, torch ``allow_tf32``), per precision.
-ALLOW_TF32: dict[Precision, bool] = {
-    Precision.FP32: False, Precision.TF32: True, Precision.FP16: False, Precision.BF16: False}
-CAPTURE_PRECISIONS = (Precision.FP32, Precision.TF32, Precision.FP16)
 
 # Library API logs of the profiled child: environment variable -> value ({bundle} is the bundle path).
 # cuBLASLt level 2 ("trace") logs every call that launches a kernel, cublasLtMatmul included.
@@ -85,8 +76,6 @@ LOG_ENV: dict[str, str] = {
 # The same variables switched off for the latency child (a parent shell may have set them).
 QUIET_ENV: dict[str, str] = {"CUDNN_LOGLEVEL_DBG": "0", "CUBLAS_LOGINFO_DBG": "0", "CUBLASLT_LOG_LEVEL": "0"}
 
-
-LAUNCHED_ENV = "BENANZA_CHILD_LAUNCHED"  # the parent's time.time() at a child's launch: the child's start-up cost
 
 
 # ---------------------------------------------------------------- the parent side
@@ -282,9 +271,6 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
                        **timed.get("system", {})},
                extra=extra, model_sha256=model_digest(src))
     return bundle
-
-
-EXPORTED = "exported.onnx"  # a --torch-module bundle's ONNX export of the module (the model its layers come from)
 
 
 def export_torch_module(spec: str, path: str | Path, batch: int | None = None) -> tuple[Path, int]:

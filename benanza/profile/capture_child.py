@@ -22,13 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.phases import Phases
-from benanza.profile.bundle import Framework
-from benanza.profile.capture import (
+from benanza.profile.capture_protocol import (
     ALLOW_TF32,
     CAPTURE_PRECISIONS,
     CHILD_TIMEOUT_S,
@@ -36,10 +34,10 @@ from benanza.profile.capture import (
     NO_GPU_EXIT,
     OPTIMIZED,
     ORT_ALGO_SEARCH,
+    SEED,
     AlgoSearch,
-    export_torch_module,
+    Framework,
 )
-from benanza.profile.materialize import SEED
 from benanza.profile.ranges import NODE_RANGE, RUN_RANGE
 
 
@@ -229,6 +227,7 @@ def _child_torch(args: argparse.Namespace) -> dict[str, Any]:
             raise Refused(str(exc)) from None
         add_ranges: Callable[[Any], Any] = torch_module.module_ranges
     else:
+        import onnx
         import onnx2torch  # noqa: F401 -- an ImportError here is the child's "needs it installed" line
 
         from benanza.profile.onnx_torch import ConversionError, convert_named  # onnx2torch plus fixes
@@ -290,6 +289,8 @@ def _child_export(args: argparse.Namespace) -> dict[str, Any]:
     """``--torch-module``'s export, on the CPU in a child of its own, beside the two runs: the module's
     ONNX form written to ``--model`` (the parent never imports torch)."""
     import torch
+
+    from benanza.profile.capture import export_torch_module  # the parent's side: only this child needs it
 
     args.phases.lap("import torch")
     torch.manual_seed(SEED)

@@ -17,8 +17,7 @@ from benanza.errors import BenanzaError
 from benanza.model.attrs import VALUE_INPUTS
 from benanza.model.layer import Layer
 from benanza.model.onnx_import import load_model_constants
-
-SEED = 0
+from benanza.profile.capture_protocol import SEED
 
 
 def _uniform(low: float, high: float) -> Callable[[tuple[int, ...], dict[str, Any]], tuple[float, float]]:
