@@ -77,7 +77,6 @@ LOG_ENV: dict[str, str] = {
 QUIET_ENV: dict[str, str] = {"CUDNN_LOGLEVEL_DBG": "0", "CUBLAS_LOGINFO_DBG": "0", "CUBLASLT_LOG_LEVEL": "0"}
 
 
-
 # ---------------------------------------------------------------- the parent side
 
 
