@@ -185,6 +185,28 @@ def test_gated_children_start_together_but_the_second_runs_after_the_first(tmp_p
     assert gate.exists()
 
 
+def test_a_first_child_that_opens_the_gate_lets_the_second_go_before_its_exit(tmp_path: Path) -> None:
+    """A capture child made with ``opens_gate`` opens it once its report is ready: the gated child's GPU
+    work need not wait for the first one's interpreter and CUDA teardown (about 1.5 s with torch). The
+    first child here is the real capture child's ending (``--opens-gate``), then a 2 s exit."""
+    gate = tmp_path / "gate"
+    opening = ("import json, sys, time; from benanza.profile import capture_child; "
+               "capture_child.CHILDREN[capture_child.Framework.PYTORCH] = lambda args: {'latencies_ms': [1.0]}; "
+               "code = capture_child.child_main(sys.argv[1:]); "
+               "open(sys.argv[-1] + '.ready', 'w').write(repr(time.time())); "
+               "time.sleep(2); sys.exit(code)")
+    argv = child_command(Framework.PYTORCH, tmp_path / "m.onnx", tmp_path, Precision.FP32, 1, 0, AlgoSearch.DEFAULT,
+                         False, opens_gate=gate).argv
+    first = ChildRun((sys.executable, "-c", opening, *argv[3:]), {})
+    t0 = time.time()
+    report, second = run_gated(first, "first", ChildRun((sys.executable, "-c", GATED_RUN, str(gate)), {}), "second",
+                               gate)
+    assert report["latencies_ms"] == [1.0]
+    ready = float((tmp_path / "gate.ready").read_text())
+    assert ready - 0.5 < second["through"] < ready + 1.5  # went on at the report, not 2 s later at the exit
+    assert second["through"] > t0
+
+
 def test_a_failed_first_child_stops_the_waiting_one(tmp_path: Path) -> None:
     gate, pid_file = tmp_path / "gate", tmp_path / "pid"
     failing = "import json, time; time.sleep(0.5); print(json.dumps({'error': 'the framework could not run it'}))"
