@@ -17,7 +17,9 @@ once a second: mean over the run, max of a second; benanza.measure.hostload), an
 worker-seconds split into the jobs' phases (bench/campaign.py's, ``benanza.measure.campaign.job_phases``)
 summed over every job, "other" the rest (a worker idle, Dask, between jobs). The database holds no
 phase times: they come with each job's message to the client. Also each worker's ``--plan-threads``
-(``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs.
+(``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs, and the
+benchmark processes the workers started ("processes": each worker's first shard starts one per
+executable at once, cluster_worker.prestart, plus one per crash; a killed worker's are not counted).
 
 ``--warm-up``: one unreported run on the largest G first. The first campaign on a machine pays the
 runtime-compiled kernels into the disk caches; run first, the largest G paid them alone (its plan
@@ -68,7 +70,7 @@ class Tally:
         self.jobs: dict[str, int] = {}
         self.timed_gpu_s: dict[str, float] = {}
         self.phases_ms: dict[str, float] = dict.fromkeys(JOB_PHASES, 0.0)
-        self.processes = 0  # benchmark processes started (each one's start is charged to its first job)
+        self.processes = 0  # benchmark processes that ran a job (each one's start is charged to its first job)
         self.last: dict[str, float] = {}  # worker -> when its latest job reached the client (perf_counter)
 
     def __call__(self, outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
@@ -136,7 +138,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
         integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
         completed = raw.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
     return {"gpus": len(gpus), "devices": gpus, "workers": len(pids), "cluster_start_s": start_s, "wall_s": wall,
-            "probe_s": summary.probe_s, "shards": summary.shards, "processes": tally.processes,
+            "probe_s": summary.probe_s, "shards": summary.shards,
+            "processes": summary.total.processes, "processes_that_ran_a_job": tally.processes,
             "jobs": summary.total.ran,
             "results": summary.total.results, "restarts": summary.total.restarts,
             "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,

@@ -340,6 +340,7 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
             submitted.addresses[sid] = [w["address"] for w in workers]
             submitted.names[sid] = {w["name"] for w in workers}
             submitted.backlog[sid] = deque(shards)
+            submitted.executables[sid] = tuple(dict.fromkeys(shard.executable for shard in shards))
             summary.shards += len(shards)
         submitted.top_up()
         _collect(submitted, events, writer, summary)
@@ -399,6 +400,7 @@ class _Submitted:
         self.abandoned: list[tuple[str, Shard]] = []  # backlog of systems lost for good
         self.on_end: Callable[[], None] = lambda: None  # a shard's future ended (from Dask's callback thread)
         self.job_ms: dict[str, list[float]] = {}  # executable -> [sum of its finished jobs' wall ms, count]
+        self.executables: dict[str, tuple[str, ...]] = {}  # system -> its executables (a worker prestarts them)
 
     def top_up(self) -> None:
         """Submit each system's next shards (``next_shard``) until it has ``IN_FLIGHT_PER_WORKER`` per
@@ -423,7 +425,8 @@ class _Submitted:
 
     def submit(self, sid: str, shard: Shard) -> None:
         specs = [{"index": i, "key": asdict(self.by_index[shard.executable][i].key)} for i in shard.indices]
-        future = self.client.submit(run_shard, shard, specs, *self.args, workers=self.addresses[sid],
+        future = self.client.submit(run_shard, shard, specs, *self.args, self.executables.get(sid, ()),
+                                    workers=self.addresses[sid],
                                     allow_other_workers=False, pure=False,
                                     key=f"benanza-shard-{sid}-{shard.name}-{uuid.uuid4().hex[:8]}")
         self.pending[future] = (sid, shard)
@@ -467,7 +470,9 @@ def _finished(submitted: _Submitted, writer: _Writer, summary: CampaignSummary) 
             report = summary.workers.get(str(done["worker"]["name"]))
             if report:
                 report.summary.restarts += done["restarts"]
+                report.summary.processes += done["processes"]
             summary.total.restarts += done["restarts"]
+            summary.total.processes += done["processes"]
             if done["error"]:
                 summary.errors.append(done["error"])
         elif future.status == "cancelled":
