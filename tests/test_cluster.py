@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from benanza.cli import main
+from benanza.errors import BenanzaError
 from benanza.measure import cluster, runner
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
@@ -170,6 +171,28 @@ def test_workers_sharing_a_hosts_cpus_split_them_for_plan_threads() -> None:
     # names are strings (LocalCUDACluster names its workers 0, 1, ...)
     assert split([{"name": 0, "host": "h", "cpus": [0, 1, 2, 3]}, {"name": 1, "host": "h", "cpus": [0, 1, 2, 3]}]) \
         == {"0": 1, "1": 1}
+
+
+def test_a_campaign_takes_a_plan_thread_policy(fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """bench/cluster_scaling.py --plan-threads split|default|N measures the per-worker count (4 H200s:
+    split 49.6 s, the harness's default 53.4 s): run_campaign takes the policy, the split by default."""
+    workers = [{"name": n, "host": "h", "cpus": [0, 1, 2, 3]} for n in (0, 1)]
+    assert cluster.plan_threads_policy("split") is cluster.plan_threads_split
+    assert cluster.plan_threads_policy("default")(workers) == {}
+    assert cluster.plan_threads_policy("7")(workers) == {"0": 7, "1": 7}
+    for bad in ("0", "many"):
+        with pytest.raises(BenanzaError, match="--plan-threads"):
+            cluster.plan_threads_policy(bad)
+    project = fresh_project(home, {"bench_fake": ["ok"] * 4})
+    for spec, told in (("3", {3.0}), ("default", {None})):  # what the fake's end lines tell back
+        outcomes: list[runner.JobOutcome] = []
+        summary = cluster.run_campaign(project, DatabaseSink(perfdb.open_db(home / f"threads-{spec}.db")), client,
+                                       timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=1,
+                                       progress=lambda outcome, report, seen=outcomes: seen.append(outcome),
+                                       plan_threads=cluster.plan_threads_policy(spec))
+        assert summary.errors == [] and len(outcomes) == 8
+        assert summary.plan_threads == ({name: 3 for name in GPUS} if spec == "3" else {})
+        assert {o.phases.get("plan_threads") for o in outcomes} == told, spec
 
 
 def test_two_systems_spread_over_workers_match_the_single_process_runner(
