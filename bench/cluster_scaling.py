@@ -3,7 +3,7 @@ scaling, the rows compared with the one-GPU run; then a worker SIGKILLed mid-cam
 client without a GPU driving the workers through a scheduler file.
 
     PYTHONPATH=. python bench/cluster_scaling.py PROJECT [--build-dir DIR] [--gpus 4,2,1] [--sample N]
-        [--warm-up] [--kill-after-s S] [--scheduler-file] [--out DIR]
+        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--out DIR]
 
 PROJECT is a generated project (``benanza generate``), built here when it is not. ``--sample N``
 keeps every N-th job of each executable (bench/campaign.py's sample). Each GPU count runs the same
@@ -17,7 +17,13 @@ once a second: mean over the run, max of a second; benanza.measure.hostload), an
 worker-seconds split into the jobs' phases (bench/campaign.py's, ``benanza.measure.campaign.job_phases``)
 summed over every job, "other" the rest (a worker idle, Dask, between jobs). The database holds no
 phase times: they come with each job's message to the client. Also each worker's ``--plan-threads``
-(``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs.
+(``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs, and the
+benchmark processes the workers started ("processes": each worker's first shard starts one per
+executable at once, cluster_worker.prestart, plus one per crash; a killed worker's are not counted).
+
+``--plan-threads``: ``split`` (the default, ``cluster.plan_threads_split``), ``default`` (every worker the
+harness's own default: its CPUs - 1) or N (every worker N); ``cluster.plan_threads_policy``. Measured so far,
+4 H200s, sample 3: split (15 per worker) 49.6 s, default (63 per worker) 53.4 s.
 
 ``--warm-up``: one unreported run on the largest G first. The first campaign on a machine pays the
 runtime-compiled kernels into the disk caches; run first, the largest G paid them alone (its plan
@@ -53,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/cluster_vs_sin
 
 from cluster_vs_single import compare, rows
 
+from benanza.errors import BenanzaError
 from benanza.measure import cluster, runner
 from benanza.measure.campaign import JOB_PHASES, PHASE_LABELS, job_phases, sampled_project
 from benanza.measure.hostload import CpuSampler
@@ -68,7 +75,7 @@ class Tally:
         self.jobs: dict[str, int] = {}
         self.timed_gpu_s: dict[str, float] = {}
         self.phases_ms: dict[str, float] = dict.fromkeys(JOB_PHASES, 0.0)
-        self.processes = 0  # benchmark processes started (each one's start is charged to its first job)
+        self.processes = 0  # benchmark processes that ran a job (each one's start is charged to its first job)
         self.last: dict[str, float] = {}  # worker -> when its latest job reached the client (perf_counter)
 
     def __call__(self, outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
@@ -90,9 +97,10 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_after_s: float = 0.0) -> dict[str, Any]:
+def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_after_s: float = 0.0,
+            plan_threads: cluster.PlanThreads = cluster.plan_threads_split) -> dict[str, Any]:
     """The project's jobs on these GPUs into a fresh database; with ``kill_after_s``, one worker
-    process SIGKILLed that many seconds in."""
+    process SIGKILLed that many seconds in; ``plan_threads``: each worker's ``--plan-threads``."""
     db_path.unlink(missing_ok=True)
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     up = time.perf_counter()
@@ -106,7 +114,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
         def campaign() -> None:  # the database opened in the thread that writes it (sqlite3's rule)
             try:
                 sink = DatabaseSink(perfdb.open_db(db_path))
-                box["summary"] = cluster.run_campaign(project, sink, dask.client, build_dir=build, progress=tally)
+                box["summary"] = cluster.run_campaign(project, sink, dask.client, build_dir=build, progress=tally,
+                                                      plan_threads=plan_threads)
             except BaseException as exc:
                 box["error"] = exc
 
@@ -136,7 +145,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
         integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
         completed = raw.execute("SELECT COUNT(*) FROM completed_jobs").fetchone()[0]
     return {"gpus": len(gpus), "devices": gpus, "workers": len(pids), "cluster_start_s": start_s, "wall_s": wall,
-            "probe_s": summary.probe_s, "shards": summary.shards, "processes": tally.processes,
+            "probe_s": summary.probe_s, "shards": summary.shards,
+            "processes": summary.total.processes, "processes_that_ran_a_job": tally.processes,
             "jobs": summary.total.ran,
             "results": summary.total.results, "restarts": summary.total.restarts,
             "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,
@@ -247,8 +257,15 @@ def main() -> int:
                         help="first run the campaign once on the most GPUs, unreported: every count then finds the "
                              "runtime-compiled kernels in the disk caches (the first run on a machine pays them)")
     parser.add_argument("--scheduler-file", action="store_true")
+    parser.add_argument("--plan-threads", default="split", metavar="split|default|N",
+                        help="each worker's --plan-threads: split the host's CPUs among the workers (default), the "
+                             "harness's default (its CPUs - 1), or N each")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scaling-bench")))
     args = parser.parse_args()
+    try:
+        plan_threads = cluster.plan_threads_policy(args.plan_threads)
+    except BenanzaError as exc:
+        parser.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="benanza-scaling-"))
     visible = visible_gpus()
@@ -264,14 +281,14 @@ def main() -> int:
         if project != args.project and not (project / entry.name).exists():
             (project / entry.name).symlink_to(entry.resolve())
     result: dict[str, Any] = {"project": str(args.project), "sample_every": args.sample, "build_s": build_s,
-                              "visible_gpus": visible, "runs": []}
+                              "visible_gpus": visible, "plan_threads_option": args.plan_threads, "runs": []}
     if args.warm_up:
-        warm = one_run(project, build, args.out / "warm_up.db", visible[:max(counts)])
+        warm = one_run(project, build, args.out / "warm_up.db", visible[:max(counts)], plan_threads=plan_threads)
         result["warm_up"] = {k: warm[k] for k in ("gpus", "wall_s", "phases_s", "other_s")}
         print(f"warm-up on {warm['gpus']} GPU(s): {warm['wall_s']:.1f} s, plan build "
               f"{warm['phases_s']['plan_build']:.1f} GPU-s (not reported)", flush=True)
     for i, g in enumerate(counts):  # a count given twice: the second run is the noise floor
-        run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g])
+        run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g], plan_threads=plan_threads)
         result["runs"].append(run)
         tails = " / ".join(f"{t:.1f}" for t in sorted(run["tail_s"].values()))
         print(f"{g} GPU(s): {run['jobs']} jobs in {run['wall_s']:.1f} s (start {run['cluster_start_s']:.1f} s), "
@@ -285,7 +302,7 @@ def main() -> int:
             run["versus_one_gpu"] = row_check(Path(base["db"]), Path(run["db"]), sid)
     widest = max(result["runs"], key=lambda r: r["gpus"])
     if args.kill_after_s:
-        kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s)
+        kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s, plan_threads)
         kill["versus_same_gpus"] = row_check(Path(widest["db"]), Path(kill["db"]), sid)
         kill["wall_cost_s"] = kill["wall_s"] - widest["wall_s"]
         result["killed_run"] = kill

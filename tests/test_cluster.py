@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from benanza.cli import main
+from benanza.errors import BenanzaError
 from benanza.measure import cluster, runner
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
@@ -172,6 +173,28 @@ def test_workers_sharing_a_hosts_cpus_split_them_for_plan_threads() -> None:
         == {"0": 1, "1": 1}
 
 
+def test_a_campaign_takes_a_plan_thread_policy(fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """bench/cluster_scaling.py --plan-threads split|default|N measures the per-worker count (4 H200s:
+    split 49.6 s, the harness's default 53.4 s): run_campaign takes the policy, the split by default."""
+    workers = [{"name": n, "host": "h", "cpus": [0, 1, 2, 3]} for n in (0, 1)]
+    assert cluster.plan_threads_policy("split") is cluster.plan_threads_split
+    assert cluster.plan_threads_policy("default")(workers) == {}
+    assert cluster.plan_threads_policy("7")(workers) == {"0": 7, "1": 7}
+    for bad in ("0", "many"):
+        with pytest.raises(BenanzaError, match="--plan-threads"):
+            cluster.plan_threads_policy(bad)
+    project = fresh_project(home, {"bench_fake": ["ok"] * 4})
+    for spec, told in (("3", {3.0}), ("default", {None})):  # what the fake's end lines tell back
+        outcomes: list[runner.JobOutcome] = []
+        summary = cluster.run_campaign(project, DatabaseSink(perfdb.open_db(home / f"threads-{spec}.db")), client,
+                                       timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=1,
+                                       progress=lambda outcome, report, seen=outcomes: seen.append(outcome),
+                                       plan_threads=cluster.plan_threads_policy(spec))
+        assert summary.errors == [] and len(outcomes) == 8
+        assert summary.plan_threads == ({name: 3 for name in GPUS} if spec == "3" else {})
+        assert {o.phases.get("plan_threads") for o in outcomes} == told, spec
+
+
 def test_two_systems_spread_over_workers_match_the_single_process_runner(
         fake_build: Path, home: Path, client: distributed.Client, monkeypatch: pytest.MonkeyPatch) -> None:
     plans = {"bench_fake": ["slow"] * 8 + ["mixed", "segv", "ok"], "bench_other": ["ok"] * 4}
@@ -234,6 +257,45 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     assert alone.system_id in summary.systems
     assert rows_by_system(db)["Fake A"] == rows_by_system(single)["Fake A"]
     assert len(rows_by_system(single)["Fake A"]) == 2 * 15 - 1  # the segfault's job printed 1 of 2
+
+
+def running_children(home: Path, parent: int) -> list[str]:
+    """The executables of the live benchmark processes that the worker process ``parent`` started."""
+    out = []
+    for pid in map(int, os.listdir(home / "pids")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if stat[0] != "Z" and int(stat[1]) == parent:
+            out.append(Path(argv0).name)
+    return sorted(out)
+
+
+def test_a_workers_first_shard_starts_every_executables_process_and_later_shards_none(
+        fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """A process start (0.45 s on an H200) was paid in turn by each worker the first time it met each
+    executable: 47 starts on 4 GPUs (docs/RESULTS.md §11). Now a worker's first shard starts one process per
+    executable of the campaign at once, before its first job, and its later shards start none."""
+    plans = {"bench_fake": ["ok"] * 12, "bench_other": ["ok"] * 12}
+    project = fresh_project(home, plans)
+    db = perfdb.open_db(home / "prestart.db")
+    at_first_job: dict[str, list[str]] = {}  # worker -> its live processes when its first job came in
+
+    def look(outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
+        if report.name not in at_first_job:
+            at_first_job[report.name] = running_children(home, report.pid)
+
+    summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
+                                   shard_jobs=2, progress=look)
+    assert summary.errors == [] and summary.duplicates == 0
+    assert at_first_job == dict.fromkeys(summary.workers, sorted(plans)), at_first_job
+    assert {name: r.summary.processes for name, r in summary.workers.items()} == dict.fromkeys(summary.workers, 2)
+    assert summary.total.processes == 2 * len(summary.workers)
+    expected = collections.Counter({(f"{exe}-layer{i:03d}", "ok"): 1 for exe in plans for i in range(12)})
+    assert jobs_by_system(db) == {"Fake A": expected, "Fake B": expected}
+    assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 2 * 24 * 2
 
 
 def test_workers_killed_mid_shard_lose_only_their_running_job(

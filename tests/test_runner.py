@@ -408,6 +408,92 @@ def test_a_pooled_process_gone_while_idle_is_replaced_without_a_restart(
     pool.close()
 
 
+def test_one_place_builds_a_process_argv(tmp_path: Path) -> None:
+    """A prestarted process is found in the pool only under the argv the runner looks it up by: one function
+    builds both (options in the order the harness took them before)."""
+    limited = runner.Runner(runner.MemorySink(), tmp_path, 1.0, False, L2.COLD.value, None, None, None, 5, 3,
+                            ("--plan-threads", "4"), pool=runner.ChildPool())
+    exe = str(tmp_path / "bench_x")
+    assert limited.process_argv(tmp_path / "bench_x") == \
+        [exe, "--serve", "--l2", "cold", "--max-reps", "5", "--max-engines", "3", "--plan-threads", "4"]
+    assert limited.process_argv(tmp_path / "bench_x", [0, 1, 2, 7]) == \
+        [exe, "--jobs", "0-2,7", "--l2", "cold", "--max-reps", "5", "--max-engines", "3", "--plan-threads", "4"]
+    plain = runner.Runner(runner.MemorySink(), tmp_path, 1.0, False, L2.WARM.value, None, None, None, None)
+    assert plain.process_argv(tmp_path / "bench_x") == [exe, "--serve", "--l2", "warm"]
+
+
+def test_prestarted_processes_serve_the_first_lists_and_their_starts_add_up(
+        fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster worker's first shard starts the processes of every executable at once (Runner.prestart):
+    they wait in the pool, so no list starts one, and each one's first job is charged the prestart's wall
+    divided among them; the rows are those of processes started one by one."""
+    pids = plan_env / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("FAKE_BENCH_PIDS", str(pids))
+    project = make_project(plan_env, {"bench_fake": ["ok", "mixed", "ok"], "bench_other": ["ok", "ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    jobs = runner.manifest_jobs(runner.load_manifest(project), L2.WARM.value)
+    pool = runner.ChildPool()
+    shard_runner = _pooled_runner(db, fake_build, pool)
+    done = shard_runner.prestart(["bench_fake", "bench_other", "bench_fake"])
+    assert (done.started, done.kept, done.failed) == (2, 2, [])
+    first = _started(pids)
+    assert len(first) == 2 and all(process_alive(pid) for pid in first)
+    assert shard_runner.prestart(["bench_fake", "bench_other"]).started == 0  # both idle already
+    outcomes: list[runner.JobOutcome] = []
+    shard_runner.progress = lambda outcome, summary: outcomes.append(outcome)
+    for todo in (jobs["bench_fake"][:2], jobs["bench_other"], jobs["bench_fake"][2:]):
+        shard_runner.run_executable(todo[0].executable, todo)
+    assert _started(pids) == first and shard_runner.summary.processes == 0  # the lists started none
+    charged = [o.phases["process_start"] for o in outcomes if "process_start" in o.phases]
+    assert [o.job.index for o in outcomes if "process_start" in o.phases] == [0, 0]  # each process's first job
+    assert charged == pytest.approx([done.wall_s * 1e3 / 2] * 2)
+    assert job_statuses(db) == {**{f"bench_fake-layer{i:03d}": "ok" for i in range(3)},
+                                **{f"bench_other-layer{i:03d}": "ok" for i in range(2)}}
+    assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 3 * 2 + 2 * 2
+    assert pool.close() == 2
+
+
+def test_a_prestarted_process_that_fails_is_not_pooled_and_its_list_reports_the_failure(
+        fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that exits (or prints an error) before its system line is closed, not kept: the runner that
+    needs the executable starts one as it always did, and reports the failure as it always did."""
+    pids = plan_env / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("FAKE_BENCH_PIDS", str(pids))
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok"], "bench_other": ["ok"]})
+    db = perfdb.open_db(plan_env / "perf.db")
+    jobs = runner.manifest_jobs(runner.load_manifest(project), L2.WARM.value)
+    plan = (project / "bench_other.plan").read_text()
+    (project / "bench_other.plan").unlink()  # bench_other's process exits at start-up: no plan to read
+    pool = runner.ChildPool()
+    shard_runner = _pooled_runner(db, fake_build, pool)
+    done = shard_runner.prestart(["bench_fake", "bench_other"])
+    assert (done.started, done.kept) == (2, 1)
+    assert len(done.failed) == 1 and "bench_other: exited with code 2" in done.failed[0]
+    assert "cannot read the plan file" in done.failed[0]
+    failure = r"bench_other: exited with code 2; .*cannot read the plan file .* before starting a job"
+    with pytest.raises(runner._ExecutableFailed, match=failure):
+        shard_runner.run_executable("bench_other", jobs["bench_other"])
+    (project / "bench_other.plan").write_text(plan)
+    shard_runner.run_executable("bench_other", jobs["bench_other"])  # started as usual once it can start
+    shard_runner.run_executable("bench_fake", jobs["bench_fake"])  # the prestarted one
+    assert job_statuses(db) == {"bench_fake-layer000": "ok", "bench_fake-layer001": "ok", "bench_other-layer000": "ok"}
+    # bench_fake: its prestarted process; bench_other: two started as usual (the fake notes its pid once it
+    # has read its plan: the failed ones left none)
+    assert len(_started(pids)) == 2 and shard_runner.summary.processes == 2
+    pool.close()
+    # without a GPU every process prints its error line and exits: none is kept, the list fails as before
+    monkeypatch.setenv("FAKE_BENCH_NO_DEVICE", "1")
+    pool = runner.ChildPool()
+    shard_runner = _pooled_runner(perfdb.open_db(plan_env / "none.db"), fake_build, pool)
+    done = shard_runner.prestart(["bench_fake", "bench_other"])
+    assert (done.started, done.kept) == (2, 0) and all("printed 'error'" in why for why in done.failed)
+    with pytest.raises(runner._ExecutableFailed, match="no usable CUDA device"):
+        shard_runner.run_executable("bench_fake", jobs["bench_fake"])
+    assert pool.close() == 0
+
+
 def test_killed_runner_resumes_without_loss_or_duplicates(fake_build: Path, plan_env: Path) -> None:
     n_jobs, n_algos = 14, 3
     project = make_project(plan_env, {"bench_fake": ["slow"] * n_jobs}, n_algorithms=n_algos)

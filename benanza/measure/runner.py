@@ -299,7 +299,8 @@ class JobOutcome:
     results: list[Result] = field(default_factory=list)
     # where the job's time went, in ms (bench/campaign.py): the harness's "phases_ms" of its end line
     # (absent from older executables), "process_start" (its process's start to the system line, on the
-    # first job of a process) and "db_write" (recording the outcome)
+    # first job of a process; a process that ChildPool.prestart started with others at once: their
+    # common wall / the number it kept) and "db_write" (recording the outcome)
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -316,7 +317,8 @@ class RunSummary:
       crashed / timeout / garbage: jobs whose process died / hung / printed a bad line.
     - results: result lines stored; ok, not_supported, out_of_memory, failed,
       check_failed: those results by their own status.
-    - restarts: executable processes started again after a crash or hang.
+    - restarts: executable processes started again after a crash or hang; processes: every
+      process started (a --serve process taken from a pool is not started again).
     - errors: executables that could not run at all (nothing recorded for their jobs).
     """
 
@@ -336,6 +338,7 @@ class RunSummary:
     failed: int = 0
     check_failed: int = 0
     restarts: int = 0
+    processes: int = 0  # benchmark processes started (a cluster worker's prestarted ones too: cluster_worker)
     timed_gpu_s: float = 0.0  # the GPU seconds of the jobs' timed repetitions (harness "timed_gpu"): the floor
     system_id: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -513,6 +516,32 @@ class _Served:
     start_ms: float | None = None
 
 
+@dataclass
+class Prestarted:
+    """What ``ChildPool.prestart`` did: processes started, those kept idle in the pool, its wall, and why
+    each one not kept was not."""
+
+    started: int = 0
+    kept: int = 0
+    wall_s: float = 0.0
+    failed: list[str] = field(default_factory=list)
+
+
+def _first_line(child: _Child, deadline: float) -> tuple[dict[str, Any], str]:
+    """A new process's system line, or why there is none ("" when there is): anything else printed
+    first (the harness's "error" line without a GPU), its exit, or silence past ``deadline``."""
+    try:
+        raw = child.readline(deadline)
+        while raw is not None and not raw.strip():
+            raw = child.readline(deadline)
+    except _Timeout:
+        return {}, "printed no system line in time"
+    if raw is None:
+        return {}, f"{child.exit_text()} before its system line"
+    event, data = _parse(raw.decode("utf-8", "replace").strip())
+    return data, system_line_problem(data) if event == "system" else f"printed {event!r} before its system line"
+
+
 class ChildPool:
     """Benchmark processes kept between job lists (the harness's ``--serve``), one per executable and
     arguments. A cluster worker runs many shards of each executable; a process per shard paid its
@@ -537,6 +566,46 @@ class ChildPool:
             old, self._idle[tuple(argv)] = self._idle.get(tuple(argv)), served
         if old is not None and old is not served:
             old.child.close()
+
+    def prestart(self, argvs: Sequence[Sequence[str]], cwd: Path, timeout_s: float) -> Prestarted:
+        """Start a ``--serve`` process for each of ``argvs`` that has none idle here, all at once, and keep
+        each one that prints its system line within ``timeout_s`` idle in the pool, so that no job list
+        waits for its start (0.45 s each on an H200, paid one after another when met: docs/RESULTS.md §11).
+
+        One that fails (cannot start, prints anything else first, exits, stays silent) is closed, not
+        kept: the runner that needs it starts one as usual, and reports what goes wrong then as it always
+        did. Each kept process carries the prestart's wall divided by the number kept as its start
+        (``_Served.start_ms``, charged to its first job as ``process_start``), so that the starts its jobs
+        report add up to the wall spent here (those whose process no job uses are charged to none)."""
+        t0 = time.perf_counter()
+        with self._lock:
+            wanted = [argv for argv in dict.fromkeys(tuple(a) for a in argvs) if argv not in self._idle]
+        out = Prestarted()
+        children: list[tuple[tuple[str, ...], _Child]] = []
+        for argv in wanted:  # all started first: their CUDA contexts and library handles come up together
+            try:
+                children.append((argv, _Child(list(argv), cwd, serve=True)))
+            except OSError as exc:
+                out.failed.append(f"{argv[0]}: cannot start ({exc.strerror})")
+        out.started = len(children)
+        deadline = time.monotonic() + timeout_s
+        ready: list[tuple[tuple[str, ...], _Child, dict[str, Any]]] = []
+        try:
+            for argv, child in children:
+                system, why = _first_line(child, deadline)
+                if why:
+                    child.close()
+                    out.failed.append(f"{Path(argv[0]).name}: {why}")
+                else:
+                    ready.append((argv, child, system))
+        except BaseException:  # none left running outside the pool
+            for _, child in children:
+                child.close()
+            raise
+        out.wall_s, out.kept = time.perf_counter() - t0, len(ready)
+        for argv, child, system in ready:
+            self.keep(argv, _Served(child, system, out.wall_s * 1e3 / out.kept))
+        return out
 
     def close(self, wait: bool = True) -> int:
         """End every idle process; returns how many there were. ``wait`` False: signal them and reap
@@ -681,20 +750,30 @@ class Runner:
             return not self.force and any(j.key in done for j in todo)
         return False
 
+    def process_argv(self, path: Path, jobs: Iterable[int] | None = None) -> list[str]:
+        """The command line of a process of executable ``path``: a ``--jobs`` run of ``jobs``, or, ``jobs``
+        None, a ``--serve`` one. The one place it is built: a ``ChildPool`` finds an idle process only
+        under this argv (``cluster_worker`` prestarts a worker's processes with it)."""
+        head = ["--serve"] if jobs is None else ["--jobs", job_ranges(jobs)]
+        limits = [arg for flag, value in (("--max-reps", self.max_reps), ("--max-engines", self.max_engines))
+                  if value for arg in (flag, str(value))]
+        return [str(path), *head, "--l2", self.l2, *limits, *self.harness_args]
+
+    def prestart(self, names: Iterable[str]) -> Prestarted:
+        """Start the ``--serve`` processes of these executables at once into the pool (``ChildPool.prestart``),
+        under the argv ``_run_process`` looks them up by."""
+        assert self.pool is not None, "only a runner with a pool keeps processes"
+        argvs = [self.process_argv(self.build_dir / name) for name in names]
+        return self.pool.prestart(argvs, self.build_dir, self.timeout_s)
+
     def _run_process(self, path: Path, todo: list[ScheduledJob], finished: set[int]) -> bool:
         """Run one process over ``todo``; True when it ended abnormally (crash, hang, early exit).
 
         With a pool, the process is a ``--serve`` one: taken from the pool if one is idle, handed
         ``todo`` as a job list on its stdin, and kept in the pool again once it says "ready"."""
         by_index = {j.index: j for j in todo}
-        options = ["--l2", self.l2]
-        if self.max_reps:
-            options += ["--max-reps", str(self.max_reps)]
-        if self.max_engines:
-            options += ["--max-engines", str(self.max_engines)]
-        options += self.harness_args
         serving = self.pool is not None
-        argv = [str(path), "--serve", *options] if serving else [str(path), "--jobs", job_ranges(by_index), *options]
+        argv = self.process_argv(path, None if serving else by_index)
         served = self.pool.take(argv) if self.pool is not None else None
         if served is not None:
             child = served.child
@@ -703,6 +782,7 @@ class Runner:
                 child = _Child(argv, self.build_dir, serve=serving)
             except OSError as exc:
                 raise _ExecutableFailed(f"{path}: cannot start ({exc.strerror})") from exc
+            self.summary.processes += 1
         kept = False  # back in the pool: not closed on the way out
 
         def keep(system: dict[str, Any], start_ms: float | None) -> None:
