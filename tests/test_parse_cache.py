@@ -167,6 +167,7 @@ def test_processes_that_need_the_shipped_database_at_once_unpack_it_once(
     for t in takers:
         t.join()
     assert len(calls) == 1 and got == [calls[0], calls[0]] and calls[0].is_file()
+    assert [p.name for p in calls[0].parent.iterdir()] == [calls[0].name]  # no lock file left beside it
 
 
 def test_the_key_covers_every_module_whose_code_decides_a_cudnn_parse() -> None:

@@ -40,18 +40,28 @@ def _unpack(packed: Path, target: Path) -> Path:
 
 @contextlib.contextmanager
 def _locked(lock: Path) -> Iterator[None]:
-    """An exclusive lock on ``lock`` (created if absent; released when the process ends, however it ends);
-    without a writable directory, no lock: each process unpacks on its own, as before the lock."""
-    try:
-        handle = open(lock, "a")
-    except OSError:
-        handle = None
-    if handle is None:
-        yield
-        return
-    with handle:
+    """An exclusive lock on the file ``lock``, removed again by its holder: nothing is left beside the
+    cache copy. A taker that locked a file its holder has since removed tries again on the new one.
+    Without a writable directory, no lock: each process unpacks on its own, as before the lock."""
+    while True:
+        try:
+            handle = open(lock, "a")
+        except OSError:
+            yield
+            return
         fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino:
+                break  # the file at that path: this process holds the lock
+        except FileNotFoundError:
+            pass
+        handle.close()
+    try:
         yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()  # while held: a taker that locks the removed file next sees so and tries again
+        handle.close()
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
