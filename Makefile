@@ -9,10 +9,10 @@ STAMP  := $(VENV)/.installed
 .PHONY: run test setup lint clean browser
 
 # pip byte-compiles what it installs on one core (34 CPU s for this .venv); compileall does the same on every
-# core (18.6 s wall on 2; the installs 90 -> 61 s wall). The .pyc files must be there: where
-# PYTHONDONTWRITEBYTECODE is set (as on the machine CI was measured on) Python never writes the ones it
+# core (18.6 s wall on 2; the set-up 90 -> 80 s wall, measured step by step). The .pyc files must be there:
+# where PYTHONDONTWRITEBYTECODE is set (as on the machine CI was measured on) Python never writes the ones it
 # compiles on import, so every test process and every `python -m benanza` child compiled numpy, onnx and the
-# rest again (without them the CI took 925 CPU s instead of 864: docs/RESULTS.md §16).
+# rest again (without them a fresh-clone CI took 925 CPU s, with them 897: docs/RESULTS.md §16).
 $(STAMP): pyproject.toml requirements-cuda.txt CMakeLists.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile --upgrade pip
