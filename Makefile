@@ -8,11 +8,17 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test setup lint clean browser
 
+# pip byte-compiles what it installs on one core (34 CPU s for this .venv); compileall does the same on every
+# core (18.6 s wall on 2; the set-up 90 -> 80 s wall, measured step by step). The .pyc files must be there:
+# where PYTHONDONTWRITEBYTECODE is set (as on the machine CI was measured on) Python never writes the ones it
+# compiles on import, so every test process and every `python -m benanza` child compiled numpy, onnx and the
+# rest again (without them a fresh-clone CI took 925 CPU s, with them 897: docs/RESULTS.md §16).
 $(STAMP): pyproject.toml requirements-cuda.txt CMakeLists.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-deps -r requirements-cuda.txt
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-compile --upgrade pip
+	$(BIN)/python -m pip install -q --no-compile --no-deps -r requirements-cuda.txt
+	$(BIN)/python -m pip install -q --no-compile -e '.[test]'
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -38,7 +44,8 @@ browser:
 # Two groups: everything but the nvcc builds, then the GPU-free compile tests (marked `compile`:
 # one generated project covering every template, built once against the real headers).
 # The first group runs on two processes (pytest-xdist; a module's tests stay together, so its
-# fixtures are built once); the build of the second already uses every core.
+# fixtures are built once); the build of the second already uses every core. (Run at once, the two
+# took longer on 2 cores: 8 min 18 s against 7 min 42 s one after the other, 1 001 CPU s against 864: docs/RESULTS.md §16.)
 # bench/ci_time.py times the same steps. Tests never import bench/: the bench scripts' own pieces that run
 # without a GPU are checked by their self-checks (under a second each).
 test: lint browser

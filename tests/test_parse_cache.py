@@ -127,6 +127,49 @@ def test_unpacking_the_shipped_database_says_so_once(user_cache: Path, tmp_path:
     assert shipped.shipped_db("small") == db and capsys.readouterr().err == ""
 
 
+def test_processes_that_need_the_shipped_database_at_once_unpack_it_once(
+        user_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two takers at once (two test workers, two commands) take turns on the lock beside the cache copy:
+    one unpacks, the other opens its copy (the real database costs 15 CPU s per unpack: CI time). Threads
+    stand for the processes (flock locks an open file, so two opens in one process contend as two
+    processes do); the unpack is slowed so that the second arrives while the first still unpacks."""
+    import threading
+    import time
+
+    from benanza.store import db as perfdb
+    from benanza.store import shipped
+    from benanza.store.packed import PACKED_SUFFIX, pack
+
+    shelf = tmp_path / "perfdb"
+    shelf.mkdir()
+    perfdb.open_db(tmp_path / "small.db").close()
+    pack(tmp_path / "small.db", shelf / f"small{PACKED_SUFFIX}")
+    monkeypatch.setattr(shipped, "perfdb_dir", lambda: shelf)
+    calls: list[Path] = []
+
+    def slow_unpack(packed: Path, target: Path) -> dict[str, int]:
+        calls.append(target)
+        time.sleep(0.5)
+        return shipped_unpack(packed, target)
+
+    shipped_unpack = shipped.unpack
+    monkeypatch.setattr(shipped, "unpack", slow_unpack)
+    both = threading.Barrier(2)
+    got: list[Path] = []
+
+    def take() -> None:
+        both.wait()
+        got.append(shipped.shipped_db("small"))
+
+    takers = [threading.Thread(target=take) for _ in range(2)]
+    for t in takers:
+        t.start()
+    for t in takers:
+        t.join()
+    assert len(calls) == 1 and got == [calls[0], calls[0]] and calls[0].is_file()
+    assert [p.name for p in calls[0].parent.iterdir()] == [calls[0].name]  # no lock file left beside it
+
+
 def test_the_key_covers_every_module_whose_code_decides_a_cudnn_parse() -> None:
     """Since each API's definition carries its log side (how a call is recognised, its signature read),
     and the record reader lives apart from the parser, their source must be in the key: with only the

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import LIGHT
+from conftest import CHECK_ONLY_BUILD, LIGHT
 from rich.console import Console
 
 from benanza.cli import main
@@ -621,6 +621,9 @@ def test_cli_run_generates_builds_and_runs_a_real_model(tmp_path: Path, monkeypa
     if system.fingerprint()["usable"]:
         pytest.skip("this machine has a GPU: the real run would measure for minutes")
     monkeypatch.setattr(system, "fingerprint", lambda bandwidth=False: {"usable": True})
+    # nothing built here runs a benchmark: the shared build's check-only flags (-O0), as test_build_cache's
+    # builds use (Release was 38 CPU s of the compile group for a build no GPU runs)
+    monkeypatch.setenv("BENANZA_CMAKE_ARGS", " ".join(CHECK_ONLY_BUILD))
     db_path, project = tmp_path / "perf.db", tmp_path / "zfnet"
     result = CliRunner().invoke(main, ["run", str(ZOO / "light_zfnet512.onnx"), "--db", str(db_path),
                                        "--project-dir", str(project), "--timeout", "30", "-j", "2",

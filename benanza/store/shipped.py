@@ -4,11 +4,13 @@ benanza's cache so that every reading command opens a plain SQLite file."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import lzma
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from benanza.errors import BenanzaError
@@ -16,16 +18,50 @@ from benanza.paths import cache_dir, perfdb_dir
 from benanza.store.packed import PACKED_SUFFIX, unpack
 
 
+def _stale(packed: Path, target: Path) -> bool:
+    return not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime
+
+
 def _unpack(packed: Path, target: Path) -> Path:
     """Unpack ``packed`` (``*.columns.xz``, or an xz-compressed SQLite file) into ``target`` unless a
-    copy at least as new is there already."""
-    if not target.is_file() or target.stat().st_mtime < packed.stat().st_mtime:
-        print(f"unpacking {packed} into {target} (once, about ten seconds)", file=sys.stderr, flush=True)
-        if packed.name.endswith(PACKED_SUFFIX):
-            unpack(packed, target)
-            return target
-        _unpack_xz(packed, target)
+    copy at least as new is there already. Processes that need it at once (two test workers, two
+    commands) take turns on a lock file beside it: the first unpacks, the others wait and open its copy
+    instead of unpacking it again (the shipped database costs 15 CPU s)."""
+    if _stale(packed, target):
+        with _locked(target.with_name(f".{target.name}.lock")):
+            if _stale(packed, target):  # not unpacked by the process that held the lock before
+                print(f"unpacking {packed} into {target} (once, about ten seconds)", file=sys.stderr, flush=True)
+                if packed.name.endswith(PACKED_SUFFIX):
+                    unpack(packed, target)
+                else:
+                    _unpack_xz(packed, target)
     return target
+
+
+@contextlib.contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """An exclusive lock on the file ``lock``, removed again by its holder: nothing is left beside the
+    cache copy. A taker that locked a file its holder has since removed tries again on the new one.
+    Without a writable directory, no lock: each process unpacks on its own, as before the lock."""
+    while True:
+        try:
+            handle = open(lock, "a")
+        except OSError:
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino:
+                break  # the file at that path: this process holds the lock
+        except FileNotFoundError:
+            pass
+        handle.close()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()  # while held: a taker that locks the removed file next sees so and tries again
+        handle.close()
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
