@@ -341,8 +341,15 @@ def test_a_restarted_worker_takes_shards_again(fake_build: Path, home: Path, cli
     def kill_a1_once(outcome: runner.JobOutcome, worker: cluster.WorkerReport) -> None:
         runs.append((worker.gpu, worker.name, worker.pid))
         if worker.name == "a1" and not killed:
+            before = {a for a, w in cluster.workers_of(client).items() if w.get("name") == "a1"}
             killed.append(worker.pid)
             os.kill(worker.pid, signal.SIGKILL)
+            # The client waits (as a slow one would) until the nanny has a1 back at a new address: on a
+            # loaded 2-core machine the restart alone outlasted a2's 9 s of work, and no shard was left.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not {a for a, w in cluster.workers_of(client).items()
+                                                       if w.get("name") == "a1"} - before:
+                time.sleep(0.1)
 
     summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
                                    shard_jobs=2, progress=kill_a1_once)
