@@ -146,7 +146,8 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
         measured = {k: v for k, v in steps["steps_s"].items() if k.startswith("measure")}
         gpu, spent = steps["timed_gpu_s"], sum(measured.values())
         rows.append(_row(f"  its campaign ({', '.join(measured)})", spent, gpu, None,
-                         efficiency=round(gpu / spent, 3) if spent else None, efficiency_target=EFFICIENCY_TARGET))
+                         efficiency=round(gpu / spent, 3) if spent else None, efficiency_target=EFFICIENCY_TARGET,
+                         phases_s=steps.get("job_phases_s", {})))
         build = steps["steps_s"].get("build", 0.0)
         rows.append(_row(f"  its build ({held})", build, None, TARGETS["build"] if cached else None))
     return rows

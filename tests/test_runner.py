@@ -173,6 +173,22 @@ def test_each_outcome_says_where_its_time_went(fake_build: Path, plan_env: Path)
     assert all(set(o.phases) <= {"process_start", "db_write"} for o in outcomes)
 
 
+def test_a_pipelines_timings_say_where_its_jobs_time_went(fake_build: Path, plan_env: Path) -> None:
+    """``pipeline --timings``: the run's summary adds up its jobs' phases, so the measuring step's time is
+    split by phase (issue 32: what to cut next) as bench/campaign.py splits a campaign's."""
+    from benanza.measure.campaign import JOB_PHASES
+
+    project = make_project(plan_env, {"bench_fake": ["ok", "ok", "segv", "ok"], "bench_other": ["ok"]})
+    outcomes: list[runner.JobOutcome] = []
+    summary = runner.run(project, DatabaseSink(perfdb.open_db(plan_env / "perf.db")), timeout_s=TIMEOUT_S,
+                         build_dir=fake_build, progress=lambda o, _s: outcomes.append(o))
+    phases = measure.PipelineRun(project, (summary,)).job_phases_s
+    assert tuple(phases) == JOB_PHASES
+    starts = [o.phases["process_start"] for o in outcomes if "process_start" in o.phases]
+    assert len(starts) == 3 and phases["process_start"] == pytest.approx(sum(starts) / 1e3, abs=2e-3)
+    assert phases["db_write"] > 0 and phases["timed"] == 0  # the fake is an older harness: no phases of its own
+
+
 def test_max_engines_reaches_every_process_through_the_workflow(fake_build: Path, plan_env: Path) -> None:
     """``--max-engines`` (run and pipeline): ``workflows.measure.run_here``, which ``pipeline`` measures
     with, hands it to every benchmark process (the fake tells it back in its end lines); without it none

@@ -86,18 +86,25 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
         err_console.print(line(f"note: graph-API jobs measured the heuristics' first {max_engines} engine config(s) "
                                "each (--max-engines): a first answer; the bound over every config needs a run "
                                "without it"))
-    say_timings({**profiled.times, **done.steps_s}, done.timed_gpu_s, timings)
+    say_timings({**profiled.times, **done.steps_s}, done.timed_gpu_s, done.job_phases_s, timings)
 
 
-def say_timings(steps: dict[str, float], timed_gpu_s: float, path: Path | None) -> None:
-    """One line of where the pipeline's time went (and ``--timings``' JSON): each step's seconds, and the
-    measured jobs' timed GPU seconds, the part the GPU itself needed."""
+def say_timings(steps: dict[str, float], timed_gpu_s: float, job_phases_s: dict[str, float],
+                path: Path | None) -> None:
+    """Where the pipeline's time went (and ``--timings``' JSON): each step's seconds, the measured jobs'
+    timed GPU seconds (the part the GPU itself needed), and the jobs' time per phase (what to cut next)."""
+    from benanza.measure.campaign import PHASE_LABELS
+
     total = sum(steps.values())
     err_console.print(line(f"pipeline {total:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items())
                            + f" (timed GPU work {timed_gpu_s:.1f} s)"), highlight=False, soft_wrap=True)
+    if any(job_phases_s.values()):
+        err_console.print(line("measured jobs per phase: " + ", ".join(
+            f"{PHASE_LABELS.get(k, k)} {v:.1f} s" for k, v in job_phases_s.items() if v)),
+            highlight=False, soft_wrap=True)
     if path is not None:
         path.write_text(json.dumps({"steps_s": steps, "total_s": round(total, 3),
-                                    "timed_gpu_s": round(timed_gpu_s, 3)}, indent=1))
+                                    "timed_gpu_s": round(timed_gpu_s, 3), "job_phases_s": job_phases_s}, indent=1))
 
 
 def profile_first(model: Path, framework: str, batch: int, precision: str, seq_len: int | None, project_dir: Path,

@@ -340,6 +340,7 @@ class RunSummary:
     restarts: int = 0
     processes: int = 0  # benchmark processes started (a cluster worker's prestarted ones too: cluster_worker)
     timed_gpu_s: float = 0.0  # the GPU seconds of the jobs' timed repetitions (harness "timed_gpu"): the floor
+    phases_ms: dict[str, float] = field(default_factory=dict)  # JobOutcome.phases summed over the jobs run
     system_id: str | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -349,6 +350,8 @@ class RunSummary:
             return
         self.ran += 1
         self.timed_gpu_s += float(outcome.phases.get("timed_gpu", 0.0)) / 1e3
+        for phase, ms in outcome.phases.items():
+            self.phases_ms[phase] = self.phases_ms.get(phase, 0.0) + float(ms)
         job_field = {Status.OK.value: "completed", Status.FAILED.value: "job_errors", Status.CRASHED.value: "crashed",
                      Status.TIMEOUT.value: "timeout", Status.GARBAGE.value: "garbage"}[outcome.status]
         setattr(self, job_field, getattr(self, job_field) + 1)

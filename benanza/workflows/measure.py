@@ -276,6 +276,18 @@ class PipelineRun:
         """The measured jobs' timed repetitions on the GPU: what the measuring steps could not do without."""
         return sum(getattr(s, "total", s).timed_gpu_s for s in self.summaries)
 
+    @property
+    def job_phases_s(self) -> dict[str, float]:
+        """Where the measured jobs' time went, per ``campaign.JOB_PHASES`` phase, in seconds: the measuring
+        steps' wall beyond these is the runner's own (between jobs)."""
+        from benanza.measure.campaign import job_phases
+
+        summed: dict[str, float] = {}
+        for s in self.summaries:
+            for phase, ms in getattr(s, "total", s).phases_ms.items():
+                summed[phase] = summed.get(phase, 0.0) + ms
+        return {k: round(v / 1e3, 3) for k, v in job_phases(summed).items()}
+
 
 def pipeline(model: Path, db_path: Path, precisions: tuple[str, ...], batch: int | None, seq_len: int | None,
              project_dir: Path, timeout_s: float, bundle: Path | None = None, executed_calls: bool = False,
