@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import random
 import re
 import shutil
@@ -395,6 +396,46 @@ def test_graph_benchmarks_run_on_a_gpu(graph_project: tuple[Path, codegen.Manife
                 assert r.status == "not_supported" and "tf32" in r.message
             if r.notes["heuristics"].get("A") is not None:
                 assert r.heuristic_rank == r.notes["heuristics"]["A"]
+
+
+@builds_and_runs_on_a_gpu
+def test_runtime_compiled_plans_are_kept_and_the_next_process_loads_them(
+        graph_project: tuple[Path, codegen.Manifest], cmake_build: Callable[[Path], Path], tmp_path: Path) -> None:
+    """The plan cache (csrc/benanza/plan_store.h, cudnn_graph.h PlanCache): a process keeps the plans
+    of runtime-compiled engines it built; the next process, on the same jobs, loads them instead of
+    compiling (each such result says which), with the same configs, statuses and checks; with the
+    cache turned off nothing is kept or loaded. Prints the build and median times of both runs."""
+    out, manifest = graph_project
+    build = out / "build" if (out / "build" / "bench_graph_conv").exists() else cmake_build(out)
+    jobs = [j for j in manifest.jobs if j["executable"] == "bench_graph_conv" and j["algorithms"] == ["*"]
+            and j["dtype"] == "fp16"]
+    picked = sorted({j["fusion"]: j["job"] for j in jobs}.values())  # one fp16 job per fusion pattern
+
+    def results(cache: str) -> dict[tuple[int, str], Result]:
+        env = {**os.environ, "BENANZA_PLAN_CACHE_DIR": cache}
+        run = subprocess.run([str(build / "bench_graph_conv"), "--jobs", ",".join(map(str, picked)), "--max-ms", "20"],
+                             capture_output=True, text=True, timeout=900, env=env)
+        assert run.returncode == 0, run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines()]
+        return {(d["job"], d["algorithm"]): Result.from_dict(d) for d in lines if d["event"] == "result"}
+
+    store = tmp_path / "plans"
+    first, second, off = results(str(store)), results(str(store)), results("off")
+    kept = {k for k, r in first.items() if r.notes.get("plan_cache") == "kept"}
+    assert kept, "no runtime-compiled engine among the fp16 jobs' configs"
+    assert all("RUNTIME_COMPILATION" in first[k].notes["behavior_notes"] for k in kept)
+    assert len(list(store.rglob("*.plan"))) == len(kept)
+    assert {k for k, r in second.items() if r.notes.get("plan_cache") == "hit"} == kept
+    assert not any("plan_cache" in r.notes for r in off.values())
+    assert set(first) == set(second) == set(off)
+    for k in first:
+        assert first[k].status == second[k].status == off[k].status, (k, first[k].message, second[k].message)
+    for k in kept:
+        assert second[k].ok and second[k].max_rel_error <= second[k].tolerance, second[k].message
+    built, loaded = (sum(run[k].notes["build_ms"] for k in kept) for run in (first, second))
+    ratio = sorted(second[k].median_ms / first[k].median_ms for k in kept if first[k].ok)
+    print(f"{len(kept)} runtime-compiled plans: built in {built:.0f} ms, loaded in {loaded:.0f} ms; "
+          f"median loaded/built {ratio[len(ratio) // 2]:.3f} (range {ratio[0]:.3f}-{ratio[-1]:.3f})")
 
 
 @builds_and_runs_on_a_gpu

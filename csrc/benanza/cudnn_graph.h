@@ -14,6 +14,8 @@
 //      GPU, PlanBuilder), workspace, one checked execution against the fp32 reference,
 //      bz::Context::measure, and one result line, flushed as soon as that config is done.
 // Every failure is a recorded status of that config, never a crash of the job.
+// Runtime-compiled plans are kept in the per-system plan cache (PlanCache, plan_store.h) once built,
+// and loaded from it instead of compiled when the same graph and config come again.
 #pragma once
 
 // cudnn-frontend's own headers trip two nvcc front-end diagnostics (an unreachable loop
@@ -28,6 +30,7 @@
 #pragma nv_diag_default 2810
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -49,6 +52,7 @@
 #include "benanza/cudnn_graph_names.h"
 #include "benanza/cudnn_util.h"
 #include "benanza/job_table.h"
+#include "benanza/plan_store.h"
 
 namespace bz {
 
@@ -74,11 +78,76 @@ inline fe::ManagedOpaqueDescriptor backend_descriptor(cudnnBackendDescriptorType
   return d;
 }
 
+// The process's plan cache: the store (PlanStore::default_dir; off without one), the device
+// properties plans are loaded against (read-only, shared by the builder threads: cuDNN loads
+// serialized plans without a handle), and the system part of every key (device, driver, cuDNN),
+// so that a plan compiled for another GPU or library is never loaded. Off where cuDNN cannot
+// describe the device (before 9.8).
+class PlanCache {
+ public:
+  static PlanCache& instance(int device) {
+    static PlanCache cache(device);
+    return cache;
+  }
+  bool enabled() const { return store_.enabled() && props_ != nullptr; }
+  // A job's key: the system, then the operation graph as cudnn-frontend serializes it (tensors,
+  // uids, shapes, strides, types, nodes and their attributes, the library versions), without its
+  // per-process graph id. An entry's key adds the engine config's plan name.
+  std::string graph_key(const fe::graph::Graph& g) const {
+    nlohmann::json j;
+    g.serialize(j);
+    j.erase("gid");
+    return system_ + "\n" + j.dump();
+  }
+  std::optional<std::string> get(const std::string& key) const { return store_.get(key); }
+  bool put(const std::string& key, const std::string& plan_json) const { return store_.put(key, plan_json); }
+  const std::shared_ptr<fe::DeviceProperties>& props() const { return props_; }
+
+ private:
+  explicit PlanCache(int device) : store_(PlanStore::default_dir()) {
+    if (!store_.enabled()) return;
+    cudaDeviceProp p{};
+    int driver = 0;
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess || cudaDriverGetVersion(&driver) != cudaSuccess) return;
+    auto props = std::make_shared<fe::DeviceProperties>();
+    props->set_device_id(device);
+    if (props->build().is_bad()) return;
+    props_ = std::move(props);
+    system_ = std::string("gpu ") + p.name + " sm_" + std::to_string(p.major) + std::to_string(p.minor) + " sms " +
+              std::to_string(p.multiProcessorCount) + " driver " + std::to_string(driver) + " cudnn " +
+              std::to_string(cudnnGetVersion());
+  }
+  PlanStore store_;
+  std::shared_ptr<fe::DeviceProperties> props_;
+  std::string system_;
+};
+
 // A frontend graph that also hands out what the benchmarks read beside the frontend's
-// API: the backend operation graph (for engine notes) and the release of a plan once
-// it has been measured (so hundreds of configs never hold their kernels at once).
+// API: the backend operation graph (for engine notes), the release of a plan once
+// it has been measured (so hundreds of configs never hold their kernels at once), and
+// plans kept in and loaded from the plan cache.
 class FeGraph : public fe::graph::Graph {
  public:
+  // Plan `index` loaded from the cache entry `key`: true when there was one and cuDNN took it
+  // (build_plan_at_index then creates nothing); false leaves the plan to be built.
+  bool load_plan(const PlanCache& cache, int64_t index, const std::string& key) {
+    const std::optional<std::string> json = cache.get(key);
+    if (!json) return false;
+    std::shared_ptr<fe::ExecutionPlan> plan;
+    if (fe::detail::create_cudnn_execution_plan(plan, *json, cache.props()).is_bad() || !plan) return false;
+    plans.get_execution_plans()[size_t(index)] = std::move(plan);
+    return true;
+  }
+  // Keeps built plan `index` under `key` when its engine compiled its kernels at run time (the
+  // plans cuDNN serializes, and the only ones whose build costs more than a fraction of a ms).
+  bool keep_plan(const PlanCache& cache, int64_t index, const std::string& key) {
+    const auto& plan = plans.get_execution_plans()[size_t(index)];
+    if (!plan) return false;
+    const auto& notes = plan->getAllBehaviorNotes();
+    if (std::find(notes.begin(), notes.end(), CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) == notes.end()) return false;
+    return cache.put(key, plan->getJsonRepresentation());
+  }
+
   cudnnBackendDescriptor_t op_graph() const { return operation_graph ? operation_graph->get_raw_desc() : nullptr; }
   void release_plan(int64_t index) {
     auto& built = plans.get_execution_plans();
@@ -378,12 +447,17 @@ class PlanBuilder {
   struct Built {
     fe::error_t status{fe::error_code_t::OK, ""};
     double ms = 0;  // the build's own time, on whichever thread built it
+    const char* cache = nullptr;  // "hit": loaded from the plan cache; "kept": built and kept there
   };
   // Config i's plan index, -1 for one not to build; called once per config, on a builder thread.
   using Prepare = std::function<int64_t(size_t)>;
 
-  PlanBuilder(FeGraph& g, size_t configs, Prepare prepare, int device, int threads)
-      : g_(g), prepare_(std::move(prepare)), built_(configs) {
+  // `key`: the job's plan-cache key (PlanCache::graph_key; empty: no cache), `tags` each config's
+  // plan name, which the key of its entry adds.
+  PlanBuilder(FeGraph& g, size_t configs, Prepare prepare, int device, int threads, std::string key = {},
+              std::vector<std::string> tags = {})
+      : g_(g), prepare_(std::move(prepare)), built_(configs), device_(device), key_(std::move(key)),
+        tags_(std::move(tags)) {
     if (threads <= 0 || configs == 0) return;
     // the pool's threads on the benchmark's device: plans load their kernels into its context
     BuildPool& pool = BuildPool::instance(threads, [device] {
@@ -418,7 +492,10 @@ class PlanBuilder {
     const int64_t index = prepare_(i);
     if (index < 0) return b;
     const auto t0 = std::chrono::steady_clock::now();
+    const bool cached = !key_.empty() && i < tags_.size();
+    const std::string entry = cached ? key_ + "\nplan " + tags_[i] : std::string();
     try {
+      if (cached && g_.load_plan(PlanCache::instance(device_), index, entry)) b.cache = "hit";
       b.status = g_.build_plan_at_index(index);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
       b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, e.what()};
@@ -426,12 +503,21 @@ class PlanBuilder {
       b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "unknown exception"};
     }
     b.ms = ms_since(t0);
+    if (cached && !b.cache && b.status.is_good()) {
+      try {  // a plan that cannot be kept is still measured
+        if (g_.keep_plan(PlanCache::instance(device_), index, entry)) b.cache = "kept";
+      } catch (const std::exception&) {
+      }
+    }
     return b;
   }
 
   FeGraph& g_;
   Prepare prepare_;
   std::vector<Built> built_;  // element i written by the one pool thread that builds config i
+  int device_;
+  std::string key_;
+  std::vector<std::string> tags_;
   size_t taken_count_ = 0;    // threads 0: configs built so far
   std::unique_ptr<BuildQueue> queue_;  // last: destroyed first (see ~PlanBuilder)
 };
@@ -519,8 +605,19 @@ std::shared_ptr<GraphPrep> prepare_graph(const HostContext& host, int job, const
     return c.skip ? -1 : self->list.configs[ci].index;
   };
   t0 = std::chrono::steady_clock::now();
+  std::string key;
+  std::vector<std::string> tags;
+  const PlanCache& cache = PlanCache::instance(host.opt.device);
+  if (cache.enabled()) {
+    try {
+      key = cache.graph_key(prep->graph);
+      for (size_t ci = 0; ci < prep->limit; ++ci) tags.push_back(list.configs[ci].tag);
+    } catch (const std::exception&) {  // a graph the frontend cannot serialize is built, not cached
+      key.clear();
+    }
+  }
   prep->builder = std::make_unique<PlanBuilder>(prep->graph, prep->limit, prepare, host.opt.device,
-                                                host.opt.plan_threads);
+                                                host.opt.plan_threads, std::move(key), std::move(tags));
   prep->host_ms += ms_since(t0);
   return prep;
 }
@@ -626,6 +723,7 @@ inline void run_engine_configs(Context& ctx, int job, const Result& base, const 
       }
       if (config_prep.skip) throw *config_prep.skip;
       r.notes.add("build_ms", built.ms);
+      if (built.cache) r.notes.add("plan_cache", built.cache);
       check_fe(built.status, Status::NotSupported, "build_plan_at_index");
       int64_t ws = 0;
       check_fe(graph.get_workspace_size_plan_at_index(c.index, ws), Status::Failed,
