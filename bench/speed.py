@@ -14,6 +14,9 @@ every part's rows together and writes OUT/speed.json. A row is one figure: the w
     python bench/speed.py pipeline --out OUT --models regnet_y_400mf,swin_t
     # the same, a first answer over the heuristics' first 8 graph-API engine configs per job
     python bench/speed.py pipeline --out OUT8 --models regnet_y_400mf,swin_t --max-engines 8
+    # again into another OUT, both runs with BENANZA_BUILD_CACHE_DIR set to one directory: nothing is
+    # compiled, and the runtime-compiled plans kept above are loaded (the plan cache)
+    BENANZA_BUILD_CACHE_DIR=BC python bench/speed.py pipeline --out OUT8b --models regnet_y_400mf,swin_t --max-engines 8
 
     # the zoo campaign (9 models x batches 1/8/64/256 x fp32/tf32/fp16, every engine) estimated from
     # two disjoint 1/N samples; their spread is the sampling error
@@ -25,7 +28,8 @@ Floors:
   profile    one child's start-up (interpreter, framework import, model build: paid once at least)
              + both runs' GPU phases (warm-ups, timed runs, the trace written);
   pipeline   the profile's floor + the timed repetitions of every measured job (the harness's timed GPU);
-             its build cache is $BENANZA_BUILD_CACHE_DIR, else OUT/build-cache (the row says what it held);
+             its build cache is $BENANZA_BUILD_CACHE_DIR, else OUT/build-cache, its plan cache the harness's
+             ($BENANZA_PLAN_CACHE_DIR, else ~/.cache/benanza/plans); the row says what each held;
   campaign   the timed repetitions + each executable's process start and library handles (once each).
 """
 
@@ -115,6 +119,8 @@ def _export(name: str, path: Path, batch: int) -> None:
 
 
 def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from benanza.measure import plan_cache
+
     out = Path(args.out) / "pipeline"
     out.mkdir(parents=True, exist_ok=True)
     cache = Path(os.environ.get("BENANZA_BUILD_CACHE_DIR") or Path(args.out) / "build-cache")
@@ -122,6 +128,7 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for name in args.models.split(","):
         cached = sum(1 for _ in cache.glob("??/*.exe")) if cache.is_dir() else 0
+        plans = plan_cache.usage()[0] if plan_cache.root() is not None else None
         model = out / f"{name}_b{args.batch}.onnx"
         if not model.exists():
             _export(name, model, args.batch)
@@ -132,6 +139,8 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
                               *(["--max-engines", str(args.max_engines)] if args.max_engines else []), env=env,
                               log=out / f"{name}.log", timeout_s=args.timeout)
         held = "empty build cache" if not cached else f"build cache holding {cached} executables"
+        held += ", plan cache off" if plans is None else f", plan cache holding {plans} plans" if plans else \
+            ", empty plan cache"
         if args.max_engines:
             held += f", --max-engines {args.max_engines}"
         if done.returncode:

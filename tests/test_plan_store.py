@@ -111,3 +111,40 @@ def test_the_environment_picks_the_directory_or_turns_it_off(tool: Path, tmp_pat
     assert ask(tool, "dir", env={**base, "HOME": home, "XDG_CACHE_HOME": "/x"}) == "/x/benanza/plans"
     assert ask(tool, "dir", env={**base, "BENANZA_PLAN_CACHE_DIR": "/y", "XDG_CACHE_HOME": "/x"}) == "/y"
     assert ask(tool, "dir", env={**base, "BENANZA_PLAN_CACHE_DIR": "off"}) == ""
+
+
+@pytest.mark.parametrize("given", [{}, {"XDG_CACHE_HOME": "/x"},
+                                   {"BENANZA_PLAN_CACHE_DIR": "/y", "XDG_CACHE_HOME": "/x"},
+                                   {"BENANZA_PLAN_CACHE_DIR": "off"}])
+def test_python_finds_the_directory_the_harness_uses(tool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     given: dict[str, str]) -> None:
+    """``benanza plan-cache`` (benanza/measure/plan_cache.py) shows and clears the directory the harness
+    writes: the two decide it apart, from the same environment."""
+    from benanza.measure import plan_cache
+
+    env = {k: v for k, v in os.environ.items() if k not in ("BENANZA_PLAN_CACHE_DIR", "XDG_CACHE_HOME")}
+    env = {**env, "HOME": str(tmp_path), **given}
+    for name in ("BENANZA_PLAN_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+    assert str(plan_cache.root() or "") == ask(tool, "dir", env=env)
+
+
+def test_plan_cache_command_counts_and_clears_what_the_harness_kept(tool: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from benanza.cli.main import main
+
+    store = tmp_path / "plans"
+    for key in ("graph A\nplan eng4", "graph B\nplan eng8"):
+        assert ask(tool, "put", str(store), key, "x" * 1000) == "kept"
+    monkeypatch.setenv("BENANZA_PLAN_CACHE_DIR", str(store))
+    shown = CliRunner().invoke(main, ["plan-cache"])
+    assert shown.exit_code == 0 and f"{store}: 2 plan(s)" in shown.output
+    cleared = CliRunner().invoke(main, ["plan-cache", "--clear"])
+    assert cleared.exit_code == 0 and "deleted 2 plan(s)" in cleared.output
+    assert ask(tool, "get", str(store), "graph A\nplan eng4") == "miss"
+    monkeypatch.setenv("BENANZA_PLAN_CACHE_DIR", "off")
+    assert "plan cache off" in CliRunner().invoke(main, ["plan-cache"]).output

@@ -34,8 +34,8 @@ err_console = _console(stderr=True)
 # the help lists the commands, so that ``benanza analyze`` does not pay for ``benanza run``.
 COMMAND_MODULES: dict[str, str] = {
     "analyze": "analyze", "build-cache": "build_cache", "bundles": "compare", "compare": "compare", "db": "db",
-    "generate": "generate", "layers": "models", "models": "models", "pipeline": "pipeline", "profile": "profile",
-    "quickstart": "quickstart", "replay": "replay", "run": "run",
+    "generate": "generate", "layers": "models", "models": "models", "pipeline": "pipeline", "plan-cache": "build_cache",
+    "profile": "profile", "quickstart": "quickstart", "replay": "replay", "run": "run",
 }
 
 
