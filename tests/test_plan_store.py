@@ -148,3 +148,25 @@ def test_plan_cache_command_counts_and_clears_what_the_harness_kept(tool: Path, 
     assert ask(tool, "get", str(store), "graph A\nplan eng4") == "miss"
     monkeypatch.setenv("BENANZA_PLAN_CACHE_DIR", "off")
     assert "plan cache off" in CliRunner().invoke(main, ["plan-cache"]).output
+
+
+def test_pruning_drops_the_least_recently_used_plans_first(tool: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plan_cache.prune`` (the runner calls it before each run) keeps the cache within its bound: the
+    plans loaded last (the harness marks a hit used) stay, and a dead writer's old temporary file goes."""
+    from benanza.measure import plan_cache
+
+    store = tmp_path / "plans"
+    monkeypatch.setenv("BENANZA_PLAN_CACHE_DIR", str(store))
+    for i, key in enumerate(("graph A", "graph B", "graph C")):
+        assert ask(tool, "put", str(store), key, "x" * 1000) == "kept"
+        os.utime(Path(ask(tool, "path", str(store), key)), (1000 + i, 1000 + i))  # A oldest, C newest
+    assert ask(tool, "get", str(store), "graph A") == "hit " + "x" * 1000  # A now the most recently used
+    stale = Path(ask(tool, "path", str(store), "graph B").replace(".plan", ".plan.tmp.1.2"))
+    stale.write_text("half an entry")
+    os.utime(stale, (1000, 1000))
+    one = Path(ask(tool, "path", str(store), "graph A")).stat().st_size
+    assert plan_cache.prune(2 * one) == 1  # B, the least recently used, goes
+    assert [ask(tool, "get", str(store), k)[:3] for k in ("graph A", "graph B", "graph C")] == ["hit", "mis", "hit"]
+    assert not stale.exists()
+    assert plan_cache.prune(2 * one) == 0

@@ -189,6 +189,21 @@ def test_a_pipelines_timings_say_where_its_jobs_time_went(fake_build: Path, plan
     assert phases["db_write"] > 0 and phases["timed"] == 0  # the fake is an older harness: no phases of its own
 
 
+def test_a_run_keeps_the_plan_cache_within_its_bound(fake_build: Path, plan_env: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before its jobs, a run prunes the harness's plan cache to BENANZA_PLAN_CACHE_MAX_MB."""
+    plans = plan_env / "plans"
+    for name in ("00/a.plan", "01/b.plan"):
+        (plans / name).parent.mkdir(parents=True, exist_ok=True)
+        (plans / name).write_bytes(b"x" * 4096)
+    os.utime(plans / "00/a.plan", (1000, 1000))  # the least recently used
+    monkeypatch.setenv("BENANZA_PLAN_CACHE_DIR", str(plans))
+    monkeypatch.setenv("BENANZA_PLAN_CACHE_MAX_MB", str(5000 / 2**20))
+    project = make_project(plan_env, {"bench_fake": ["ok"]})
+    runner.run(project, DatabaseSink(perfdb.open_db(plan_env / "perf.db")), timeout_s=TIMEOUT_S, build_dir=fake_build)
+    assert sorted(p.name for p in plans.rglob("*.plan")) == ["b.plan"]
+
+
 def test_max_engines_reaches_every_process_through_the_workflow(fake_build: Path, plan_env: Path) -> None:
     """``--max-engines`` (run and pipeline): ``workflows.measure.run_here``, which ``pipeline`` measures
     with, hands it to every benchmark process (the fake tells it back in its end lines); without it none

@@ -42,7 +42,8 @@ def plan_cache_cmd(clear: bool) -> None:
     A graph-API benchmark keeps each plan whose engine compiled its kernels at run time (seconds of
     NVRTC each) and loads it, instead of compiling, when the same operation graph and engine config
     come again on the same GPU, driver and cuDNN: in a later run, project or model. Its results say
-    so (notes "plan_cache": "kept" or "hit"). BENANZA_PLAN_CACHE_DIR moves it; "off" turns it off.
+    so (notes "plan_cache": "kept" or "hit"). BENANZA_PLAN_CACHE_DIR moves it ("off" turns it off),
+    BENANZA_PLAN_CACHE_MAX_MB bounds it (least recently used go first, before each run).
     """
     where = plan_cache.root()
     if where is None:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from benanza.apis import has_weights, job_table
 from benanza.errors import BenanzaError
 from benanza.library import L2, Status
-from benanza.measure import build_cache
+from benanza.measure import build_cache, plan_cache
 from benanza.measure.system import merge_system, system_id
 from benanza.records import MANIFEST, MANIFEST_SCHEMA, JobKey, Result, checked_result
 
@@ -950,6 +950,8 @@ def run(project_dir: str | Path, sink: Sink, system_id: str | None = None, timeo
     if missing:
         raise BenanzaError(f"{out}: no executable {', '.join(missing)} (build the project first)")
     sink.store_manifest(manifest)
+    with contextlib.suppress(OSError):  # the harness's plan cache within its bound (a failure costs disk only)
+        plan_cache.prune()
     runner = Runner(sink, out, timeout_s, force, l2, system_id, system, progress, max_reps, max_engines, harness_args)
     runner.summary.jobs = sum(len(j) for j in every.values())
     runner.summary.weightless = runner.summary.jobs - sum(len(j) for j in jobs.values())

@@ -8,7 +8,8 @@
 // truncated or foreign file reads as a miss, never as another graph's plan. Entries are written to
 // a file of their own and renamed into place, so concurrent writers (threads, processes, a
 // cluster's workers on one host) and readers never see half an entry. Every I/O failure is a miss
-// or an entry not kept: the store can only save a build, never fail one.
+// or an entry not kept: the store can only save a build, never fail one. A hit marks its file used
+// (its mtime), so the runner's pruning (benanza/measure/plan_cache.py) drops the least used first.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +74,8 @@ class PlanStore {
     if (!in.read(stored.data(), std::streamsize(key_size)) || stored != key) return std::nullopt;
     std::string value(value_size, '\0');
     if (!in.read(value.data(), std::streamsize(value_size))) return std::nullopt;
+    std::error_code ec;  // used now: the last to go when the cache is pruned (plan_cache.py)
+    std::filesystem::last_write_time(path_of(key), std::filesystem::file_time_type::clock::now(), ec);
     return value;
   }
 
