@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 
 from benanza.model.onnx_import import load_model
-from benanza.profile.capture import materialize
 from benanza.profile.capture_child import node_ranges
 from benanza.profile.kineto import read_kineto_trace
+from benanza.profile.materialize import materialize
 from benanza.profile.node_layers import torch_range_layers
 from benanza.profile.onnx_torch import convert_named
 from benanza.profile.ranges import NODE_RANGE, RUN_RANGE

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from benanza.profile.capture import materialize
+from benanza.profile.materialize import materialize
 from benanza.profile.ort_profile import read_ort_profile
 
 EXPORTS = Path(__file__).parent / "data" / "exports"

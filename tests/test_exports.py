@@ -123,7 +123,7 @@ def test_materialized_export_runs_in_onnx_runtime(tmp_path: Path, stem: str) -> 
     """What `benanza profile --seq-len` hands a framework: static inputs, folded constants (index tensors
     with their values), random weights; ONNX Runtime (CPU) runs it to the shape the loader inferred."""
     ort = pytest.importorskip("onnxruntime")
-    from benanza.profile.capture import materialize
+    from benanza.profile.materialize import materialize
 
     mat = materialize(EXPORTS / f"{stem}.onnx", 3, tmp_path / "model.onnx", seq_len=24)
     proto = onnx.load(str(mat.path))
@@ -163,7 +163,7 @@ def test_cli_layers_needs_the_sequence_length() -> None:
 def test_fp16_copy_of_a_masked_export_runs(tmp_path: Path, stem: str) -> None:
     """BERT casts its attention mask to float32: the fp16 copy casts it to float16 (was refused: 'Cast')."""
     ort = pytest.importorskip("onnxruntime")
-    from benanza.profile.capture import materialize, to_fp16
+    from benanza.profile.materialize import materialize, to_fp16
 
     mat = materialize(EXPORTS / f"{stem}.onnx", 2, tmp_path / "model.onnx", seq_len=16)
     half = to_fp16(mat.path, tmp_path / "half.onnx")

@@ -142,6 +142,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "benanza.profile.capture_child": ("onnx", "networkx", "sqlite_utils", "benanza.model", "benanza.apis",
                                       "benanza.measure", "benanza.profile.capture", "benanza.profile.bundle",
                                       "benanza.profile.materialize", "benanza.profile.cudnn_log"),
+    # ``benanza profile`` starts its capture's children before it loads what reading and mapping the bundle
+    # need (issue 32: those imports, about 1 s, load on a thread of their own meanwhile)
+    "benanza.cli.profile": ("onnx", "networkx", "numpy", "benanza.analyze", "benanza.model.onnx_import",
+                            "benanza.profile.materialize", "benanza.profile.bundle", "benanza.profile.mapping"),
     # ``benanza analyze`` loads only what a cached analysis needs (issue 17: < 1 s after the first call)
     "benanza.cli.analyze": ("onnx", "numpy", "sqlite_utils", "jinja2", "benanza.store.db", "benanza.measure",
                             "benanza.generate", "benanza.workflows.prepare", "benanza.cli.run",

@@ -16,9 +16,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx2torch")
 
 from benanza.model.onnx_import import load_model  # noqa: E402
-from benanza.profile.capture import materialize  # noqa: E402
 from benanza.profile.capture_child import node_ranges  # noqa: E402
 from benanza.profile.kineto import read_kineto_trace  # noqa: E402
+from benanza.profile.materialize import materialize  # noqa: E402
 from benanza.profile.node_layers import torch_range_layers  # noqa: E402
 from benanza.profile.onnx_torch import ConversionError, convert_named  # noqa: E402
 from benanza.profile.ranges import NODE_RANGE, RUN_RANGE  # noqa: E402

@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from benanza.analyze.inputs import WhatIf
 from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.paths import cache_dir, perfdb_dir
 from benanza.store.packed import PACKED_SUFFIX
+
+if TYPE_CHECKING:
+    from benanza.analyze.inputs import WhatIf
 
 
 class InputError(click.ClickException):
@@ -85,6 +87,8 @@ def database(path: Path | None) -> Path:
 
 def parse_what_ifs(text: str) -> list[WhatIf]:
     """``--what-if tf32,fp16`` -> [TF32, FP16]; ``none`` -> []: the same rules as ``--dtype``."""
+    from benanza.analyze.inputs import WhatIf  # the analyzer's: only the commands that analyze pay its import
+
     items = [item.strip().lower() for item in text.split(",")]
     valid = [w.value for w in WhatIf]
     if items == ["none"]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
 
 import click
@@ -11,9 +13,7 @@ from benanza.cli.main import console, err_console, friendly_errors, main
 from benanza.cli.options import CheckedPath, ExistingPath, parse_precisions
 from benanza.errors import BenanzaError
 from benanza.library import Precision
-from benanza.model.onnx_import import load_model
 from benanza.plain_text import line
-from benanza.profile.bundle import Framework, bundle_seq_len, read_bundle
 from benanza.profile.capture import (
     CAPTURE_PRECISIONS,
     EXPORTED,
@@ -22,7 +22,12 @@ from benanza.profile.capture import (
     capture,
     capture_torch_module,
 )
-from benanza.profile.mapping import map_bundle_report, summary
+from benanza.profile.capture_protocol import Framework
+
+# What reading the bundle and mapping it onto the model import (its parsers, onnx, networkx, numpy: about
+# 1 s), loaded on a thread of
+# its own while a capture's children run (_import_meanwhile): they start without waiting for it.
+MAPPING_MODULES = ("benanza.profile.bundle", "benanza.model.onnx_import", "benanza.profile.mapping")
 
 # --framework spellings -> the bundle's framework.
 FRAMEWORKS: dict[str, Framework] = {"onnxruntime": Framework.ONNXRUNTIME, "ort": Framework.ONNXRUNTIME,
@@ -68,6 +73,8 @@ def profile_command(model: Path | None, framework: str, batch: int, seq_len: int
         raise BenanzaError(f"--dtype: a profile runs in one of {', '.join(p.value for p in CAPTURE_PRECISIONS)}, "
                            f"got {dtype!r}")
     dtype = precisions[0].value
+    if not map_only:
+        _import_meanwhile(MAPPING_MODULES)
     if torch_module is not None:
         if model is not None:
             raise BenanzaError("--torch-module profiles the module's own export: give no MODEL")
@@ -84,6 +91,10 @@ def profile_command(model: Path | None, framework: str, batch: int, seq_len: int
         capture(model, FRAMEWORKS[framework].value, batch, dtype, out, runs=runs, warmup=warmup,
                 algo_search=algo_search, profiled_runs=profiled_runs, seq_len=seq_len)
         console.print(line(f"wrote profile bundle {out}"), highlight=False)
+    from benanza.model.onnx_import import load_model
+    from benanza.profile.bundle import bundle_seq_len, read_bundle
+    from benanza.profile.mapping import map_bundle_report, summary
+
     bundle = read_bundle(out)
     mapping = map_bundle_report(load_model(model, bundle.meta.batch, bundle_seq_len(bundle)), bundle)
     table = Table("", "value", title=line(f"{model.name} in {bundle.meta.framework} "
@@ -96,3 +107,10 @@ def profile_command(model: Path | None, framework: str, batch: int, seq_len: int
         err_console.print(line(f"unmapped layer {index}: {why}"), highlight=False)
     for note in mapping.notes:
         err_console.print(line(f"note: {note}"), highlight=False)
+
+
+def _import_meanwhile(modules: tuple[str, ...]) -> None:
+    """Import ``modules`` on a daemon thread: the capture's children, which need none of them, start at once,
+    and the mapping after the capture finds them loaded (Python's import locks keep the two threads apart)."""
+    threading.Thread(target=lambda: [importlib.import_module(m) for m in modules], daemon=True,
+                     name="import-meanwhile").start()

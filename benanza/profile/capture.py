@@ -43,7 +43,6 @@ from benanza.errors import BenanzaError
 from benanza.library import Precision
 from benanza.measure import system
 from benanza.phases import Phases
-from benanza.profile.bundle import model_digest, write_meta
 from benanza.profile.capture_protocol import (  # noqa: F401 -- the names importers of this module use too
     ALLOW_TF32,
     CAPTURE_PRECISIONS,
@@ -58,7 +57,6 @@ from benanza.profile.capture_protocol import (  # noqa: F401 -- the names import
     AlgoSearch,
     Framework,
 )
-from benanza.profile.materialize import materialize, strip_weights, to_fp16
 from benanza.profile.ranges import TORCH_MODULE_FORMAT
 
 PROFILED_RUNS = 10  # runs inside the profiler and API logs: enough for per-kernel medians, small bundles
@@ -224,6 +222,9 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
     """Profile one model in one framework and write the bundle ``out_dir``; returns its path.
 
     ``seq_len`` sets the model's symbolic non-batch input dims (meta.json's extra.seq_len)."""
+    # onnx and numpy (about 0.8 s): imported here, not by `benanza profile --torch-module`, whose children start first
+    from benanza.profile.materialize import materialize, strip_weights, to_fp16
+
     fw = Framework(framework)
     try:
         prec = Precision(precision)
@@ -269,6 +270,8 @@ def capture(model_path: str | Path, framework: str, batch: int, precision: str, 
              "clock": profiled.get("clock", {}), **({"seq_len": seq_len} if seq_len is not None else {}),
              "capture_s": {**phases.times, "profiled child, inside": _child_phases(profiled),
                            "latency child, inside": _child_phases(timed)}}
+    from benanza.profile.bundle import model_digest, write_meta  # the parsers it imports: after the children
+
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=src.name, batch=batch, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
@@ -338,6 +341,8 @@ def capture_torch_module(spec: str, precision: str, out_dir: str | Path, batch: 
              "capture_s": {**phases.times, "profiled child, inside": _child_phases(profiled),
                            "latency child, inside": _child_phases(timed),
                            "export child, inside": _child_phases(exported)}}
+    from benanza.profile.bundle import model_digest, write_meta  # the parsers it imports: after the children
+
     write_meta(bundle, framework=fw.value, framework_version=str(timed.get("framework_version", "")),
                model=EXPORTED, batch=batch_run, dtype=prec.value, latencies_ms=timed["latencies_ms"],
                system={**{k: v for k, v in sys_info.items() if k not in ("usable", "reason")},
