@@ -89,15 +89,20 @@ class PlanCache {
     static PlanCache cache(device);
     return cache;
   }
-  bool enabled() const { return store_.enabled() && props_ != nullptr; }
+  bool enabled() const { return store_.enabled() && props_ != nullptr && !system_.empty(); }
   // A job's key: the system, then the operation graph as cudnn-frontend serializes it (tensors,
   // uids, shapes, strides, types, nodes and their attributes, the library versions), without its
   // per-process graph id. An entry's key adds the engine config's plan name.
   std::string graph_key(const fe::graph::Graph& g) const {
+#ifndef CUDNN_FRONTEND_SKIP_JSON_LIB
     nlohmann::json j;
     g.serialize(j);
     j.erase("gid");
     return system_ + "\n" + j.dump();
+#else
+    (void)g;
+    return {};  // a build without the frontend's JSON library (CI's check-only build): no cache
+#endif
   }
   std::optional<std::string> get(const std::string& key) const { return store_.get(key); }
   bool put(const std::string& key, const std::string& plan_json) const { return store_.put(key, plan_json); }
@@ -113,9 +118,11 @@ class PlanCache {
     props->set_device_id(device);
     if (props->build().is_bad()) return;
     props_ = std::move(props);
+#ifndef CUDNN_FRONTEND_SKIP_JSON_LIB  // else no graph has a key: the cache stays off
     system_ = std::string("gpu ") + p.name + " sm_" + std::to_string(p.major) + std::to_string(p.minor) + " sms " +
               std::to_string(p.multiProcessorCount) + " driver " + std::to_string(driver) + " cudnn " +
               std::to_string(cudnnGetVersion());
+#endif
   }
   PlanStore store_;
   std::shared_ptr<fe::DeviceProperties> props_;
