@@ -30,7 +30,7 @@ from benanza.errors import BenanzaError
 from benanza.library import L2, Api, Status
 from benanza.measure import runner, system
 from benanza.measure.system import system_id
-from benanza.records import JobKey
+from benanza.records import JobKey, Result
 from benanza.store import db as perfdb
 from benanza.store.db import DatabaseSink
 from benanza.workflows import measure
@@ -275,6 +275,29 @@ def test_run_summary_says_what_cold_weights_left_out() -> None:
     assert runner.jobs_to_run(jobs, L2.COLD_WEIGHTS.value) == {"bench_conv_fwd": jobs["bench_conv_fwd"],
                                                                 "bench_pooling": []}
     assert runner.jobs_to_run(jobs, L2.COLD.value) == jobs
+
+
+def test_run_summary_counts_the_plans_the_harness_loaded_or_kept() -> None:
+    """A result's notes.plan_cache (the harness's plan cache) adds to the run's counts, which the summary
+    table shows when there are any (a run with no runtime-compiled engine shows no such row)."""
+    def rendered(summary: runner.RunSummary) -> str:
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(summary_table(summary, "run"))
+        return console.export_text()
+
+    key = JobKey("k", Api.GRAPH_CONV.value, "fp16", "conv+bias+act", "warm", "[]")
+    job = runner.ScheduledJob("bench_graph_conv", 0, key)
+    results = [Result.from_dict({"layer_key": "k", "api": Api.GRAPH_CONV.value, "algorithm": f"eng{i}",
+                                 "dtype": "fp16", "fusion": "conv+bias+act", "math": "tensor_op", "status": "ok",
+                                 "notes": {"plan_cache": cached} if cached else {}})
+               for i, cached in enumerate(("hit", "hit", "kept", None))]
+    summary = runner.RunSummary()
+    summary.count(runner.JobOutcome(job, "ok", results=results))
+    assert (summary.plans_loaded, summary.plans_kept, summary.results) == (2, 1, 4)
+    text = rendered(summary)
+    assert any("plans loaded from the plan cache" in line and line.rstrip(" │|").endswith("2")
+               for line in text.splitlines())
+    assert "plan cache" not in rendered(runner.RunSummary(jobs=1, ran=1))
 
 
 def test_relative_project_and_build_paths(fake_build: Path, plan_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,8 +24,10 @@ SUMMARY_ROWS = (
     ("garbage output", "garbage"),
     ("restarts", "restarts"), ("results stored", "results"), ("ok", "ok"), ("unsupported", "not_supported"),
     ("out of memory", "out_of_memory"), ("failed", "failed"), ("check failed", "check_failed"),
+    ("plans loaded from the plan cache", "plans_loaded"), ("plans compiled and kept there", "plans_kept"),
 )  # fmt: skip
-ONLY_IF_ANY = frozenset({"weightless"})  # only --l2 cold-weights leaves jobs out
+# only --l2 cold-weights leaves jobs out; only graph-API runs with runtime-compiled engines use the plan cache
+ONLY_IF_ANY = frozenset({"weightless", "plans_loaded", "plans_kept"})
 
 
 def summary_table(summary: Any, title: str) -> Table:

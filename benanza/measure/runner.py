@@ -57,6 +57,8 @@ EVENTS = ("system", "start", "result", "end", "error", "ready")  # "ready": a --
 # Fields of the system line that describe the process, not the machine.
 PROCESS_FIELDS = ("event", "api", "l2", "schema")
 _RESULT_STATUSES = frozenset(s.value for s in Status)
+# A result's notes.plan_cache (csrc/benanza/cudnn_graph.h) -> the RunSummary count it adds to.
+_PLAN_CACHE_FIELDS = {"hit": "plans_loaded", "kept": "plans_kept"}
 
 # ---------------------------------------------------------------- build
 
@@ -317,6 +319,8 @@ class RunSummary:
       crashed / timeout / garbage: jobs whose process died / hung / printed a bad line.
     - results: result lines stored; ok, not_supported, out_of_memory, failed,
       check_failed: those results by their own status.
+    - plans_loaded / plans_kept: graph-API plans the harness loaded from / compiled and kept in its
+      plan cache (runtime-compiled engines only).
     - restarts: executable processes started again after a crash or hang; processes: every
       process started (a --serve process taken from a pool is not started again).
     - errors: executables that could not run at all (nothing recorded for their jobs).
@@ -338,6 +342,8 @@ class RunSummary:
     failed: int = 0
     check_failed: int = 0
     restarts: int = 0
+    plans_loaded: int = 0  # runtime-compiled plans the harness loaded from its plan cache (notes.plan_cache "hit")
+    plans_kept: int = 0  # ... and compiled, then kept there ("kept")
     processes: int = 0  # benchmark processes started (a cluster worker's prestarted ones too: cluster_worker)
     timed_gpu_s: float = 0.0  # the GPU seconds of the jobs' timed repetitions (harness "timed_gpu"): the floor
     phases_ms: dict[str, float] = field(default_factory=dict)  # JobOutcome.phases summed over the jobs run
@@ -357,6 +363,9 @@ class RunSummary:
         setattr(self, job_field, getattr(self, job_field) + 1)
         for result in outcome.results:
             self.results += 1
+            cached = result.notes.get("plan_cache") if isinstance(result.notes, dict) else None
+            if cached in _PLAN_CACHE_FIELDS:
+                setattr(self, _PLAN_CACHE_FIELDS[cached], getattr(self, _PLAN_CACHE_FIELDS[cached]) + 1)
             if hasattr(self, result.status) and result.status in _RESULT_STATUSES:
                 setattr(self, result.status, getattr(self, result.status) + 1)
 
