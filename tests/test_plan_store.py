@@ -77,7 +77,8 @@ def test_an_entry_comes_back_only_under_its_own_key(tool: Path, tmp_path: Path) 
 
 def test_another_keys_file_a_truncated_or_foreign_one_is_a_miss(tool: Path, tmp_path: Path) -> None:
     """What a hash collision would give (the file of another key at this key's name), a file cut
-    short by a full disk or a kill, and one some other program wrote: each reads as a miss."""
+    short by a full disk or a kill, one whose header claims more than any file holds, one with bytes
+    after its entry, and one some other program wrote: each reads as a miss."""
     store = str(tmp_path / "plans")
     assert ask(tool, "put", store, "graph B", "value of B") == "kept"
     mine = Path(ask(tool, "path", store, "graph C"))
@@ -85,7 +86,8 @@ def test_another_keys_file_a_truncated_or_foreign_one_is_a_miss(tool: Path, tmp_
     mine.write_bytes(Path(ask(tool, "path", store, "graph B")).read_bytes())  # B's entry under C's name
     assert ask(tool, "get", store, "graph C") == "miss"
     whole = Path(ask(tool, "path", store, "graph B")).read_bytes()
-    for cut in (whole[:-3], whole[:12], b"", b"\x7fELF not an entry\n"):
+    lying = b"benanza-plan 1\n7 999999999999999\ngraph Bxyz"  # a header whose size no file holds
+    for cut in (whole[:-3], whole[:12], b"", b"\x7fELF not an entry\n", lying, whole + b"trailing"):
         Path(ask(tool, "path", store, "graph B")).write_bytes(cut)
         assert ask(tool, "get", store, "graph B") == "miss", cut
 

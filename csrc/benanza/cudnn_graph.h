@@ -501,8 +501,13 @@ class PlanBuilder {
     const auto t0 = std::chrono::steady_clock::now();
     const bool cached = !key_.empty() && i < tags_.size();
     const std::string entry = cached ? key_ + "\nplan " + tags_[i] : std::string();
+    if (cached) {
+      try {  // an entry cuDNN refuses (or one that cannot be read) is a miss: the plan is compiled
+        if (g_.load_plan(PlanCache::instance(device_), index, entry)) b.cache = "hit";
+      } catch (const std::exception&) {
+      }
+    }
     try {
-      if (cached && g_.load_plan(PlanCache::instance(device_), index, entry)) b.cache = "hit";
       b.status = g_.build_plan_at_index(index);
     } catch (const std::exception& e) {  // cudnn-frontend builders may throw cudnnException
       b.status = fe::error_t{fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, e.what()};

@@ -63,19 +63,26 @@ class PlanStore {
   // The value stored under `key`; nothing on a miss (no file, another key's file, a short one).
   std::optional<std::string> get(const std::string& key) const {
     if (!enabled()) return std::nullopt;
-    std::ifstream in(path_of(key), std::ios::binary);
-    if (!in) return std::nullopt;
+    const std::filesystem::path path = path_of(key);
+    std::error_code ec;
+    const uintmax_t file_size = std::filesystem::file_size(path, ec);
+    std::ifstream in(path, std::ios::binary);
+    if (ec || !in) return std::nullopt;
     std::string magic;
     size_t key_size = 0, value_size = 0;
     if (!std::getline(in, magic) || magic != kMagic || !(in >> key_size >> value_size) || in.get() != '\n')
       return std::nullopt;
-    if (key_size != key.size()) return std::nullopt;
+    // the header's sizes must account for the file exactly: a header that lies is a miss, not a huge read
+    const std::streamoff header = in.tellg();
+    if (key_size != key.size() || header < 0 || value_size > file_size ||
+        uintmax_t(header) + key_size + value_size != file_size)
+      return std::nullopt;
     std::string stored(key_size, '\0');
     if (!in.read(stored.data(), std::streamsize(key_size)) || stored != key) return std::nullopt;
     std::string value(value_size, '\0');
     if (!in.read(value.data(), std::streamsize(value_size))) return std::nullopt;
-    std::error_code ec;  // used now: the last to go when the cache is pruned (plan_cache.py)
-    std::filesystem::last_write_time(path_of(key), std::filesystem::file_time_type::clock::now(), ec);
+    // used now: the last to go when the cache is pruned (plan_cache.py)
+    std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
     return value;
   }
 
