@@ -59,9 +59,9 @@ def pipeline_cmd(model: Path, db_path: Path, batch: int | None, seq_len: int | N
 
     Without a usable GPU it says so in one line and stops after the build (with --profile-with, before
     anything runs). Each measuring step shows a bar with the jobs done and an estimate of the time left;
-    at the end two lines say where the time went: per step, and the measured jobs per phase. With --max-engines N the answer is a first one: each
-    graph-API job measures the heuristics' first N engine configs, and the bound may lie above what
-    every config reaches.
+    at the end two lines say where the time went: per step, and the measured jobs per phase. With
+    --max-engines N the answer is a first one: each graph-API job measures the heuristics' first N
+    engine configs, and the bound may lie above what every config reaches.
     """
     models = sorted(model.glob("*.onnx")) if model.is_dir() else [model]
     if not models:
