@@ -8,17 +8,21 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test setup lint clean browser
 
+# The CUDA wheels (1.3 GB to unpack: mostly I/O) install beside the package and its dependencies (mostly CPU,
+# the native build among it): no package is in both, and together they take 36 s wall instead of 20 + 36.
 # pip byte-compiles what it installs on one core (34 CPU s for this .venv); compileall does the same on every
 # core (18.6 s wall on 2; the set-up 90 -> 80 s wall, measured step by step). The .pyc files must be there:
 # where PYTHONDONTWRITEBYTECODE is set (as on the machine CI was measured on) Python never writes the ones it
 # compiles on import, so every test process and every `python -m benanza` child compiled numpy, onnx and the
-# rest again (without them a fresh-clone CI took 925 CPU s, with them 897: docs/RESULTS.md §16).
+# rest again (without them a fresh-clone CI took 925 CPU s, with them 897: docs/RESULTS.md §16). Not compiled:
+# the packages' own test suites and cudnn-frontend's Python kernels (`cudnn/`, installed for its headers), half
+# the .venv's Python source and nothing benanza or its tests import (23 -> 13 s wall).
 $(STAMP): pyproject.toml requirements-cuda.txt CMakeLists.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile --no-deps -r requirements-cuda.txt
-	$(BIN)/python -m pip install -q --no-compile -e '.[test]'
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib
+	$(BIN)/python -m pip install -q --no-compile --no-deps -r requirements-cuda.txt & cuda=$$!; \
+	  $(BIN)/python -m pip install -q --no-compile -e '.[test]'; package=$$?; wait $$cuda && [ $$package = 0 ]
+	$(BIN)/python -m compileall -q -j 0 -x '/site-packages/cudnn/|/tests?/' $(VENV)/lib
 	touch $(STAMP)
 
 setup: $(STAMP)
