@@ -55,9 +55,11 @@ def main() -> int:
     args = parser.parse_args()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     scratch = tempfile.TemporaryDirectory()
-    if not args.warm:  # a clean checkout: no parsed bundles, no unpacked database
+    if not args.warm:  # a clean checkout: no parsed bundles, no unpacked database, no .pyc of its own
         for cached in (ROOT / "perfdb" / "bundles").glob(f"*/{CACHE_DIR}"):
             shutil.rmtree(cached)
+        for pycache in [*(ROOT / "benanza").rglob("__pycache__"), *(ROOT / "tests").rglob("__pycache__")]:
+            shutil.rmtree(pycache, ignore_errors=True)
         env["XDG_CACHE_HOME"] = scratch.name
     rows: list[tuple[str, float, float, int, str]] = []
     failed = False
@@ -65,7 +67,9 @@ def main() -> int:
         if args.durations and command[0] == sys.executable:
             command = [*command, f"--durations={args.durations}"]
         cpu0, wall0 = children_cpu_s(), time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        # the Makefile runs pytest with .pyc writing on (its first process writes them, the others read them)
+        step_env = {**env, "PYTHONDONTWRITEBYTECODE": ""} if "pytest" in command else env
+        done = subprocess.run(command, cwd=ROOT, env=step_env, capture_output=True, text=True)
         wall, cpu = time.perf_counter() - wall0, children_cpu_s() - cpu0
         tail = [line for line in done.stdout.splitlines() if line.strip()][-1:] if done.stdout else []
         rows.append((name, wall, cpu, done.returncode, tail[0] if tail else ""))

@@ -22,6 +22,7 @@ import csv
 import hashlib
 import importlib
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -228,6 +229,7 @@ def _edit(path: Path, change: Callable[[sqlite3.Connection, random.Random], None
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = DELETE")  # one file, as a copied database is
+        conn.execute("PRAGMA synchronous = OFF")  # a scratch file: no fsync per edit (none reaches what is checked)
         change(conn, rng)
     finally:
         conn.close()
@@ -308,7 +310,42 @@ def _number(text: str) -> bool:
 
 def run_op(name: str, path: Path, out: Path, where: Path, timeout_s: float = TIMEOUT_S) -> tuple[str, str]:
     """``_op`` in a forked child, killed after ``timeout_s``: (outcome, detail), outcome one of
-    ok, refused, traceback, hang, broken. A refusal that is not one line naming the file is broken."""
+    ok, refused, traceback, hang, broken. A refusal that is not one line naming the file is broken.
+
+    The child is forked by a small helper process (``_forker``), not by the caller: forking a test worker
+    of about 1 GB cost a copy of its page tables and copy-on-write faults each time, most of
+    test_fuzzed_databases' CPU (280 forks; CI time, docs/RESULTS.md §16)."""
+    helper = _forker()
+    helper.send((name, path, out, where, timeout_s))
+    return helper.recv()
+
+
+_FORKER: list[Any] = []  # the helper's end of the pipe, once started
+
+
+def _forker() -> Any:
+    """The pipe to the helper that runs ``_forked`` per request: a fresh interpreter (spawned, so it holds only
+    this module and what it imports), started on first use and ended with this process."""
+    if not _FORKER:
+        spawn = multiprocessing.get_context("spawn")
+        ours, theirs = spawn.Pipe()
+        spawn.Process(target=_serve, args=(theirs,), daemon=True, name="hostile-databases-forker").start()
+        theirs.close()
+        _FORKER.append(ours)
+    return _FORKER[0]
+
+
+def _serve(conn: Any) -> None:
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the caller has ended
+            return
+        conn.send(_forked(*request))
+
+
+def _forked(name: str, path: Path, out: Path, where: Path, timeout_s: float) -> tuple[str, str]:
+    """``run_op`` itself, in the helper: fork, poll, kill past the time limit."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns

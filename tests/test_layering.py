@@ -13,6 +13,7 @@ bench script, and no bench script takes a private name of the library."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -60,7 +61,11 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-EDGES = {module: _imports(path) - {module} for module, path in MODULES.items()}
+@functools.cache
+def edges() -> dict[str, set[str]]:
+    """Module -> the benanza modules it imports, read once, when a test asks: at import it was a second of every
+    pytest process's collection, the ones that run no test of this module included (CI time, docs/RESULTS.md §16)."""
+    return {module: _imports(path) - {module} for module, path in MODULES.items()}
 
 
 def floor(module: str) -> int:
@@ -77,7 +82,7 @@ def test_every_module_stands_on_a_floor() -> None:
 
 
 def test_no_import_runs_against_the_flow() -> None:
-    against = sorted(f"{m} -> {t}" for m, targets in EDGES.items() for t in targets if floor(t) > floor(m))
+    against = sorted(f"{m} -> {t}" for m, targets in edges().items() for t in targets if floor(t) > floor(m))
     assert not against, "imports against the data flow:\n" + "\n".join(against)
 
 
@@ -91,7 +96,7 @@ def test_no_circle() -> None:
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in sorted(EDGES[v]):
+        for w in sorted(edges()[v]):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -112,7 +117,7 @@ def test_no_circle() -> None:
 def test_analyze_reads_nothing_itself() -> None:
     """The analyzer is pure: no database (store/), no profile reader (profile/), no onnx, no file I/O helper
     of the workflows; its inputs come as data (analyze/inputs.py, benanza.records)."""
-    bad = sorted(f"{m} -> {t}" for m, targets in EDGES.items() if m.startswith("benanza.analyze")
+    bad = sorted(f"{m} -> {t}" for m, targets in edges().items() if m.startswith("benanza.analyze")
                  for t in targets if t.startswith(("benanza.store", "benanza.profile", "benanza.workflows")))
     assert not bad, bad
 

@@ -12,11 +12,12 @@ import pytest
 from benanza.apis.engine_config import engine_config_name, parse_engine_config_name
 from benanza.errors import BenanzaError
 from benanza.library import Api
+from benanza.profile import cudnn_log
 from benanza.profile.cudnn_log import (
     cudnn_version_string,
     read_cudnn_log,
 )
-from benanza.profile.cudnn_records import RecordReader
+from benanza.profile.cudnn_records import RecordReader, Wanted
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 TORCH_LOG = SAMPLES / "torch2.11_conv3x3_cudnn_api.log.gz"
@@ -224,3 +225,35 @@ def test_asymmetric_pads_map_lower_to_pre_and_upper_to_post(tmp_path):
     path.write_text(text[:upper] + "upperPadA: type=int; val=[2,3];" + text[upper + len(old):])
     op = read_cudnn_log(path).executes()[0].operations[0]
     assert op.pre_padding == (1, 1) and op.post_padding == (2, 3)
+
+
+INSERTED = {  # a record no reader reads, put between a heuristic query's results and their configs
+    "a descriptor's creation": "I! CuDNN (v91900 56) function cudnnBackendCreateDescriptor() called:",
+    "a warning": "W! CuDNN (v91900 56) function cudnnBackendFinalizeEngineCfgVisualize() called:",
+    "another version's record": "I! CuDNN (v90100) function cudnnBackendDestroyDescriptor() called:",
+}
+
+
+@pytest.mark.parametrize("inserted", sorted(INSERTED))
+def test_the_records_the_reader_skips_change_nothing_it_reads(tmp_path, monkeypatch, inserted):
+    """read_cudnn_log has the reader skip the records it does not read (RecordReader.wanted): what it returns
+    is what it returns when the reader hands over every record, on the samples, and where a skipped record
+    ends a heuristic query's results (the configs logged after it are no results) or brings a version, and
+    where a config logged as a warning (not read) does not end them."""
+    lines = _raw_lines(ZFNET_LOG)
+    first = next(i for i, line in enumerate(lines) if line.endswith("cudnnBackendFinalizeEngineCfgVisualize() called:"))
+    path = tmp_path / "inserted.log"
+    path.write_text("\n".join([*lines[:first], INSERTED[inserted], "i!     x: type=int; val=1;",
+                               "i! Time: 2026-11-22T16:39:10.406000 (0d+0h+0m+0s since start)",
+                               "i! Process=739; Thread=739; GPU=NULL; Handle=NULL; StreamId=NULL.", "", "",
+                               *lines[first:]]) + "\n")
+    logs = [TORCH_LOG, ZFNET_LOG, path]
+    skipped = [read_cudnn_log(log) for log in logs]
+    monkeypatch.setattr(cudnn_log, "WANTED", Wanted({}, ("",)))  # every record handed over
+    assert [read_cudnn_log(log) for log in logs] == skipped
+    original, changed = skipped[1], skipped[2]
+    configs = [len(q.engine_configs) for q in original.heuristics]
+    ends = inserted != "a warning"  # a config logged as a warning is not read, but ends nothing
+    assert [len(q.engine_configs) for q in changed.heuristics] == [0 if ends else configs[0], *configs[1:]]
+    assert configs[0] > 0
+    assert changed.versions == (("9.19.0", "9.1.0") if "version" in inserted else ("9.19.0",))

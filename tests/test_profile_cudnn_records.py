@@ -20,6 +20,7 @@ from benanza.profile.cudnn_records import (
     _SNIFF_LINES,
     Field,
     RecordReader,
+    Wanted,
     _field_parts,
     _parse_context,
 )
@@ -258,3 +259,71 @@ def test_no_record_in_the_first_lines_is_no_cudnn_log(tmp_path: Path, block: str
     assert same(write(tmp_path / "none.log", ["noise"] * _SNIFF_LINES + RETURN))[1] == "not a cuDNN API log"
     assert same(write(tmp_path / "cut.log", ["", *BEFORE[:3]]))[1] == "cut short"
     assert same(write(tmp_path / "empty.log", []))[1] == "not a cuDNN API log"
+
+
+# What read_cudnn_log reads of a log, roughly: executes, and attribute records that hold one word.
+SOME = Wanted({"cudnnBackendExecute": None, "cudnnBackendGetAttribute": "ENGINEHEUR_RESULTS"}, ("Internal",))
+
+
+def taken(wanted: Wanted, r) -> bool:
+    word = wanted.of(r.function)
+    return word is True or (isinstance(word, str) and word in r.body)
+
+
+def with_and_without(path: Path, wanted: Wanted) -> tuple[list, list, tuple, tuple]:
+    """The records of a reader that hands over every record and of one that has ``wanted`` (each as what a
+    record reads), and what each counted (truncated, dropped, records, versions)."""
+    every, some = RecordReader(path), RecordReader(path)
+    some.wanted = wanted
+    read = [(r.severity, r.version, r.function, r.line, r.body, r.trailer, taken(wanted, r)) for r in every]
+    kept = [(r.severity, r.version, r.function, r.line, r.body, r.trailer, taken(wanted, r)) for r in some]
+    return read, kept, (every.truncated, every.dropped, every.records, every.versions), \
+        (some.truncated, some.dropped, some.records, some.versions)
+
+
+def check_wanted(path: Path, wanted: Wanted) -> tuple[list, list]:
+    """A reader with ``wanted`` hands over every record it takes, in order, each as the reader without it does, and
+    counts what that one counts; it may hand over others too (those read line by line), never make one up."""
+    read, kept, counted, counted_too = with_and_without(path, wanted)
+    assert counted_too == counted
+    assert [r for r in read if r[-1]] == [r for r in kept if r[-1]]
+    rest = iter(read)
+    assert all(any(r == other for other in rest) for r in kept)  # kept is read, less some records, in order
+    return read, kept
+
+
+@pytest.mark.parametrize("log", ["torch2.11_conv3x3_cudnn_api.log.gz", "ort1.31_zfnet512_cudnn_api.log.gz"])
+def test_a_reader_hands_over_the_wanted_records_of_a_shipped_log(log: str, block: str) -> None:
+    if block == "lines":
+        pytest.skip("reads of 7 bytes are for the small cases below")
+    read, kept = check_wanted(SAMPLES / log, SOME)
+    taken_ = sum(r[-1] for r in read)
+    assert 0 < taken_ <= len(kept) < len(read) // 4  # the rest are not made (a few read line by line are)
+
+
+@pytest.mark.parametrize("case", sorted(EDGES))
+def test_a_reader_hands_over_the_wanted_records_of_an_edge_case(tmp_path: Path, case: str, block: str) -> None:
+    for wanted in (SOME, Wanted({}), Wanted({}, ("",))):
+        check_wanted(write(tmp_path / "edge.log", [*BEFORE, *EDGES[case], *AFTER, *BEFORE, *AFTER]), wanted)
+
+
+def test_a_skipped_record_of_another_version_is_counted_in_its_place(tmp_path: Path, block: str) -> None:
+    other = [line.replace("(v91900 56)", "(v90100)") for line in BEFORE]
+    path = write(tmp_path / "versions.log", [*BEFORE, *other, *AFTER, *other])
+    read, kept = check_wanted(path, SOME)  # the versions counted are the same too
+    assert [r[1] for r in read] == [91900, 90100, 91900, 90100]
+    if block != "lines":  # the first record is read line by line, the others taken whole: none of them wanted
+        assert [r[1] for r in kept] == [91900]
+        reader = RecordReader(path)
+        reader.wanted = SOME
+        assert len(list(reader)) == 1 and reader.versions == [91900, 90100]
+
+
+def test_a_word_counts_in_the_body_only(tmp_path: Path, block: str) -> None:
+    """The word a record must hold is looked for between its header line and its Process line: the last
+    characters before the Process line count, the Process line and the header do not."""
+    ends = record(FIELDS[0], time="i! Time: x ENGINEHEUR_RESULTS")
+    after = record(FIELDS[0], process=PROCESS + " ENGINEHEUR_RESULTS")
+    read, kept = check_wanted(write(tmp_path / "word.log", [*BEFORE, *ends, *after, *AFTER]), SOME)
+    assert [r[-1] for r in read] == [False, True, False, False]
+    assert [r[3] for r in kept if r[-1]] == [read[1][3]]

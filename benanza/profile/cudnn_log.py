@@ -30,7 +30,7 @@ from benanza.apis import REGISTRY, graph_api
 from benanza.apis.engine_config import engine_config_name
 from benanza.apis.log_side import int_list
 from benanza.library import Api
-from benanza.profile.cudnn_records import Field, Record, RecordReader, tree
+from benanza.profile.cudnn_records import Field, Record, RecordReader, Wanted, tree
 
 _ENUM_SUFFIX = re.compile(r"\s*\(-?\d+\)$")
 
@@ -48,6 +48,10 @@ GRAPH_CALLS: dict[str, str | None] = {
     "cudnnBackendSetAttribute": "CUDNN_ATTR_ENGINEHEUR_MODE",
     "cudnnBackendGetAttribute": "CUDNN_ATTR_ENGINEHEUR_RESULTS", "cudnnBackendFinalizeEngineCfgVisualize": None}
 _SUPPORT_CHECKS = "_engine_config_support_checks"  # the end of a support-check record's function name
+# The records read_cudnn_log looks at once it has the device (before, any record may hold the deviceProp it reads):
+# the record reader makes no Record of the others (cudnn_records.RecordReader.wanted). Of every severity: a
+# warning's engine config, though not read, does not end a heuristic query's results as another record does.
+WANTED = Wanted({**GRAPH_CALLS, **dict.fromkeys(LEGACY_APIS)}, (_SUPPORT_CHECKS,))
 
 
 def cudnn_version_string(version: int) -> str:
@@ -391,19 +395,20 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
     heur_mode: dict[str, int] = {}
     collecting: dict | None = None  # heuristic query whose result configs are being logged
     version_names: dict[int, str] = {}
+    read = 0  # reader.records after the last record read
     for rec in reader:
         version = version_names.get(rec.version)
         if version is None:
             version = version_names[rec.version] = cudnn_version_string(rec.version)
-            if version not in versions:
-                versions.append(version)
         # a record without the word builds no tree to look for it: most records of a log, before the device's
         if device is None and "deviceProp" in rec.body and (dp := rec.root.find("deviceProp")) is not None \
                 and dp.children:
             device = _device(dp)
+            reader.wanted = WANTED  # from here on, the records below skip are not even made
         fn = rec.function
-        if collecting is not None and fn != "cudnnBackendFinalizeEngineCfgVisualize":
-            collecting = None
+        if collecting is not None and (fn != "cudnnBackendFinalizeEngineCfgVisualize" or reader.records > read + 1):
+            collecting = None  # another record came (one the reader skipped, too)
+        read = reader.records
         if rec.severity != "I":
             continue
         if fn in GRAPH_CALLS:
@@ -463,6 +468,10 @@ def read_cudnn_log(path: str | Path) -> CudnnLog:
             queries[-1].setdefault("unsupported", []).extend(_unsupported_configs(rec))
         elif fn in LEGACY_APIS:
             calls.append(_legacy_call(rec, LEGACY_APIS[fn], version, clock))
+    for number in reader.versions:  # of every record read or skipped, in order
+        version = cudnn_version_string(number)
+        if version not in versions:
+            versions.append(version)
     notes: list[str] = []
     if reader.truncated:
         notes.append(f"{path}: file ends inside a record (cut short); the complete records before it were read")

@@ -9,7 +9,7 @@ a level), then ``i! Time: ...`` and ``i! Process=...; Thread=...; ...``, which e
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -303,6 +303,12 @@ class RecordReader:
     of a parse, CI time, docs/RESULTS.md §16); everything before the first record, a record with a line
     inside that may be a header, and one that a block's end cuts go line by line (``_line``). Both give
     the same records.
+
+    ``wanted``, once set, says which of the records taken whole a reader hands over (``Wanted``); the others
+    are counted in ``records`` and their versions in ``versions``, but no Record is made of them: most of a
+    log is records no reader reads (descriptor creation and destruction, attribute dumps), and making and
+    handing over each was half of ``read_cudnn_log`` (CI time, docs/RESULTS.md §16). A reader that sees
+    ``records`` grow by more than one between two records knows that records came between them.
     """
 
     def __init__(self, path: Path) -> None:
@@ -310,12 +316,24 @@ class RecordReader:
         self.truncated = False
         self.dropped: list[int] = []
         self.records = 0
+        self.versions: list[int] = []  # of the complete records, handed over or not, in the order they came
+        self.wanted = None
+
+    @property
+    def wanted(self) -> Wanted | None:
+        """Which records taken whole are handed over: None (every one) or a ``Wanted``."""
+        return self._wanted
+
+    @wanted.setter
+    def wanted(self, wanted: Wanted | None) -> None:
+        self._wanted = wanted
+        self._kept: dict[tuple[str, int, str], bool | str] = {}  # header -> hand it over, or the word it must hold
 
     def __iter__(self) -> Iterator[Record]:
         self._head: tuple[str, int, str, int] | None = None  # severity, version, function, line of the open record
         self._body: list[str] = []  # the lines of the open record after its header
         self._seen = 0  # non-blank lines so far (for the sniff, until the first record)
-        self._end = self._following = 0  # set by _whole
+        self._following = 0  # set by _whole
         yield from self._read()
         if self._head is not None:
             self.truncated = True
@@ -327,6 +345,7 @@ class RecordReader:
 
     def _read(self) -> Iterator[Record]:
         lineno = 0  # the lines before position ``counted`` of the block
+        known = self._known = set(self.versions)
         for block in iter_text(self.path):
             pos = counted = 0
             end = len(block)
@@ -340,13 +359,18 @@ class RecordReader:
                     if sign < 0:
                         break
                     pos = sign - 1
-                    lineno += block.count("\n", counted, pos)
-                    counted = pos
-                    record = self._whole(block, pos, lineno + 1)
-                    if record is not None:
-                        pos, following = self._end, self._following
+                    whole = self._whole(block, pos)
+                    if whole is not None:
+                        head, nl, last, process, after = whole
                         self.records += 1
-                        yield record
+                        if head[1] not in known:
+                            known.add(head[1])
+                            self.versions.append(head[1])
+                        if self._wanted is None or self._hands_over(head, block, nl, last):
+                            lineno += block.count("\n", counted, pos)
+                            counted = pos
+                            yield Record(*head, lineno + 1, block[nl + 1:last - 1], block[process:after - 1])
+                        pos, following = after, self._following
                         continue
                 following = 0
                 nl = block.find("\n", pos)  # every block ends in a line end
@@ -376,16 +400,20 @@ class RecordReader:
                 trailer = line[2:].lstrip(" ")
                 if trailer.startswith("Process="):
                     head, self._head = self._head, None
+                    if head[1] not in self._known:
+                        self._known.add(head[1])
+                        self.versions.append(head[1])
                     return Record(*head, "\n".join(self._body), trailer)
         if self._head is not None:
             self._body.append(line)  # blank and Time lines too: Record reads its body as this method read it
         return None
 
-    def _whole(self, block: str, start: int, lineno: int) -> Record | None:
-        """The record whose header line starts at ``start`` (line ``lineno``), read at once, where the block goes
-        on after it (``_end``) and the first header sign after its header (``_following``, -1 if none: where
-        the next record may start); None when it must be read line by line (``_line``) instead: when the
-        header line is none, no Process line follows, or a line before it may be a header."""
+    def _whole(self, block: str, start: int) -> tuple[tuple[str, int, str], int, int, int, int] | None:
+        """The record whose header line starts at ``start``, read at once: (its header, where its header line
+        ends, where its Process line starts, where "Process=" is, where the block goes on after it), and the
+        first header sign after its header (``_following``, -1 if none: where the next record may start); None
+        when it must be read line by line (``_line``) instead: when the header line is none, no Process line
+        follows, or a line before it may be a header."""
         nl = block.find("\n", start)
         head = _header(block[start:nl])
         process = block.find("Process=", nl)  # the first Process line is the first line with "Process=" ...
@@ -398,5 +426,27 @@ class RecordReader:
         self._following = block.find(_HEADER_SIGN, nl)
         if 0 <= self._following < last:
             return None
-        self._end = block.find("\n", process) + 1
-        return Record(*head, lineno, block[nl + 1:last - 1], block[process:self._end - 1])
+        return head, nl, last, process, block.find("\n", process) + 1
+
+    def _hands_over(self, head: tuple[str, int, str], block: str, nl: int, last: int) -> bool:
+        """Whether ``wanted`` takes the record of this header whose body is ``block[nl + 1:last - 1]``."""
+        kept = self._kept.get(head)
+        if kept is None:
+            kept = self._kept[head] = self._wanted.of(head[2])  # type: ignore[union-attr]
+        return kept if kept.__class__ is bool else block.find(kept, nl + 1, last - 1) >= 0  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The records a reader of the log reads, by function (any severity): ``functions`` maps each to None (any of
+    its records) or a word its record's body must hold; a function ending in one of ``suffixes`` is read too."""
+
+    functions: Mapping[str, str | None]
+    suffixes: tuple[str, ...] = ()
+
+    def of(self, function: str) -> bool | str:
+        """False: no record of this function is read; True: every one; a word: those whose body holds it."""
+        if function in self.functions:
+            word = self.functions[function]
+            return True if word is None else word
+        return function.endswith(self.suffixes) if self.suffixes else False
