@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import host_tool
 
+from benanza.errors import BenanzaError
+
 # argv: a scenario, then its words. Each prints what the store gave back, one line per question.
 TOOL = r"""
 #include <cstdio>
@@ -172,3 +174,7 @@ def test_pruning_drops_the_least_recently_used_plans_first(tool: Path, tmp_path:
     assert [ask(tool, "get", str(store), k)[:3] for k in ("graph A", "graph B", "graph C")] == ["hit", "mis", "hit"]
     assert not stale.exists()
     assert plan_cache.prune(2 * one) == 0
+    monkeypatch.setenv("BENANZA_PLAN_CACHE_MAX_MB", "lots")  # a bad bound: one line naming it, nothing deleted
+    with pytest.raises(BenanzaError, match="BENANZA_PLAN_CACHE_MAX_MB='lots': not a number of MB"):
+        plan_cache.prune()
+    assert len(plan_cache.entries()) == 2

@@ -25,8 +25,8 @@ from benanza.profile.capture import (
 from benanza.profile.capture_protocol import Framework
 
 # What reading the bundle and mapping it onto the model import (its parsers, onnx, networkx, numpy: about
-# 1 s), loaded on a thread of
-# its own while a capture's children run (_import_meanwhile): they start without waiting for it.
+# 1 s), loaded on a thread of its own while a capture's children run (_import_meanwhile): they start
+# without waiting for it.
 MAPPING_MODULES = ("benanza.profile.bundle", "benanza.model.onnx_import", "benanza.profile.mapping")
 
 # --framework spellings -> the bundle's framework.

@@ -10,6 +10,8 @@ import os
 import time
 from pathlib import Path
 
+from benanza.errors import BenanzaError
+
 DIR_ENV, MAX_ENV = "BENANZA_PLAN_CACHE_DIR", "BENANZA_PLAN_CACHE_MAX_MB"  # a directory, or "off"; a bound
 OFF = "off"
 DEFAULT_MAX_MB = 2048  # a runtime-compiled plan is about 85 KB: some 24 000 plans
@@ -57,7 +59,11 @@ def prune(max_bytes: int | None = None) -> int:
     (``BENANZA_PLAN_CACHE_MAX_MB``); returns how many went. Temporary files of writers that died (over
     an hour old) go too."""
     if max_bytes is None:
-        max_bytes = int(float(os.environ.get(MAX_ENV, DEFAULT_MAX_MB)) * 2**20)
+        given = os.environ.get(MAX_ENV, str(DEFAULT_MAX_MB))
+        try:
+            max_bytes = int(float(given) * 2**20)
+        except ValueError:
+            raise BenanzaError(f"{MAX_ENV}={given!r}: not a number of MB") from None
     stats = []
     for path in entries():
         with contextlib.suppress(OSError):
