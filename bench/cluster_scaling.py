@@ -3,7 +3,7 @@ scaling, the rows compared with the one-GPU run; then a worker SIGKILLed mid-cam
 client without a GPU driving the workers through a scheduler file.
 
     PYTHONPATH=. python bench/cluster_scaling.py PROJECT [--build-dir DIR] [--gpus 4,2,1] [--sample N]
-        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--out DIR]
+        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--prestart] [--out DIR]
 
 PROJECT is a generated project (``benanza generate``), built here when it is not. ``--sample N``
 keeps every N-th job of each executable (bench/campaign.py's sample). Each GPU count runs the same
@@ -18,8 +18,9 @@ worker-seconds split into the jobs' phases (bench/campaign.py's, ``benanza.measu
 summed over every job, "other" the rest (a worker idle, Dask, between jobs). The database holds no
 phase times: they come with each job's message to the client. Also each worker's ``--plan-threads``
 (``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs, and the
-benchmark processes the workers started ("processes": each worker's first shard starts one per
-executable at once, cluster_worker.prestart, plus one per crash; a killed worker's are not counted).
+benchmark processes the workers started ("processes": one per executable a worker meets, or with
+``--prestart`` one per executable of the campaign on its first shard, plus one per crash; a killed
+worker's are not counted) and how many of them ran a job.
 
 ``--plan-threads``: ``split`` (the default, ``cluster.plan_threads_split``), ``default`` (every worker the
 harness's own default: its CPUs - 1) or N (every worker N); ``cluster.plan_threads_policy``. Measured so far,
@@ -98,9 +99,10 @@ def visible_gpus() -> list[str]:
 
 
 def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_after_s: float = 0.0,
-            plan_threads: cluster.PlanThreads = cluster.plan_threads_split) -> dict[str, Any]:
+            plan_threads: cluster.PlanThreads = cluster.plan_threads_split, prestart: bool = False) -> dict[str, Any]:
     """The project's jobs on these GPUs into a fresh database; with ``kill_after_s``, one worker
-    process SIGKILLed that many seconds in; ``plan_threads``: each worker's ``--plan-threads``."""
+    process SIGKILLed that many seconds in; ``plan_threads``: each worker's ``--plan-threads``;
+    ``prestart``: run_campaign's."""
     db_path.unlink(missing_ok=True)
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     up = time.perf_counter()
@@ -115,7 +117,7 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
             try:
                 sink = DatabaseSink(perfdb.open_db(db_path))
                 box["summary"] = cluster.run_campaign(project, sink, dask.client, build_dir=build, progress=tally,
-                                                      plan_threads=plan_threads)
+                                                      plan_threads=plan_threads, prestart=prestart)
             except BaseException as exc:
                 box["error"] = exc
 
@@ -138,7 +140,9 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
             raise box["error"]
         summary: cluster.CampaignSummary = box["summary"]
     finally:
-        dask.close()
+        unclean = dask.close()
+        if unclean:
+            print(f"cluster_scaling.py: {unclean}", file=sys.stderr, flush=True)
     gpu_s = sum(tally.timed_gpu_s.values())
     phases_s = {phase: ms / 1e3 for phase, ms in tally.phases_ms.items()}
     with sqlite3.connect(db_path) as raw:
@@ -147,12 +151,14 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
     return {"gpus": len(gpus), "devices": gpus, "workers": len(pids), "cluster_start_s": start_s, "wall_s": wall,
             "probe_s": summary.probe_s, "shards": summary.shards,
             "processes": summary.total.processes, "processes_that_ran_a_job": tally.processes,
-            "jobs": summary.total.ran,
+            "jobs": summary.total.ran, "plans_loaded": summary.total.plans_loaded,
+            "plans_kept": summary.total.plans_kept,
             "results": summary.total.results, "restarts": summary.total.restarts,
             "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,
             "integrity_check": integrity, "timed_gpu_s": gpu_s, "per_gpu_efficiency": gpu_s / (len(gpus) * wall),
             "jobs_per_worker": tally.jobs, "killed": killed, "db": str(db_path),
-            "plan_threads": summary.plan_threads, "worker_cpus": summary.worker_cpus, "host_cpu_busy": cpu.summary(),
+            "prestart": prestart, "plan_threads": summary.plan_threads, "worker_cpus": summary.worker_cpus,
+            "host_cpu_busy": cpu.summary(),
             "worker_s": len(gpus) * wall, "phases_s": phases_s,
             "tail_s": {name: ended - last for name, last in sorted(tally.last.items())},
             "other_s": len(gpus) * wall - sum(phases_s.values())}
@@ -218,8 +224,8 @@ def _threads(r: dict[str, Any]) -> str:
 def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
     print("\n| GPUs | workers | jobs | jobs per worker | shards | processes | wall (s) | cluster start (s) | probe (s) "
           "| jobs/s | speedup | scaling eff. | per-GPU eff. | host CPU busy mean/max | plan threads "
-          "| keys/statuses as 1 GPU | medians > 10 % apart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| plans loaded/kept | keys/statuses as 1 GPU | medians > 10 % apart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         speed = base["wall_s"] / r["wall_s"]
         c = r.get("versus_one_gpu", {})
@@ -227,10 +233,12 @@ def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
         busy = r.get("host_cpu_busy", {})
         per_worker = " / ".join(str(n) for n in sorted(r.get("jobs_per_worker", {}).values()))
         print(f"| {r['gpus']} | {r['workers']} | {r['jobs']} | {per_worker} | {r['shards']} | "
-              f"{r.get('processes', '-')} | {r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
+              f"{r.get('processes', '-')} ({r.get('processes_that_ran_a_job', '-')} ran a job) | "
+              f"{r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
               f"{r['probe_s']:.1f} | {r['jobs'] / r['wall_s']:.2f} | {speed:.2f}x | {speed / r['gpus']:.0%} | "
               f"{r['per_gpu_efficiency']:.0%} | {_share(busy.get('mean'))}/{_share(busy.get('max'))} | "
-              f"{_threads(r)} | {same} | {c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
+              f"{_threads(r)} | {r.get('plans_loaded', '-')}/{r.get('plans_kept', '-')} | {same} | "
+              f"{c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
     print_phases(runs)
 
 
@@ -255,11 +263,14 @@ def main() -> int:
     parser.add_argument("--kill-after-s", type=float, default=0.0)
     parser.add_argument("--warm-up", action="store_true",
                         help="first run the campaign once on the most GPUs, unreported: every count then finds the "
-                             "runtime-compiled kernels in the disk caches (the first run on a machine pays them)")
+                             "runtime-compiled kernels in the disk caches and the plan cache (the first run on a "
+                             "machine pays them)")
     parser.add_argument("--scheduler-file", action="store_true")
     parser.add_argument("--plan-threads", default="split", metavar="split|default|N",
                         help="each worker's --plan-threads: split the host's CPUs among the workers (default), the "
                              "harness's default (its CPUs - 1), or N each")
+    parser.add_argument("--prestart", action="store_true",
+                        help="each worker's first shard starts every executable's process (run_campaign's prestart)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scaling-bench")))
     args = parser.parse_args()
     try:
@@ -281,19 +292,29 @@ def main() -> int:
         if project != args.project and not (project / entry.name).exists():
             (project / entry.name).symlink_to(entry.resolve())
     result: dict[str, Any] = {"project": str(args.project), "sample_every": args.sample, "build_s": build_s,
+                              "prestart": args.prestart,
                               "visible_gpus": visible, "plan_threads_option": args.plan_threads, "runs": []}
+    def save() -> None:  # after every run: a call cut off mid-campaign keeps what it measured
+        (args.out / "scaling.json").write_text(json.dumps(result, indent=1, default=str))
+
     if args.warm_up:
-        warm = one_run(project, build, args.out / "warm_up.db", visible[:max(counts)], plan_threads=plan_threads)
-        result["warm_up"] = {k: warm[k] for k in ("gpus", "wall_s", "phases_s", "other_s")}
+        warm = one_run(project, build, args.out / "warm_up.db", visible[:max(counts)], plan_threads=plan_threads,
+                       prestart=args.prestart)
+        result["warm_up"] = {k: warm[k] for k in ("gpus", "wall_s", "phases_s", "other_s", "plans_loaded",
+                                                  "plans_kept")}
+        save()
         print(f"warm-up on {warm['gpus']} GPU(s): {warm['wall_s']:.1f} s, plan build "
               f"{warm['phases_s']['plan_build']:.1f} GPU-s (not reported)", flush=True)
     for i, g in enumerate(counts):  # a count given twice: the second run is the noise floor
-        run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g], plan_threads=plan_threads)
+        run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g], plan_threads=plan_threads,
+                      prestart=args.prestart)
         result["runs"].append(run)
+        save()
         tails = " / ".join(f"{t:.1f}" for t in sorted(run["tail_s"].values()))
         print(f"{g} GPU(s): {run['jobs']} jobs in {run['wall_s']:.1f} s (start {run['cluster_start_s']:.1f} s), "
               f"workers idle at the end {tails} s, "
               f"CPUs per worker {run['worker_cpus']}, --plan-threads {run['plan_threads'] or 'default'}, "
+              f"plans loaded/kept {run['plans_loaded']}/{run['plans_kept']}, "
               f"errors {run['errors'][:2]}", flush=True)
     base = next((r for r in result["runs"] if r["gpus"] == 1), result["runs"][-1])
     sid = system_of(Path(base["db"]))
@@ -302,10 +323,12 @@ def main() -> int:
             run["versus_one_gpu"] = row_check(Path(base["db"]), Path(run["db"]), sid)
     widest = max(result["runs"], key=lambda r: r["gpus"])
     if args.kill_after_s:
-        kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s, plan_threads)
+        kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s, plan_threads,
+                       args.prestart)
         kill["versus_same_gpus"] = row_check(Path(widest["db"]), Path(kill["db"]), sid)
         kill["wall_cost_s"] = kill["wall_s"] - widest["wall_s"]
         result["killed_run"] = kill
+        save()
         c = kill["versus_same_gpus"]
         print(f"\nworker {kill['killed'].get('address')} SIGKILLed at {kill['killed'].get('at_s', 0):.1f} s: "
               f"{kill['jobs']} jobs, {kill['completed_jobs_rows']} completed_jobs rows, duplicates measured "
@@ -321,7 +344,7 @@ def main() -> int:
         print(f"\n--scheduler-file, client without a GPU: rc {sf['rc']}, {sf['wall_s_with_worker_start']:.1f} s "
               f"(workers' start included); rows vs --cluster local: {sf.get('versus_local')}\n"
               f"{sf['output_tail'][-1500:]}", flush=True)
-    (args.out / "scaling.json").write_text(json.dumps(result, indent=1, default=str))
+    save()
     print(f"\nbuild {build_s:.0f} s; {base['jobs']} jobs per run" + (f" (every {args.sample}th job)" if args.sample > 1
                                                                       else ""))
     print_table(sorted(result["runs"], key=lambda r: r["gpus"]), base)

@@ -33,7 +33,7 @@ from typing import Any
 from benanza.errors import BenanzaError
 from benanza.library import L2
 from benanza.measure import runner
-from benanza.measure.cluster_worker import Shard, close_children, probe_worker, run_shard
+from benanza.measure.cluster_worker import Shard, await_children, close_children, probe_worker, run_shard
 from benanza.records import JobKey, Result
 
 INSTALL_HINT = "pip install 'benanza[dask]'"
@@ -45,6 +45,7 @@ PROBE_TIMEOUT_S = 120.0  # a worker's first executable must print its system lin
 WORKERS_TIMEOUT_S = 60.0  # how long to wait for the first worker of an existing cluster
 LOST_AFTER_S = 120.0  # a system none of whose workers is alive this long has its shards failed
 POLL_S = 0.2
+CLOSE_CHILDREN_TIMEOUT_S = 60.0  # a started cluster's workers reap their benchmark processes within this
 _SHARD_ENDED: dict[str, Any] = {}  # put in the event queue when a shard's future ends: top up at once
 
 
@@ -199,10 +200,23 @@ class Cluster:
     client: Any
     started: Any = None
 
-    def close(self) -> None:
-        self.client.close()
+    def close(self) -> str | None:
+        """Close the client and the cluster this process started. The workers first reap their benchmark
+        processes (``await_children``): a worker whose children's CUDA contexts were still going down
+        outlived Dask's 5 s to exit, and the close raised TimeoutError after every job was written (4
+        H200s, docs/RESULTS.md §11). A close that fails all the same is a line returned, not an error:
+        the campaign is in the database."""
         if self.started is not None:
+            with contextlib.suppress(Exception):  # a worker already gone has nothing to reap
+                self.client.run(await_children, CLOSE_CHILDREN_TIMEOUT_S)
+        self.client.close()
+        if self.started is None:
+            return None
+        try:
             self.started.close()
+        except Exception as exc:  # Dask's close raises what its event loop met (TimeoutError, OSError, ...)
+            return f"the local Dask cluster did not close cleanly ({type(exc).__name__}: {str(exc) or 'no message'})"
+        return None
 
 
 def local_cuda_cluster() -> Cluster:
@@ -311,7 +325,7 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
                  max_engines: int | None = None, shard_jobs: int | None = None,
                  progress: CampaignProgress | None = None,
                  on_planned: Callable[[int], None] | None = None,
-                 plan_threads: PlanThreads = plan_threads_split) -> CampaignSummary:
+                 plan_threads: PlanThreads = plan_threads_split, prestart: bool = False) -> CampaignSummary:
     """Run a built project's pending jobs on every worker of ``client``'s cluster into ``sink`` (the
     database's ``store.db.DatabaseSink``).
 
@@ -319,6 +333,10 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
     ``force``); its workers share them as shards. ``on_planned`` gets the number of jobs to
     run once it is known (a progress bar's total). ``plan_threads`` gives each worker its harness
     ``--plan-threads`` from the probe results (``plan_threads_split``; ``plan_threads_policy``).
+    ``prestart``: each worker's first shard starts a process for every executable of the campaign
+    (``cluster_worker.prestart``) instead of one for each executable it meets. Off by default: on 4
+    H200s every worker started all 16 and met 8 or 9, and 64 starts at once kept first jobs waiting 40
+    GPU-s in all (docs/RESULTS.md §11).
     """
     project = Path(project_dir)
     manifest = runner.load_manifest(project)
@@ -367,7 +385,8 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
             submitted.addresses[sid] = [w["address"] for w in workers]
             submitted.names[sid] = {w["name"] for w in workers}
             submitted.backlog[sid] = deque(shards)
-            submitted.executables[sid] = tuple(dict.fromkeys(shard.executable for shard in shards))
+            if prestart:
+                submitted.executables[sid] = tuple(dict.fromkeys(shard.executable for shard in shards))
             summary.shards += len(shards)
         submitted.top_up()
         _collect(submitted, events, writer, summary)

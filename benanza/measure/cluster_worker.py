@@ -50,6 +50,14 @@ def close_children() -> int:
     return _POOL.close(wait=False)
 
 
+def await_children(timeout_s: float) -> bool:
+    """Run on every worker before a cluster this process started closes: its benchmark processes are
+    ended and reaped (``close_children``'s background reaps included) within ``timeout_s``, so that the
+    worker then exits within Dask's time for it. True when none is left."""
+    _POOL.close(wait=False)
+    return _POOL.join_reapers(timeout_s)
+
+
 def _host_system() -> dict[str, Any] | None:
     """This worker's GPU fingerprint, as ``benanza run`` takes it (measured once per worker process);
     None without a usable GPU: the executable's own system line then describes the system."""
@@ -117,10 +125,10 @@ class _ShardRunner(runner.Runner):
 
 def prestart(shard_runner: runner.Runner, executables: Sequence[str], campaign: str) -> int:
     """On a worker's first shard of ``campaign``: start the processes of all ``executables`` at once
-    (``Runner.prestart``), before that shard's first job; returns how many were started (0 on later
-    shards). Met one by one, each start (0.45 s on an H200) was paid in turn by the first shard of
-    its executable on each worker: 47 starts, about 4 s of a 4-GPU campaign's 145 s (docs/RESULTS.md
-    §11). A worker ends a campaign holding one idle process per executable it met anyway
+    (``Runner.prestart``: it returns at once, and a job waits for its own process alone); returns how many
+    were started (0 on later shards). Met one by one, each start (0.45 s on an H200) was paid in turn by
+    the first shard of its executable on each worker: 47 starts, about 4 s of a 4-GPU campaign's 145 s
+    (docs/RESULTS.md §11). A worker ends a campaign holding one idle process per executable it met anyway
     (``close_children``); prestarted, they exist from the start, at the same peak."""
     with _PRESTART_LOCK:  # a worker with several threads: one prestart, the others wait for it
         if campaign in _PRESTARTED or not executables:

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -301,8 +302,8 @@ class JobOutcome:
     results: list[Result] = field(default_factory=list)
     # where the job's time went, in ms (bench/campaign.py): the harness's "phases_ms" of its end line
     # (absent from older executables), "process_start" (its process's start to the system line, on the
-    # first job of a process; a process that ChildPool.prestart started with others at once: their
-    # common wall / the number it kept) and "db_write" (recording the outcome)
+    # first job of a process; a process that ChildPool.prestart started with others at once: what the
+    # job waited for its system line) and "db_write" (recording the outcome)
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -530,13 +531,21 @@ class _Served:
 
 @dataclass
 class Prestarted:
-    """What ``ChildPool.prestart`` did: processes started, those kept idle in the pool, its wall, and why
-    each one not kept was not."""
+    """What ``ChildPool.prestart`` did: processes started (each one's system line is read on a thread of
+    its own meanwhile), the wall of starting them, and why each one that could not start did not."""
 
     started: int = 0
-    kept: int = 0
     wall_s: float = 0.0
     failed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Starting:
+    """A prestarted process whose system line may not have come yet: ``line`` resolves to
+    ``_first_line``'s answer (read on a thread of its own)."""
+
+    child: _Child
+    line: Future[tuple[dict[str, Any], str]]
 
 
 def _first_line(child: _Child, deadline: float) -> tuple[dict[str, Any], str]:
@@ -554,6 +563,14 @@ def _first_line(child: _Child, deadline: float) -> tuple[dict[str, Any], str]:
     return data, system_line_problem(data) if event == "system" else f"printed {event!r} before its system line"
 
 
+def _read_first_line(child: _Child, deadline: float, line: Future[tuple[dict[str, Any], str]]) -> None:
+    """``_first_line`` on a thread of its own, into ``line`` (an unexpected error too: ``take`` raises it)."""
+    try:
+        line.set_result(_first_line(child, deadline))
+    except BaseException as exc:
+        line.set_exception(exc)
+
+
 class ChildPool:
     """Benchmark processes kept between job lists (the harness's ``--serve``), one per executable and
     arguments. A cluster worker runs many shards of each executable; a process per shard paid its
@@ -562,12 +579,26 @@ class ChildPool:
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, ...], _Served] = {}
+        self._starting: dict[tuple[str, ...], _Starting] = {}  # prestarted, not yet taken
         self._lock = threading.Lock()
+        self._reapers: list[threading.Thread] = []  # close(wait=False)'s threads, until join_reapers
+        self.failed: list[str] = []  # why each prestarted process that was taken could not serve
 
     def take(self, argv: Sequence[str]) -> _Served | None:
-        """The idle process started with ``argv``, if it is still alive (it leaves the pool)."""
+        """The idle process started with ``argv``, if it is still alive (it leaves the pool); a prestarted
+        one once its system line is in (its wait is the start charged to its first job), None if it
+        printed something else, exited or stayed silent (why: ``failed``)."""
         with self._lock:
             served = self._idle.pop(tuple(argv), None)
+            starting = self._starting.pop(tuple(argv), None) if served is None else None
+        if starting is not None:
+            waited = time.perf_counter()
+            system, why = starting.line.result()
+            if why:
+                starting.child.close()
+                self.failed.append(f"{Path(argv[0]).name}: {why}")
+                return None
+            served = _Served(starting.child, system, (time.perf_counter() - waited) * 1e3)
         if served is not None and served.child.proc.poll() is not None:  # died while idle
             served.child.close()
             return None
@@ -580,63 +611,79 @@ class ChildPool:
             old.child.close()
 
     def prestart(self, argvs: Sequence[Sequence[str]], cwd: Path, timeout_s: float) -> Prestarted:
-        """Start a ``--serve`` process for each of ``argvs`` that has none idle here, all at once, and keep
-        each one that prints its system line within ``timeout_s`` idle in the pool, so that no job list
-        waits for its start (0.45 s each on an H200, paid one after another when met: docs/RESULTS.md §11).
+        """Start a ``--serve`` process for each of ``argvs`` that has none here, all at once, and return:
+        each one's system line is read on a thread of its own, and ``take`` waits for it only when a job
+        list needs that executable. Started one by one when met, the starts (0.45 s each on an H200) were
+        paid in turn (docs/RESULTS.md §11); all started and then all waited for, a worker's first job
+        waited for the slowest of 16 (3.0 s on one H200, 5.3 s on each of two). Now the first job waits
+        for its own process alone, and the rest start while it runs. Many at once still slow each other:
+        on 4 H200s (64 processes, 34 of them ever used) the first jobs waited 40.5 GPU-s in all, so a
+        cluster campaign prestarts only when asked (``cluster.run_campaign``'s ``prestart``).
 
-        One that fails (cannot start, prints anything else first, exits, stays silent) is closed, not
-        kept: the runner that needs it starts one as usual, and reports what goes wrong then as it always
-        did. Each kept process carries the prestart's wall divided by the number kept as its start
-        (``_Served.start_ms``, charged to its first job as ``process_start``), so that the starts its jobs
-        report add up to the wall spent here (those whose process no job uses are charged to none)."""
+        One that fails (cannot start, prints anything else first, exits, stays silent past ``timeout_s``)
+        is closed when taken, not served: the runner that needs it starts one as usual, and reports what
+        goes wrong then as it always did. The start charged to a prestarted process's first job
+        (``_Served.start_ms``, ``process_start``) is what that job waited for it."""
         t0 = time.perf_counter()
         with self._lock:
-            wanted = [argv for argv in dict.fromkeys(tuple(a) for a in argvs) if argv not in self._idle]
+            wanted = [argv for argv in dict.fromkeys(tuple(a) for a in argvs)
+                      if argv not in self._idle and argv not in self._starting]
         out = Prestarted()
-        children: list[tuple[tuple[str, ...], _Child]] = []
+        deadline = time.monotonic() + timeout_s
         for argv in wanted:  # all started first: their CUDA contexts and library handles come up together
             try:
-                children.append((argv, _Child(list(argv), cwd, serve=True)))
+                child = _Child(list(argv), cwd, serve=True)
             except OSError as exc:
                 out.failed.append(f"{argv[0]}: cannot start ({exc.strerror})")
-        out.started = len(children)
-        deadline = time.monotonic() + timeout_s
-        ready: list[tuple[tuple[str, ...], _Child, dict[str, Any]]] = []
-        try:
-            for argv, child in children:
-                system, why = _first_line(child, deadline)
-                if why:
-                    child.close()
-                    out.failed.append(f"{Path(argv[0]).name}: {why}")
-                else:
-                    ready.append((argv, child, system))
-        except BaseException:  # none left running outside the pool
-            for _, child in children:
-                child.close()
-            raise
-        out.wall_s, out.kept = time.perf_counter() - t0, len(ready)
-        for argv, child, system in ready:
-            self.keep(argv, _Served(child, system, out.wall_s * 1e3 / out.kept))
+                continue
+            line: Future[tuple[dict[str, Any], str]] = Future()
+            threading.Thread(target=_read_first_line, args=(child, deadline, line), name="benanza-start",
+                             daemon=True).start()
+            with self._lock:
+                self._starting[argv] = _Starting(child, line)
+            out.started += 1
+        out.wall_s = time.perf_counter() - t0
         return out
 
     def close(self, wait: bool = True) -> int:
-        """End every idle process; returns how many there were. ``wait`` False: signal them and reap
-        them on a thread of their own (a CUDA context takes a while to go down: 16 processes kept a
-        one-GPU campaign's end 1.0 s, 34 on four GPUs 2.6 s)."""
+        """End every idle process (prestarted ones not taken too); returns how many. ``wait`` False: signal
+        them and reap them on a thread of their own (a CUDA context takes a while to go down: 16 processes
+        kept a one-GPU campaign's end 1.0 s, 34 on four GPUs 2.6 s)."""
         with self._lock:
             idle, self._idle = list(self._idle.values()), {}
-        for served in idle:  # all signalled first: their contexts go down together, not one after another
-            served.child.signal_group()
+            starting, self._starting = list(self._starting.values()), {}
+        for one in (*idle, *starting):  # all signalled first: their contexts go down together, not in turn
+            one.child.signal_group()
 
         def reap() -> None:
             for served in idle:
                 served.child.close()
+            for start in starting:  # its reader sees the exit first: the child is closed after it is done
+                start.line.result()
+                start.child.close()
 
         if wait:
             reap()
         else:
-            threading.Thread(target=reap, name="benanza-reap", daemon=True).start()
-        return len(idle)
+            reaper = threading.Thread(target=reap, name="benanza-reap", daemon=True)
+            reaper.start()
+            with self._lock:
+                self._reapers.append(reaper)
+        return len(idle) + len(starting)
+
+    def join_reapers(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the processes ``close(wait=False)`` signalled to be reaped; True
+        when all are. A process that exits with its GPU children still going down outlasts Dask's
+        5 s for a worker to close (64 processes on 4 H200s did, docs/RESULTS.md §11)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            reapers, self._reapers = self._reapers, []
+        for reaper in reapers:
+            reaper.join(max(0.0, deadline - time.monotonic()))
+        left = [r for r in reapers if r.is_alive()]
+        with self._lock:
+            self._reapers.extend(left)
+        return not left
 
 
 @dataclass

@@ -226,7 +226,9 @@ def measure_on_cluster(projects: list[Path], db_path: Path, address: str | None,
             progress.ran(project, summary)
             summaries.append(summary)
     finally:
-        dask.close()
+        unclean = dask.close()
+        if unclean:
+            progress.warned(unclean)
     return summaries
 
 

@@ -176,6 +176,13 @@ int main(int argc, char** argv) {
     printf("{\"event\":\"error\",\"message\":\"no usable CUDA device: cudaErrorNoDevice\"}\n");
     return 2;
   }
+  /* FAKE_BENCH_SLOW_START=NAME:MS: executable NAME takes MS to its system line (a CUDA context, handles) */
+  const char* slow = getenv("FAKE_BENCH_SLOW_START");
+  if (slow && strncmp(slow, name, strlen(name)) == 0 && slow[strlen(name)] == ':') {
+    int ms = atoi(slow + strlen(name) + 1);
+    struct timespec wait = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&wait, NULL);
+  }
   const char* gpu = getenv("FAKE_BENCH_GPU");
   printf("{\"event\":\"system\",\"gpu\":\"%s\",\"sm_count\":4,\"cc\":\"0.0\",\"cuda_runtime\":13000,"
          "\"cuda_driver\":13000,\"cudnn_version\":91900,\"cublas_version\":130100,\"fake\":true}\n",
