@@ -299,6 +299,24 @@ def test_a_workers_first_shard_starts_every_executables_process_and_later_shards
     assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 2 * 24 * 2
 
 
+def test_without_prestart_a_worker_starts_the_process_of_an_executable_when_it_meets_it(
+        fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """The default: when a worker's first job comes in, the worker has started that job's process alone
+    (on 4 H200s the prestart started 64 processes, of which 34 ever ran a job: docs/RESULTS.md §11)."""
+    plans = {"bench_fake": ["ok"] * 12, "bench_other": ["ok"] * 12}
+    project = fresh_project(home, plans)
+    at_first_job: dict[str, tuple[str, list[str]]] = {}  # worker -> (its first job's executable, its processes)
+
+    def look(outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
+        if report.name not in at_first_job:
+            at_first_job[report.name] = (outcome.job.executable, running_children(home, report.pid))
+
+    summary = cluster.run_campaign(project, DatabaseSink(perfdb.open_db(home / "lazy.db")), client,
+                                   timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2, progress=look)
+    assert summary.errors == [] and set(at_first_job) == set(summary.workers)
+    assert all(live == [exe] for exe, live in at_first_job.values()), at_first_job
+
+
 def test_workers_killed_mid_shard_lose_only_their_running_job(
         fake_build: Path, home: Path, client: distributed.Client) -> None:
     """One of system A's two workers dies mid-shard: Dask moves the shard to the other one. System B's
