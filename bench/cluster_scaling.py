@@ -3,7 +3,7 @@ scaling, the rows compared with the one-GPU run; then a worker SIGKILLed mid-cam
 client without a GPU driving the workers through a scheduler file.
 
     PYTHONPATH=. python bench/cluster_scaling.py PROJECT [--build-dir DIR] [--gpus 4,2,1] [--sample N]
-        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--prestart] [--out DIR]
+        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--prestart N] [--out DIR]
 
 PROJECT is a generated project (``benanza generate``), built here when it is not. ``--sample N``
 keeps every N-th job of each executable (bench/campaign.py's sample). Each GPU count runs the same
@@ -19,8 +19,8 @@ summed over every job, "other" the rest (a worker idle, Dask, between jobs). The
 phase times: they come with each job's message to the client. Also each worker's ``--plan-threads``
 (``cluster.plan_threads_split``; none: the harness's default, its CPUs - 1) and CPUs, and the
 benchmark processes the workers started ("processes": one per executable a worker meets, or with
-``--prestart`` one per executable of the campaign on its first shard, plus one per crash; a killed
-worker's are not counted) and how many of them ran a job.
+``--prestart N`` one per executable of the campaign from its first shard on, N at a time in the
+background, plus one per crash; a killed worker's are not counted) and how many of them ran a job.
 
 ``--plan-threads``: ``split`` (the default, ``cluster.plan_threads_split``), ``default`` (every worker the
 harness's own default: its CPUs - 1) or N (every worker N); ``cluster.plan_threads_policy``. Measured so far,
@@ -99,7 +99,7 @@ def visible_gpus() -> list[str]:
 
 
 def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_after_s: float = 0.0,
-            plan_threads: cluster.PlanThreads = cluster.plan_threads_split, prestart: bool = False) -> dict[str, Any]:
+            plan_threads: cluster.PlanThreads = cluster.plan_threads_split, prestart: int = 0) -> dict[str, Any]:
     """The project's jobs on these GPUs into a fresh database; with ``kill_after_s``, one worker
     process SIGKILLed that many seconds in; ``plan_threads``: each worker's ``--plan-threads``;
     ``prestart``: run_campaign's."""
@@ -269,8 +269,9 @@ def main() -> int:
     parser.add_argument("--plan-threads", default="split", metavar="split|default|N",
                         help="each worker's --plan-threads: split the host's CPUs among the workers (default), the "
                              "harness's default (its CPUs - 1), or N each")
-    parser.add_argument("--prestart", action="store_true",
-                        help="each worker's first shard starts every executable's process (run_campaign's prestart)")
+    parser.add_argument("--prestart", type=int, default=0, metavar="N",
+                        help="each worker's first shard starts every executable's process in the background, N at "
+                             "a time (run_campaign's prestart; 0, the default: each when met; 16 or more: all at once)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scaling-bench")))
     args = parser.parse_args()
     try:

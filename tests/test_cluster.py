@@ -289,7 +289,7 @@ def test_a_workers_first_shard_starts_every_executables_process_and_later_shards
             at_first_job[report.name] = running_children(home, report.pid)
 
     summary = cluster.run_campaign(project, DatabaseSink(db), client, timeout_s=TIMEOUT_S, build_dir=fake_build,
-                                   shard_jobs=2, progress=look, prestart=True)
+                                   shard_jobs=2, progress=look, prestart=len(plans))
     assert summary.errors == [] and summary.duplicates == 0
     assert at_first_job == dict.fromkeys(summary.workers, sorted(plans)), at_first_job
     assert {name: r.summary.processes for name, r in summary.workers.items()} == dict.fromkeys(summary.workers, 2)

@@ -397,6 +397,15 @@ def _pooled_runner(db, fake_build: Path, pool: runner.ChildPool) -> runner.Runne
                          pool=pool)
 
 
+def _all_started(pool: runner.ChildPool, limit_s: float = 10) -> None:
+    """Wait until the pool's prestart thread has started every queued process (a list that comes first
+    starts its own, as when met)."""
+    deadline = time.monotonic() + limit_s
+    while pool.queued and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.queued == 0
+
+
 def _started(pids: Path) -> set[int]:
     return {int(p.name) for p in pids.iterdir()}
 
@@ -493,9 +502,10 @@ def test_prestarted_processes_serve_the_first_lists_and_a_job_waits_for_its_own_
     shard_runner = runner.Runner(DatabaseSink(db), fake_build, 10.0, False, L2.WARM.value, None, None, None, None,
                                  pool=pool)  # 10 s for a system line: bench_other's takes 1.5
     t0 = time.monotonic()
-    done = shard_runner.prestart(["bench_fake", "bench_other", "bench_fake"])
-    assert (done.started, done.failed) == (2, [])
-    assert shard_runner.prestart(["bench_fake", "bench_other"]).started == 0  # both there already
+    done = shard_runner.prestart(["bench_fake", "bench_other", "bench_fake"], at_once=2)
+    assert done.queued == 2
+    _all_started(pool)
+    assert shard_runner.prestart(["bench_fake", "bench_other"], at_once=2).queued == 0  # both there already
     outcomes: list[runner.JobOutcome] = []
     shard_runner.progress = lambda outcome, summary: outcomes.append(outcome)
     shard_runner.run_executable("bench_fake", jobs["bench_fake"][:2])
@@ -529,7 +539,8 @@ def test_a_prestarted_process_that_fails_is_not_served_and_its_list_reports_the_
     (project / "bench_other.plan").unlink()  # bench_other's process exits at start-up: no plan to read
     pool = runner.ChildPool()
     shard_runner = _pooled_runner(db, fake_build, pool)
-    assert shard_runner.prestart(["bench_fake", "bench_other"]).started == 2
+    assert shard_runner.prestart(["bench_fake", "bench_other"], at_once=2).queued == 2
+    _all_started(pool)
     failure = r"bench_other: exited with code 2; .*cannot read the plan file .* before starting a job"
     with pytest.raises(runner._ExecutableFailed, match=failure):
         shard_runner.run_executable("bench_other", jobs["bench_other"])
@@ -547,11 +558,38 @@ def test_a_prestarted_process_that_fails_is_not_served_and_its_list_reports_the_
     monkeypatch.setenv("FAKE_BENCH_NO_DEVICE", "1")
     pool = runner.ChildPool()
     shard_runner = _pooled_runner(perfdb.open_db(plan_env / "none.db"), fake_build, pool)
-    assert shard_runner.prestart(["bench_fake", "bench_other"]).started == 2
+    assert shard_runner.prestart(["bench_fake", "bench_other"], at_once=2).queued == 2
+    _all_started(pool)
     with pytest.raises(runner._ExecutableFailed, match="no usable CUDA device"):
         shard_runner.run_executable("bench_fake", jobs["bench_fake"])
     assert len(pool.failed) == 1 and "printed 'error'" in pool.failed[0]
     assert pool.close() == 1  # bench_other's, never taken: closed all the same
+
+
+@pytest.mark.parametrize("at_once", [1, 2])
+def test_prestarted_processes_start_at_most_so_many_at_once(fake_build: Path, plan_env: Path,
+                                                            monkeypatch: pytest.MonkeyPatch, at_once: int) -> None:
+    """On 4 H200s 64 processes started at once slowed one another (first jobs waited 40.5 GPU-s:
+    docs/RESULTS.md §11): a prestart starts ``at_once`` of them, the next ones once those printed their
+    system lines, in the order given."""
+    pids = plan_env / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("FAKE_BENCH_PIDS", str(pids))
+    monkeypatch.setenv("FAKE_BENCH_SLOW_START", "bench_fake:800")
+    make_project(plan_env, {"bench_fake": ["ok"], "bench_other": ["ok"]})
+    pool = runner.ChildPool()
+    shard_runner = runner.Runner(runner.MemorySink(), fake_build, 10.0, False, L2.WARM.value, None, None, None, None,
+                                 pool=pool)
+    assert shard_runner.prestart(["bench_fake", "bench_other"], at_once).queued == 2
+    _all_started(pool)
+    deadline = time.monotonic() + 10
+    while len(_started(pids)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    noted = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode().rsplit("/", 1)[-1]:
+             (pids / str(pid)).stat().st_mtime for pid in _started(pids)}
+    apart = noted["bench_other"] - noted["bench_fake"]
+    assert (apart >= 0.7) if at_once == 1 else (abs(apart) < 0.5), (at_once, apart)
+    assert pool.close() == 2
 
 
 def test_a_pool_closed_while_its_processes_start_ends_them(fake_build: Path, plan_env: Path,
@@ -565,7 +603,7 @@ def test_a_pool_closed_while_its_processes_start_ends_them(fake_build: Path, pla
     make_project(plan_env, {"bench_fake": ["ok"]})
     pool = runner.ChildPool()
     shard_runner = _pooled_runner(perfdb.open_db(plan_env / "perf.db"), fake_build, pool)
-    assert shard_runner.prestart(["bench_fake"]).started == 1
+    assert shard_runner.prestart(["bench_fake"], at_once=1).queued == 1
     deadline = time.monotonic() + 10
     while not _started(pids) and time.monotonic() < deadline:  # it has read its plan and sleeps
         time.sleep(0.02)

@@ -325,7 +325,7 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
                  max_engines: int | None = None, shard_jobs: int | None = None,
                  progress: CampaignProgress | None = None,
                  on_planned: Callable[[int], None] | None = None,
-                 plan_threads: PlanThreads = plan_threads_split, prestart: bool = False) -> CampaignSummary:
+                 plan_threads: PlanThreads = plan_threads_split, prestart: int = 0) -> CampaignSummary:
     """Run a built project's pending jobs on every worker of ``client``'s cluster into ``sink`` (the
     database's ``store.db.DatabaseSink``).
 
@@ -333,10 +333,11 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
     ``force``); its workers share them as shards. ``on_planned`` gets the number of jobs to
     run once it is known (a progress bar's total). ``plan_threads`` gives each worker its harness
     ``--plan-threads`` from the probe results (``plan_threads_split``; ``plan_threads_policy``).
-    ``prestart``: each worker's first shard starts a process for every executable of the campaign
-    (``cluster_worker.prestart``) instead of one for each executable it meets. Off by default: on 4
-    H200s every worker started all 16 and met 8 or 9, and 64 starts at once kept first jobs waiting 40
-    GPU-s in all (docs/RESULTS.md §11).
+    ``prestart``: how many processes each worker starts at a time in the background on its first shard,
+    one for every executable of the campaign, its shard's own first (``cluster_worker.prestart``); 0 (the
+    default): a worker starts an executable's process when it meets it. All at once was worse: on 4 H200s
+    every worker started 16 and 34 of the 64 ever ran a job, and first jobs waited 40.5 GPU-s in all
+    (docs/RESULTS.md §11); one or two at a time is not measured yet.
     """
     project = Path(project_dir)
     manifest = runner.load_manifest(project)
@@ -368,7 +369,7 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
     events: queue.Queue[dict[str, Any]] = queue.Queue()
     client.subscribe_topic(topic, lambda event: events.put(event[1]))
     submitted = _Submitted(client, str(out), l2, timeout_s, max_reps, max_engines, topic, writer.by_index,
-                           summary.plan_threads)
+                           summary.plan_threads, prestart)
     try:
         plans: list[tuple[str, list[dict[str, Any]], list[Shard]]] = []
         for sid, workers in groups.items():
@@ -385,7 +386,7 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
             submitted.addresses[sid] = [w["address"] for w in workers]
             submitted.names[sid] = {w["name"] for w in workers}
             submitted.backlog[sid] = deque(shards)
-            if prestart:
+            if prestart > 0:
                 submitted.executables[sid] = tuple(dict.fromkeys(shard.executable for shard in shards))
             summary.shards += len(shards)
         submitted.top_up()
@@ -436,8 +437,8 @@ class _Submitted:
     def __init__(self, client: Any, build_dir: str, l2: str, timeout_s: float, max_reps: int | None,
                  max_engines: int | None, topic: str,
                  by_index: Mapping[str, Mapping[int, runner.ScheduledJob]],
-                 plan_threads: Mapping[str, int] | None = None) -> None:
-        self.client, self.topic, self.by_index = client, topic, by_index
+                 plan_threads: Mapping[str, int] | None = None, prestart: int = 0) -> None:
+        self.client, self.topic, self.by_index, self.prestart = client, topic, by_index, prestart
         self.args = (build_dir, l2, timeout_s, max_reps, max_engines, topic, dict(plan_threads or {}))
         self.addresses: dict[str, list[str]] = {}  # system -> the worker addresses its shards may run on
         self.names: dict[str, set[Any]] = {}  # system -> its workers' names (kept across restarts)
@@ -471,7 +472,7 @@ class _Submitted:
 
     def submit(self, sid: str, shard: Shard) -> None:
         specs = [{"index": i, "key": asdict(self.by_index[shard.executable][i].key)} for i in shard.indices]
-        future = self.client.submit(run_shard, shard, specs, *self.args, self.executables.get(sid, ()),
+        future = self.client.submit(run_shard, shard, specs, *self.args, self.executables.get(sid, ()), self.prestart,
                                     workers=self.addresses[sid],
                                     allow_other_workers=False, pure=False,
                                     key=f"benanza-shard-{sid}-{shard.name}-{uuid.uuid4().hex[:8]}")

@@ -123,30 +123,33 @@ class _ShardRunner(runner.Runner):
         return super()._on_system(data, todo)
 
 
-def prestart(shard_runner: runner.Runner, executables: Sequence[str], campaign: str) -> int:
-    """On a worker's first shard of ``campaign``: start the processes of all ``executables`` at once
-    (``Runner.prestart``: it returns at once, and a job waits for its own process alone); returns how many
-    were started (0 on later shards). Met one by one, each start (0.45 s on an H200) was paid in turn by
-    the first shard of its executable on each worker: 47 starts, about 4 s of a 4-GPU campaign's 145 s
-    (docs/RESULTS.md §11). A worker ends a campaign holding one idle process per executable it met anyway
-    (``close_children``); prestarted, they exist from the start, at the same peak."""
+def prestart(shard_runner: runner.Runner, executables: Sequence[str], campaign: str, at_once: int) -> int:
+    """On a worker's first shard of ``campaign``: queue the processes of all ``executables`` to start in the
+    background, ``at_once`` at a time (``Runner.prestart``; a job waits for its own process alone, and one
+    not started yet when met its runner starts itself); returns how many were queued (0 on later shards,
+    or with ``at_once`` 0). Met one by one, each start (0.45 s on an H200) was paid in turn by the first
+    shard of its executable on each worker: 47 starts, about 4 s of a 4-GPU campaign's 145 s; all 16 at once
+    on each of 4 H200s, first jobs waited 40.5 GPU-s (docs/RESULTS.md §11)."""
     with _PRESTART_LOCK:  # a worker with several threads: one prestart, the others wait for it
-        if campaign in _PRESTARTED or not executables:
+        if campaign in _PRESTARTED or not executables or at_once <= 0:
             return 0
         _PRESTARTED.add(campaign)
-        return shard_runner.prestart(executables).started
+        return shard_runner.prestart(executables, at_once).queued
 
 
 def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str, timeout_s: float,
               max_reps: int | None, max_engines: int | None, topic: str,
-              plan_threads: Mapping[str, int] | None = None, executables: Sequence[str] = ()) -> dict[str, Any]:
+              plan_threads: Mapping[str, int] | None = None, executables: Sequence[str] = (),
+              prestart_at_once: int = 0) -> dict[str, Any]:
     """Run on a worker: one shard through the runner; every finished job goes out at once as an event.
 
     ``plan_threads``: worker name -> the harness's ``--plan-threads`` (``cluster.plan_threads_split``:
     workers that share a host's CPUs split them); a worker not named keeps the harness's default.
     ``executables``: the campaign's (its system's) executables, whose processes the worker's first
-    shard of the campaign (``topic``) starts at once (``prestart``); a process that fails then is not
-    kept, and the shard that needs it starts one as before.
+    shard of the campaign (``topic``) starts in the background, ``prestart_at_once`` at a time, its own
+    executable's first (``prestart``; 0: none, each started when met); a process that fails then is not
+    served, and the shard that needs it starts one as before. ``processes`` in the answer: those this
+    shard's runner started, and those the worker's pool started since its last shard answered.
 
     A retry (Dask re-queued the shard after a worker died) skips the jobs an earlier attempt
     reported: each attempt of this task (one Dask key) lists them on the scheduler, in the
@@ -180,7 +183,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
                                 max_engines=max_engines,
                                 harness_args=() if threads is None else ("--plan-threads", str(threads)),
                                 pool=_POOL)
-    prestarted = prestart(shard_runner, executables, topic)
+    ordered = [shard.executable, *(e for e in executables if e != shard.executable)]  # its own first
+    prestart(shard_runner, ordered if executables else [], topic, prestart_at_once)
     error = ""
     if todo:
         try:
@@ -188,5 +192,5 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
         except runner._ExecutableFailed as exc:
             error = f"{who['host']} ({who['name']}): {exc}"
     return {"messages": sent, "restarts": shard_runner.summary.restarts,
-            "processes": prestarted + shard_runner.summary.processes, "error": error, "worker": who,
+            "processes": _POOL.spawned_since() + shard_runner.summary.processes, "error": error, "worker": who,
             "skipped_retry": len(jobs) - len(todo)}

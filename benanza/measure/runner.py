@@ -531,12 +531,10 @@ class _Served:
 
 @dataclass
 class Prestarted:
-    """What ``ChildPool.prestart`` did: processes started (each one's system line is read on a thread of
-    its own meanwhile), the wall of starting them, and why each one that could not start did not."""
+    """What ``ChildPool.prestart`` did: processes queued to start (in the background, ``at_once`` at a time;
+    each one's system line read on a thread of its own)."""
 
-    started: int = 0
-    wall_s: float = 0.0
-    failed: list[str] = field(default_factory=list)
+    queued: int = 0
 
 
 @dataclass
@@ -580,17 +578,26 @@ class ChildPool:
     def __init__(self) -> None:
         self._idle: dict[tuple[str, ...], _Served] = {}
         self._starting: dict[tuple[str, ...], _Starting] = {}  # prestarted, not yet taken
+        # to prestart, in order: argv -> (its working directory, seconds to its system line, how many at once)
+        self._queued: dict[tuple[str, ...], tuple[Path, float, int]] = {}
+        self._generation = 0  # close() moves it on: what the starter spawned for an earlier one is closed
+        self._spawned = 0  # processes the pool started itself, not yet counted (spawned_since)
         self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # the starter waits on it for queued processes
+        self._starter: threading.Thread | None = None
         self._reapers: list[threading.Thread] = []  # close(wait=False)'s threads, until join_reapers
         self.failed: list[str] = []  # why each prestarted process that was taken could not serve
 
     def take(self, argv: Sequence[str]) -> _Served | None:
         """The idle process started with ``argv``, if it is still alive (it leaves the pool); a prestarted
         one once its system line is in (its wait is the start charged to its first job), None if it
-        printed something else, exited or stayed silent (why: ``failed``)."""
+        printed something else, exited or stayed silent (why: ``failed``). One still queued to prestart
+        leaves the queue: None, and the caller starts it now."""
+        key = tuple(argv)
         with self._lock:
-            served = self._idle.pop(tuple(argv), None)
-            starting = self._starting.pop(tuple(argv), None) if served is None else None
+            served = self._idle.pop(key, None)
+            starting = self._starting.pop(key, None) if served is None else None
+            self._queued.pop(key, None)
         if starting is not None:
             waited = time.perf_counter()
             system, why = starting.line.result()
@@ -610,48 +617,85 @@ class ChildPool:
         if old is not None and old is not served:
             old.child.close()
 
-    def prestart(self, argvs: Sequence[Sequence[str]], cwd: Path, timeout_s: float) -> Prestarted:
-        """Start a ``--serve`` process for each of ``argvs`` that has none here, all at once, and return:
-        each one's system line is read on a thread of its own, and ``take`` waits for it only when a job
-        list needs that executable. Started one by one when met, the starts (0.45 s each on an H200) were
-        paid in turn (docs/RESULTS.md §11); all started and then all waited for, a worker's first job
-        waited for the slowest of 16 (3.0 s on one H200, 5.3 s on each of two). Now the first job waits
-        for its own process alone, and the rest start while it runs. Many at once still slow each other:
-        on 4 H200s (64 processes, 34 of them ever used) the first jobs waited 40.5 GPU-s in all, so a
-        cluster campaign prestarts only when asked (``cluster.run_campaign``'s ``prestart``).
+    def prestart(self, argvs: Sequence[Sequence[str]], cwd: Path, timeout_s: float, at_once: int) -> Prestarted:
+        """Queue a ``--serve`` process for each of ``argvs`` that has none here and return at once: a thread
+        starts them in order, ``at_once`` at a time (the next ones once those printed their system lines),
+        and ``take`` waits for one only when a job list needs that executable; one not started yet by then
+        the job list's runner starts itself. Started when met, the starts (0.45 s each on an H200) were paid
+        in turn (docs/RESULTS.md §11). All at once, they slowed each other: a worker's first job waited for
+        the slowest of 16 (3.0 s on one H200, 5.3 s on each of two) and, each job waiting for its own, on 4
+        H200s (64 processes, 34 of them ever used) first jobs still waited 40.5 GPU-s in all.
 
-        One that fails (cannot start, prints anything else first, exits, stays silent past ``timeout_s``)
-        is closed when taken, not served: the runner that needs it starts one as usual, and reports what
-        goes wrong then as it always did. The start charged to a prestarted process's first job
+        One that fails (cannot start, prints anything else first, exits, stays silent past ``timeout_s``
+        from its start) is closed when taken, not served: the runner that needs it starts one as usual, and
+        reports what goes wrong then as it always did. The start charged to a prestarted process's first job
         (``_Served.start_ms``, ``process_start``) is what that job waited for it."""
-        t0 = time.perf_counter()
         with self._lock:
             wanted = [argv for argv in dict.fromkeys(tuple(a) for a in argvs)
-                      if argv not in self._idle and argv not in self._starting]
-        out = Prestarted()
-        deadline = time.monotonic() + timeout_s
-        for argv in wanted:  # all started first: their CUDA contexts and library handles come up together
-            try:
-                child = _Child(list(argv), cwd, serve=True)
-            except OSError as exc:
-                out.failed.append(f"{argv[0]}: cannot start ({exc.strerror})")
-                continue
-            line: Future[tuple[dict[str, Any], str]] = Future()
-            threading.Thread(target=_read_first_line, args=(child, deadline, line), name="benanza-start",
-                             daemon=True).start()
-            with self._lock:
-                self._starting[argv] = _Starting(child, line)
-            out.started += 1
-        out.wall_s = time.perf_counter() - t0
-        return out
+                      if argv not in self._idle and argv not in self._starting and argv not in self._queued]
+            self._queued.update(dict.fromkeys(wanted, (cwd, timeout_s, max(1, at_once))))
+            if wanted and (self._starter is None or not self._starter.is_alive()):
+                self._starter = threading.Thread(target=self._start_queued, name="benanza-prestart", daemon=True)
+                self._starter.start()
+            self._work.notify()
+        return Prestarted(len(wanted))
+
+    def _start_queued(self) -> None:
+        """The pool's starter thread: it starts the queued processes, each batch's ``at_once`` at a time, and
+        lives as long as the pool's process, since a child dies with the thread that started it (Linux's
+        PR_SET_PDEATHSIG, ``_die_with_parent``). A process that cannot start is a line in ``failed`` (its
+        runner will say why too)."""
+        while True:
+            with self._work:
+                while not self._queued:
+                    self._work.wait()
+                generation = self._generation
+                queued = list(self._queued.items())
+                batch = queued[:queued[0][1][2]]  # they stay queued (``queued``) until registered
+            deadline = time.monotonic() + batch[0][1][1]
+            reading: list[tuple[_Child, Future[tuple[dict[str, Any], str]]]] = []
+            for argv, (cwd, _, _) in batch:
+                try:
+                    child = _Child(list(argv), cwd, serve=True)
+                except OSError as exc:
+                    with self._lock:
+                        self._queued.pop(argv, None)
+                    self.failed.append(f"{Path(argv[0]).name}: cannot start ({exc.strerror})")
+                    continue
+                line: Future[tuple[dict[str, Any], str]] = Future()
+                with self._lock:  # the pool may have closed, or the runner that met it started its own
+                    wanted = generation == self._generation and self._queued.pop(argv, None) is not None
+                    if wanted:
+                        self._starting[argv] = _Starting(child, line)
+                        self._spawned += 1
+                if wanted:
+                    reading.append((child, line))
+                else:  # nobody will take this one
+                    child.close()
+            for child, line in reading:  # the batch's system lines, each by its deadline (close's reaper
+                _read_first_line(child, deadline, line)  # waits for those it signalled)
+
+    @property
+    def queued(self) -> int:
+        """Processes queued to prestart that are not started yet."""
+        with self._lock:
+            return len(self._queued)
+
+    def spawned_since(self) -> int:
+        """Processes the pool started itself since the last call (a cluster worker counts its starts)."""
+        with self._lock:
+            spawned, self._spawned = self._spawned, 0
+        return spawned
 
     def close(self, wait: bool = True) -> int:
-        """End every idle process (prestarted ones not taken too); returns how many. ``wait`` False: signal
-        them and reap them on a thread of their own (a CUDA context takes a while to go down: 16 processes
-        kept a one-GPU campaign's end 1.0 s, 34 on four GPUs 2.6 s)."""
+        """End every idle process (prestarted ones not taken too; a queued one never starts); returns how
+        many. ``wait`` False: signal them and reap them on a thread of their own (a CUDA context takes a while
+        to go down: 16 processes kept a one-GPU campaign's end 1.0 s, 34 on four GPUs 2.6 s)."""
         with self._lock:
             idle, self._idle = list(self._idle.values()), {}
             starting, self._starting = list(self._starting.values()), {}
+            self._queued.clear()
+            self._generation += 1
         for one in (*idle, *starting):  # all signalled first: their contexts go down together, not in turn
             one.child.signal_group()
 
@@ -818,12 +862,12 @@ class Runner:
                   if value for arg in (flag, str(value))]
         return [str(path), *head, "--l2", self.l2, *limits, *self.harness_args]
 
-    def prestart(self, names: Iterable[str]) -> Prestarted:
-        """Start the ``--serve`` processes of these executables at once into the pool (``ChildPool.prestart``),
-        under the argv ``_run_process`` looks them up by."""
+    def prestart(self, names: Iterable[str], at_once: int) -> Prestarted:
+        """Start the ``--serve`` processes of these executables in the background into the pool, ``at_once``
+        at a time (``ChildPool.prestart``), under the argv ``_run_process`` looks them up by."""
         assert self.pool is not None, "only a runner with a pool keeps processes"
         argvs = [self.process_argv(self.build_dir / name) for name in names]
-        return self.pool.prestart(argvs, self.build_dir, self.timeout_s)
+        return self.pool.prestart(argvs, self.build_dir, self.timeout_s, at_once)
 
     def _run_process(self, path: Path, todo: list[ScheduledJob], finished: set[int]) -> bool:
         """Run one process over ``todo``; True when it ended abnormally (crash, hang, early exit).
