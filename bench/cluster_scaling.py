@@ -26,6 +26,11 @@ background, plus one per crash; a killed worker's are not counted) and how many 
 harness's own default: its CPUs - 1) or N (every worker N); ``cluster.plan_threads_policy``. Measured so far,
 4 H200s, sample 3: split (15 per worker) 49.6 s, default (63 per worker) 53.4 s.
 
+``--prestart N``: each worker's first shard starts every executable's process in the background, N at a
+time (``cluster.run_campaign``'s ``prestart``; 0, the default: each when met). A count written ``4p1`` in
+``--gpus`` runs with ``--prestart 1`` alone: ``--gpus 4,4p1,2,1`` is the A/B on 4 GPUs beside the scaling.
+Measured so far, 4 H200s, sample 3: all 16 at once (``4p16``) 48.3 s, first jobs waiting 40.5 GPU-s.
+
 ``--warm-up``: one unreported run on the largest G first. The first campaign on a machine pays the
 runtime-compiled kernels into the disk caches; run first, the largest G paid them alone (its plan
 builds took 75 GPU-s against 39 for the counts after it, docs/RESULTS.md §11).
@@ -223,9 +228,9 @@ def _threads(r: dict[str, Any]) -> str:
 
 def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
     print("\n| GPUs | workers | jobs | jobs per worker | shards | processes | wall (s) | cluster start (s) | probe (s) "
-          "| jobs/s | speedup | scaling eff. | per-GPU eff. | host CPU busy mean/max | plan threads "
+          "| jobs/s | speedup | scaling eff. | per-GPU eff. | host CPU busy mean/max | plan threads | prestart "
           "| plans loaded/kept | keys/statuses as 1 GPU | medians > 10 % apart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         speed = base["wall_s"] / r["wall_s"]
         c = r.get("versus_one_gpu", {})
@@ -237,7 +242,8 @@ def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
               f"{r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
               f"{r['probe_s']:.1f} | {r['jobs'] / r['wall_s']:.2f} | {speed:.2f}x | {speed / r['gpus']:.0%} | "
               f"{r['per_gpu_efficiency']:.0%} | {_share(busy.get('mean'))}/{_share(busy.get('max'))} | "
-              f"{_threads(r)} | {r.get('plans_loaded', '-')}/{r.get('plans_kept', '-')} | {same} | "
+              f"{_threads(r)} | {r.get('prestart', '-')} | {r.get('plans_loaded', '-')}/{r.get('plans_kept', '-')} | "
+              f"{same} | "
               f"{c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
     print_phases(runs)
 
@@ -247,10 +253,10 @@ def print_phases(runs: list[dict[str, Any]]) -> None:
     if not all("phases_s" in r for r in runs):
         return
     heads = " | ".join(f"{PHASE_LABELS.get(p, p)} (s)" for p in JOB_PHASES)
-    print(f"\n| GPUs | GPUs x wall (s) | timed GPU (s) | {heads} | other: idle, Dask, between jobs (s) |")
+    print(f"\n| GPUs (prestart) | GPUs x wall (s) | timed GPU (s) | {heads} | other: idle, Dask, between jobs (s) |")
     print("|---|---|---|" + "---|" * (len(JOB_PHASES) + 1))
     for r in runs:
-        print(f"| {r['gpus']} | {r['worker_s']:.1f} | {r['timed_gpu_s']:.1f} | "
+        print(f"| {r['gpus']} ({r.get('prestart', '-')}) | {r['worker_s']:.1f} | {r['timed_gpu_s']:.1f} | "
               + " | ".join(f"{r['phases_s'][p]:.1f}" for p in JOB_PHASES) + f" | {r['other_s']:.1f} |")
 
 
@@ -258,7 +264,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path)
     parser.add_argument("--build-dir", type=Path)
-    parser.add_argument("--gpus", default="4,2,1", help="GPU counts, largest first (each a prefix of the visible GPUs)")
+    parser.add_argument("--gpus", default="4,2,1",
+                        help="GPU counts, largest first (each a prefix of the visible GPUs); 4p1: 4 GPUs with "
+                             "--prestart 1 for that run alone (an A/B beside the plain count)")
     parser.add_argument("--sample", type=int, default=1, metavar="N", help="every N-th job of each executable")
     parser.add_argument("--kill-after-s", type=float, default=0.0)
     parser.add_argument("--warm-up", action="store_true",
@@ -280,8 +288,17 @@ def main() -> int:
         parser.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="benanza-scaling-"))
-    visible = visible_gpus()
-    counts = [int(g) for g in args.gpus.split(",")]
+    try:  # "4p1": 4 GPUs with --prestart 1 for this run alone
+        specs = (c.partition("p") for c in args.gpus.split(","))
+        runs = [(int(g), int(p) if p else args.prestart) for g, _, p in specs]
+    except ValueError:
+        parser.error(f"--gpus: counts like 4,2,1 or 4p1 (4 GPUs, prestart 1), not {args.gpus!r}")
+    try:
+        visible = visible_gpus()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"cluster_scaling.py: cannot list the GPUs with nvidia-smi ({exc})", file=sys.stderr)
+        return 1
+    counts = [g for g, _ in runs]
     if max(counts) > len(visible):
         print(f"cluster_scaling.py: {max(counts)} GPUs asked for, {len(visible)} visible", file=sys.stderr)
         return 1
@@ -306,9 +323,9 @@ def main() -> int:
         save()
         print(f"warm-up on {warm['gpus']} GPU(s): {warm['wall_s']:.1f} s, plan build "
               f"{warm['phases_s']['plan_build']:.1f} GPU-s (not reported)", flush=True)
-    for i, g in enumerate(counts):  # a count given twice: the second run is the noise floor
+    for i, (g, prestart) in enumerate(runs):  # a count given twice: the second run is the noise floor
         run = one_run(project, build, args.out / f"gpus{g}_{i}.db", visible[:g], plan_threads=plan_threads,
-                      prestart=args.prestart)
+                      prestart=prestart)
         result["runs"].append(run)
         save()
         tails = " / ".join(f"{t:.1f}" for t in sorted(run["tail_s"].values()))
@@ -317,12 +334,13 @@ def main() -> int:
               f"CPUs per worker {run['worker_cpus']}, --plan-threads {run['plan_threads'] or 'default'}, "
               f"plans loaded/kept {run['plans_loaded']}/{run['plans_kept']}, "
               f"errors {run['errors'][:2]}", flush=True)
-    base = next((r for r in result["runs"] if r["gpus"] == 1), result["runs"][-1])
+    base = next((r for r in result["runs"] if r["gpus"] == 1 and r["prestart"] == args.prestart),
+                next((r for r in result["runs"] if r["gpus"] == 1), result["runs"][-1]))
     sid = system_of(Path(base["db"]))
     for run in result["runs"]:
         if run is not base:
             run["versus_one_gpu"] = row_check(Path(base["db"]), Path(run["db"]), sid)
-    widest = max(result["runs"], key=lambda r: r["gpus"])
+    widest = max(result["runs"], key=lambda r: (r["gpus"], r["prestart"] == args.prestart))
     if args.kill_after_s:
         kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s, plan_threads,
                        args.prestart)
