@@ -22,6 +22,10 @@ every part's rows together and writes OUT/speed.json. A row is one figure: the w
     # two disjoint 1/N samples; their spread is the sampling error
     python bench/speed.py campaign --out OUT --sample 40 --offsets 0,20
 
+    # build once (no GPU needed): a project built cold, the same project again, then ten
+    # `generate --from-profile` projects of the shipped bundles built in turn into one cache
+    python bench/speed.py build --out OUT
+
     python bench/speed.py table OUT
 
 Floors:
@@ -30,7 +34,8 @@ Floors:
   pipeline   the profile's floor + the timed repetitions of every measured job (the harness's timed GPU);
              its build cache is $BENANZA_BUILD_CACHE_DIR, else OUT/build-cache, its plan cache the harness's
              ($BENANZA_PLAN_CACHE_DIR, else ~/.cache/benanza/plans); the row says what each held;
-  campaign   the timed repetitions + each executable's process start and library handles (once each).
+  campaign   the timed repetitions + each executable's process start and library handles (once each);
+  build      none (the target is the wall of a build whose executables were built before).
 """
 
 from __future__ import annotations
@@ -196,9 +201,32 @@ def part_campaign(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def part_build(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Build once: bench/build_cache.py's pair (a project built cold into an empty cache, the same project
+    again) and ten ``--from-profile`` projects of the shipped bundles built in turn into one cache."""
+    out = Path(args.out) / "build"
+    out.mkdir(parents=True, exist_ok=True)
+    zoo = Path(args.zoo)
+    if not zoo.is_dir():
+        subprocess.run([sys.executable, "-m", "benanza", "models", "zoo", str(zoo)], check=True)
+    report = out / "build_cache.json"
+    subprocess.run([sys.executable, str(BENCH / "build_cache.py"), "--zoo", str(zoo), "--no-overlap", "--json",
+                    str(report), "--keep", str(out / "work")], check=True, env=_env())
+    data = json.loads(report.read_text())
+    rows = [_row("build: a project whose executables were built before", data["warm"]["wall_s"], None,
+                 TARGETS["build"], cold_s=round(data["cold"]["wall_s"], 1), compiled=len(data["warm"]["compiled"]))]
+    later = [r for r in data.get("from_profile_builds", []) if not r["rest"]][1:]
+    if later:
+        rows.append(_row(f"build: the slowest of {len(later)} --from-profile projects after the first",
+                         max(r["wall_s"] for r in later), None, TARGETS["build"],
+                         all_s=round(sum(r["wall_s"] for r in later), 2),
+                         compiled=sum(len(r["compiled"]) for r in later)))
+    return rows
+
+
 def part_table(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    for part in ("profile", "pipeline", "campaign"):
+    for part in ("profile", "pipeline", "campaign", "build"):
         path = Path(args.out) / f"{part}.json"
         if path.is_file():
             rows += json.loads(path.read_text())
@@ -209,7 +237,8 @@ def part_table(args: argparse.Namespace) -> list[dict[str, Any]]:
 def print_rows(rows: list[dict[str, Any]]) -> None:
     print(f"{'figure':<72} {'wall s':>8} {'floor s':>8} {'ratio':>6} {'target':>7} {'met':>4}  extra")
     for r in rows:
-        extra = ", ".join(f"{k} {r[k]}" for k in ("efficiency", "sampling_error", "timed_gpu_s", "error") if k in r)
+        extra = ", ".join(f"{k} {r[k]}" for k in ("efficiency", "sampling_error", "timed_gpu_s", "cold_s", "compiled",
+                                                     "error") if k in r)
         floor = "-" if r["floor_s"] is None else f"{r['floor_s']:.1f}"
         ratio = "-" if r["wall_over_floor"] is None else f"{r['wall_over_floor']:.2f}"
         target = "-" if r["target_s"] is None else f"{r['target_s']:g}"
@@ -217,7 +246,8 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         print(f"{r['figure']:<72} {r['wall_s']:>8.1f} {floor:>8} {ratio:>6} {target:>7} {met:>4}  {extra}")
 
 
-PARTS = {"profile": part_profile, "pipeline": part_pipeline, "campaign": part_campaign, "table": part_table}
+PARTS = {"profile": part_profile, "pipeline": part_pipeline, "campaign": part_campaign, "build": part_build,
+         "table": part_table}
 
 
 def main() -> int:

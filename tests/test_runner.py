@@ -502,7 +502,7 @@ def test_prestarted_processes_serve_the_first_lists_and_a_job_waits_for_its_own_
     shard_runner = runner.Runner(DatabaseSink(db), fake_build, 10.0, False, L2.WARM.value, None, None, None, None,
                                  pool=pool)  # 10 s for a system line: bench_other's takes 1.5
     t0 = time.monotonic()
-    done = shard_runner.prestart(["bench_fake", "bench_other", "bench_fake"], at_once=2)
+    done = shard_runner.prestart(["bench_other", "bench_fake", "bench_other"], at_once=2)  # the slow one first
     assert done.queued == 2
     _all_started(pool)
     assert shard_runner.prestart(["bench_fake", "bench_other"], at_once=2).queued == 0  # both there already

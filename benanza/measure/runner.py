@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -653,7 +653,7 @@ class ChildPool:
                 queued = list(self._queued.items())
                 batch = queued[:queued[0][1][2]]  # they stay queued (``queued``) until registered
             deadline = time.monotonic() + batch[0][1][1]
-            reading: list[tuple[_Child, Future[tuple[dict[str, Any], str]]]] = []
+            reading: list[Future[tuple[dict[str, Any], str]]] = []
             for argv, (cwd, _, _) in batch:
                 try:
                     child = _Child(list(argv), cwd, serve=True)
@@ -668,12 +668,13 @@ class ChildPool:
                     if wanted:
                         self._starting[argv] = _Starting(child, line)
                         self._spawned += 1
-                if wanted:
-                    reading.append((child, line))
+                if wanted:  # each line read on a thread of its own: a job waits for its own process alone
+                    threading.Thread(target=_read_first_line, args=(child, deadline, line), name="benanza-start",
+                                     daemon=True).start()
+                    reading.append(line)
                 else:  # nobody will take this one
                     child.close()
-            for child, line in reading:  # the batch's system lines, each by its deadline (close's reaper
-                _read_first_line(child, deadline, line)  # waits for those it signalled)
+            wait(reading)  # the batch's system lines (each by its deadline) before the next batch starts
 
     @property
     def queued(self) -> int:
