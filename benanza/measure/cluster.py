@@ -333,8 +333,8 @@ def run_campaign(project_dir: str | Path, sink: runner.Sink, client: Any, timeou
     ``force``); its workers share them as shards. ``on_planned`` gets the number of jobs to
     run once it is known (a progress bar's total). ``plan_threads`` gives each worker its harness
     ``--plan-threads`` from the probe results (``plan_threads_split``; ``plan_threads_policy``).
-    ``prestart``: how many processes each worker starts at a time in the background on its first shard,
-    one for every executable of the campaign, its shard's own first (``cluster_worker.prestart``); 0 (the
+    ``prestart``: how many processes each worker starts at a time in the background from its first shard
+    on, one for every other executable of the campaign (``cluster_worker.prestart``); 0 (the
     default): a worker starts an executable's process when it meets it. All at once was worse: on 4 H200s
     every worker started 16 and 34 of the 64 ever ran a job, and first jobs waited 40.5 GPU-s in all
     (docs/RESULTS.md §11); one or two at a time is not measured yet.

@@ -146,10 +146,11 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     ``plan_threads``: worker name -> the harness's ``--plan-threads`` (``cluster.plan_threads_split``:
     workers that share a host's CPUs split them); a worker not named keeps the harness's default.
     ``executables``: the campaign's (its system's) executables, whose processes the worker's first
-    shard of the campaign (``topic``) starts in the background, ``prestart_at_once`` at a time, its own
-    executable's first (``prestart``; 0: none, each started when met); a process that fails then is not
-    served, and the shard that needs it starts one as before. ``processes`` in the answer: those this
-    shard's runner started, and those the worker's pool started since its last shard answered.
+    shard of the campaign (``topic``) starts in the background, ``prestart_at_once`` at a time, beside
+    its own executable's, which it starts itself (``prestart``; 0: none, each started when met); a
+    process that fails then is not served, and the shard that needs it starts one as before.
+    ``processes`` in the answer: those this shard's runner started, and those the worker's pool started
+    since its last shard answered.
 
     A retry (Dask re-queued the shard after a worker died) skips the jobs an earlier attempt
     reported: each attempt of this task (one Dask key) lists them on the scheduler, in the
@@ -183,8 +184,8 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
                                 max_engines=max_engines,
                                 harness_args=() if threads is None else ("--plan-threads", str(threads)),
                                 pool=_POOL)
-    ordered = [shard.executable, *(e for e in executables if e != shard.executable)]  # its own first
-    prestart(shard_runner, ordered if executables else [], topic, prestart_at_once)
+    # the others: this shard's runner starts its own executable's process now, as when met
+    prestart(shard_runner, [e for e in executables if e != shard.executable], topic, prestart_at_once)
     error = ""
     if todo:
         try:
