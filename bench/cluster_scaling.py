@@ -312,6 +312,7 @@ def main() -> int:
     result: dict[str, Any] = {"project": str(args.project), "sample_every": args.sample, "build_s": build_s,
                               "prestart": args.prestart,
                               "visible_gpus": visible, "plan_threads_option": args.plan_threads, "runs": []}
+
     def save() -> None:  # after every run: a call cut off mid-campaign keeps what it measured
         (args.out / "scaling.json").write_text(json.dumps(result, indent=1, default=str))
 
