@@ -167,15 +167,21 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _zoo(args: argparse.Namespace) -> Path:
+    """``--zoo``, made with ``benanza models zoo`` where it is not there yet."""
+    zoo = Path(args.zoo)
+    if not zoo.is_dir():
+        subprocess.run([sys.executable, "-m", "benanza", "models", "zoo", str(zoo)], check=True)
+    return zoo
+
+
 def part_campaign(args: argparse.Namespace) -> list[dict[str, Any]]:
     from benanza.measure.campaign import scaled_wall
 
     out = Path(args.out) / "campaign"
     out.mkdir(parents=True, exist_ok=True)
     project = out / "zoo"
-    zoo = Path(args.zoo)
-    if not zoo.is_dir():
-        subprocess.run([sys.executable, "-m", "benanza", "models", "zoo", str(zoo)], check=True)
+    zoo = _zoo(args)
     rows, estimates = [], []
     for k, offset in enumerate(int(x) for x in args.offsets.split(",")):
         report = out / f"sample{args.sample}+{offset}.json"
@@ -206,9 +212,7 @@ def part_build(args: argparse.Namespace) -> list[dict[str, Any]]:
     again) and ten ``--from-profile`` projects of the shipped bundles built in turn into one cache."""
     out = Path(args.out) / "build"
     out.mkdir(parents=True, exist_ok=True)
-    zoo = Path(args.zoo)
-    if not zoo.is_dir():
-        subprocess.run([sys.executable, "-m", "benanza", "models", "zoo", str(zoo)], check=True)
+    zoo = _zoo(args)
     report = out / "build_cache.json"
     subprocess.run([sys.executable, str(BENCH / "build_cache.py"), "--zoo", str(zoo), "--no-overlap", "--json",
                     str(report), "--keep", str(out / "work")], check=True, env=_env())

@@ -123,18 +123,18 @@ class _ShardRunner(runner.Runner):
         return super()._on_system(data, todo)
 
 
-def prestart(shard_runner: runner.Runner, executables: Sequence[str], campaign: str, at_once: int) -> int:
+def prestart(shard_runner: runner.Runner, executables: Sequence[str], campaign: str, at_once: int) -> None:
     """On a worker's first shard of ``campaign``: queue the processes of all ``executables`` to start in the
     background, ``at_once`` at a time (``Runner.prestart``; a job waits for its own process alone, and one
-    not started yet when met its runner starts itself); returns how many were queued (0 on later shards,
-    or with ``at_once`` 0). Met one by one, each start (0.45 s on an H200) was paid in turn by the first
-    shard of its executable on each worker: 47 starts, about 4 s of a 4-GPU campaign's 145 s; all 16 at once
-    on each of 4 H200s, first jobs waited 40.5 GPU-s (docs/RESULTS.md §11)."""
+    not started yet when met its runner starts itself); nothing on later shards, or with ``at_once`` 0 (the
+    pool counts what it starts: ``ChildPool.spawned_since``). Met one by one, each start (0.45 s on an H200)
+    was paid in turn by the first shard of its executable on each worker: 47 starts, about 4 s of a 4-GPU
+    campaign's 145 s; all 16 at once on each of 4 H200s, first jobs waited 40.5 GPU-s (docs/RESULTS.md §11)."""
     with _PRESTART_LOCK:  # a worker with several threads: one prestart, the others wait for it
         if campaign in _PRESTARTED or not executables or at_once <= 0:
-            return 0
+            return
         _PRESTARTED.add(campaign)
-        return shard_runner.prestart(executables, at_once).queued
+        shard_runner.prestart(executables, at_once)
 
 
 def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str, timeout_s: float,

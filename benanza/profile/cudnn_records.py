@@ -364,8 +364,7 @@ class RecordReader:
                         head, nl, last, process, after = whole
                         self.records += 1
                         if head[1] not in known:
-                            known.add(head[1])
-                            self.versions.append(head[1])
+                            self._new_version(head[1])
                         if self._wanted is None or self._hands_over(head, block, nl, last):
                             lineno += block.count("\n", counted, pos)
                             counted = pos
@@ -401,12 +400,16 @@ class RecordReader:
                 if trailer.startswith("Process="):
                     head, self._head = self._head, None
                     if head[1] not in self._known:
-                        self._known.add(head[1])
-                        self.versions.append(head[1])
+                        self._new_version(head[1])
                     return Record(*head, "\n".join(self._body), trailer)
         if self._head is not None:
             self._body.append(line)  # blank and Time lines too: Record reads its body as this method read it
         return None
+
+    def _new_version(self, version: int) -> None:
+        """A version no complete record had before (``versions``, in the order they came)."""
+        self._known.add(version)
+        self.versions.append(version)
 
     def _whole(self, block: str, start: int) -> tuple[tuple[str, int, str], int, int, int, int] | None:
         """The record whose header line starts at ``start``, read at once: (its header, where its header line
