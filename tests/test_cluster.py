@@ -259,10 +259,11 @@ def test_two_systems_spread_over_workers_match_the_single_process_runner(
     assert len(rows_by_system(single)["Fake A"]) == 2 * 15 - 1  # the segfault's job printed 1 of 2
 
 
-def running_children(home: Path, parent: int) -> list[str]:
-    """The executables of the live benchmark processes that the worker process ``parent`` started."""
+def running_children(home: Path, parent: int, earlier: frozenset[int] = frozenset()) -> list[str]:
+    """The executables of the live benchmark processes that the worker process ``parent`` started, but for
+    ``earlier`` ones (an earlier campaign's, SIGKILLed at its end, may not be gone yet)."""
     out = []
-    for pid in map(int, os.listdir(home / "pids")):
+    for pid in set(map(int, os.listdir(home / "pids"))) - earlier:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
@@ -308,10 +309,11 @@ def test_without_prestart_a_worker_starts_the_process_of_an_executable_when_it_m
     plans = {"bench_fake": ["ok"] * 12, "bench_other": ["ok"] * 12}
     project = fresh_project(home, plans)
     at_first_job: dict[str, tuple[str, list[str]]] = {}  # worker -> (its first job's executable, its processes)
+    earlier = frozenset(map(int, os.listdir(home / "pids")))
 
     def look(outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
         if report.name not in at_first_job:
-            at_first_job[report.name] = (outcome.job.executable, running_children(home, report.pid))
+            at_first_job[report.name] = (outcome.job.executable, running_children(home, report.pid, earlier))
 
     summary = cluster.run_campaign(project, DatabaseSink(perfdb.open_db(home / "lazy.db")), client,
                                    timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2, progress=look)
