@@ -25,8 +25,10 @@ the wall seconds (campaign efficiency), the time per phase, and the slowest jobs
                         did it during the job before, doing it itself with --plan-threads 0 (harness
                         "prep_wait"; the work's own time is "host_prep", the part of it hidden behind
                         the job before is printed below the table);
-  setup                 the rest of a job before timing: descriptors, buffers, the fp32 reference,
+  setup                 the rest of a job before timing: descriptors, the fp32 reference,
                         heuristics / find (harness "setup" minus plan build);
+  alloc                 the job's device allocations and frees (harness "alloc"; BufferCache keeps
+                        a job's buffers for the next; an older harness counted them in setup);
   warm-up, timed        Context::measure before and during the timed repetitions (timed GPU apart);
   check                 comparing outputs with the reference;
   db write              the runner recording the job's rows;

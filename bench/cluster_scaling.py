@@ -3,7 +3,8 @@ scaling, the rows compared with the one-GPU run; then a worker SIGKILLed mid-cam
 client without a GPU driving the workers through a scheduler file.
 
     PYTHONPATH=. python bench/cluster_scaling.py PROJECT [--build-dir DIR] [--gpus 4,2,1] [--sample N]
-        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--prestart N] [--out DIR]
+        [--warm-up] [--kill-after-s S] [--scheduler-file] [--plan-threads split|default|N] [--prestart N]
+        [--ab-env VAR=VALUE] [--out DIR]
 
 PROJECT is a generated project (``benanza generate``), built here when it is not. ``--sample N``
 keeps every N-th job of each executable (bench/campaign.py's sample). Each GPU count runs the same
@@ -30,6 +31,11 @@ harness's own default: its CPUs - 1) or N (every worker N); ``cluster.plan_threa
 time (``cluster.run_campaign``'s ``prestart``; 0, the default: each when met). A count written ``4p1`` in
 ``--gpus`` runs with ``--prestart 1`` alone: ``--gpus 4,4p1,2,1`` is the A/B on 4 GPUs beside the scaling.
 Measured so far, 4 H200s, sample 3: all 16 at once (``4p16``) 48.3 s, first jobs waiting 40.5 GPU-s.
+
+``--ab-env VAR=VALUE``: one more run on the largest G with VAR=VALUE in the workers' environment (their
+benchmark processes inherit it): an A/B of a harness switch beside that G's run, its keys and statuses
+against it. ``BENANZA_BUFFER_CACHE=0`` runs the harness without its BufferCache (every buffer a cudaMalloc
+and a cudaFree of its own, as before session 26).
 
 ``--warm-up``: one unreported run on the largest G first. The first campaign on a machine pays the
 runtime-compiled kernels into the disk caches; run first, the largest G paid them alone (its plan
@@ -104,14 +110,24 @@ def visible_gpus() -> list[str]:
 
 
 def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_after_s: float = 0.0,
-            plan_threads: cluster.PlanThreads = cluster.plan_threads_split, prestart: int = 0) -> dict[str, Any]:
+            plan_threads: cluster.PlanThreads = cluster.plan_threads_split, prestart: int = 0,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
     """The project's jobs on these GPUs into a fresh database; with ``kill_after_s``, one worker
     process SIGKILLed that many seconds in; ``plan_threads``: each worker's ``--plan-threads``;
-    ``prestart``: run_campaign's."""
+    ``prestart``: run_campaign's; ``env``: set for the workers (and their processes) of this run alone."""
     db_path.unlink(missing_ok=True)
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    before = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
     up = time.perf_counter()
-    dask = cluster.local_cuda_cluster()
+    try:  # the workers inherit the environment when they start
+        dask = cluster.local_cuda_cluster()
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     start_s = time.perf_counter() - up
     tally, killed = Tally(), {}
     try:
@@ -162,7 +178,8 @@ def one_run(project: Path, build: Path, db_path: Path, gpus: list[str], kill_aft
             "duplicates": summary.duplicates, "errors": summary.errors, "completed_jobs_rows": completed,
             "integrity_check": integrity, "timed_gpu_s": gpu_s, "per_gpu_efficiency": gpu_s / (len(gpus) * wall),
             "jobs_per_worker": tally.jobs, "killed": killed, "db": str(db_path),
-            "prestart": prestart, "plan_threads": summary.plan_threads, "worker_cpus": summary.worker_cpus,
+            "prestart": prestart, "env": dict(env or {}), "plan_threads": summary.plan_threads,
+            "worker_cpus": summary.worker_cpus,
             "host_cpu_busy": cpu.summary(),
             "worker_s": len(gpus) * wall, "phases_s": phases_s,
             "tail_s": {name: ended - last for name, last in sorted(tally.last.items())},
@@ -229,8 +246,8 @@ def _threads(r: dict[str, Any]) -> str:
 def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
     print("\n| GPUs | workers | jobs | jobs per worker | shards | processes | wall (s) | cluster start (s) | probe (s) "
           "| jobs/s | speedup | scaling eff. | per-GPU eff. | host CPU busy mean/max | plan threads | prestart "
-          "| plans loaded/kept | keys/statuses as 1 GPU | medians > 10 % apart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| env | plans loaded/kept | keys/statuses as 1 GPU | medians > 10 % apart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         speed = base["wall_s"] / r["wall_s"]
         c = r.get("versus_one_gpu", {})
@@ -242,10 +259,15 @@ def print_table(runs: list[dict[str, Any]], base: dict[str, Any]) -> None:
               f"{r['wall_s']:.1f} | {r['cluster_start_s']:.1f} | "
               f"{r['probe_s']:.1f} | {r['jobs'] / r['wall_s']:.2f} | {speed:.2f}x | {speed / r['gpus']:.0%} | "
               f"{r['per_gpu_efficiency']:.0%} | {_share(busy.get('mean'))}/{_share(busy.get('max'))} | "
-              f"{_threads(r)} | {r.get('prestart', '-')} | {r.get('plans_loaded', '-')}/{r.get('plans_kept', '-')} | "
+              f"{_threads(r)} | {r.get('prestart', '-')} | {_env(r)} | "
+              f"{r.get('plans_loaded', '-')}/{r.get('plans_kept', '-')} | "
               f"{same} | "
               f"{c.get('over_10pct', '-')} of {c.get('medians', '-')} |")
     print_phases(runs)
+
+
+def _env(r: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in r.get("env", {}).items()) or "-"
 
 
 def print_phases(runs: list[dict[str, Any]]) -> None:
@@ -253,10 +275,11 @@ def print_phases(runs: list[dict[str, Any]]) -> None:
     if not all("phases_s" in r for r in runs):
         return
     heads = " | ".join(f"{PHASE_LABELS.get(p, p)} (s)" for p in JOB_PHASES)
-    print(f"\n| GPUs (prestart) | GPUs x wall (s) | timed GPU (s) | {heads} | other: idle, Dask, between jobs (s) |")
+    print(f"\n| GPUs (prestart, env) | GPUs x wall (s) | timed GPU (s) | {heads} "
+          "| other: idle, Dask, between jobs (s) |")
     print("|---|---|---|" + "---|" * (len(JOB_PHASES) + 1))
     for r in runs:
-        print(f"| {r['gpus']} ({r.get('prestart', '-')}) | {r['worker_s']:.1f} | {r['timed_gpu_s']:.1f} | "
+        print(f"| {r['gpus']} ({r.get('prestart', '-')}, {_env(r)}) | {r['worker_s']:.1f} | {r['timed_gpu_s']:.1f} | "
               + " | ".join(f"{r['phases_s'][p]:.1f}" for p in JOB_PHASES) + f" | {r['other_s']:.1f} |")
 
 
@@ -280,8 +303,17 @@ def main() -> int:
     parser.add_argument("--prestart", type=int, default=0, metavar="N",
                         help="each worker's first shard starts every executable's process in the background, N at "
                              "a time (run_campaign's prestart; 0, the default: each when met; 16 or more: all at once)")
+    parser.add_argument("--ab-env", metavar="VAR=VALUE",
+                        help="one more run on the most GPUs with VAR=VALUE in the workers' environment (e.g. "
+                             "BENANZA_BUFFER_CACHE=0), its keys and statuses against that count's run")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "scaling-bench")))
     args = parser.parse_args()
+    ab_env: dict[str, str] = {}
+    if args.ab_env:
+        name, eq, value = args.ab_env.partition("=")
+        if not name or not eq:
+            parser.error(f"--ab-env takes VAR=VALUE, not {args.ab_env!r}")
+        ab_env[name] = value
     try:
         plan_threads = cluster.plan_threads_policy(args.plan_threads)
     except BenanzaError as exc:
@@ -342,6 +374,17 @@ def main() -> int:
         if run is not base:
             run["versus_one_gpu"] = row_check(Path(base["db"]), Path(run["db"]), sid)
     widest = max(result["runs"], key=lambda r: (r["gpus"], r["prestart"] == args.prestart))
+    if ab_env:
+        ab = one_run(project, build, args.out / "ab_env.db", widest["devices"], plan_threads=plan_threads,
+                     prestart=args.prestart, env=ab_env)
+        ab["versus_one_gpu"] = row_check(Path(base["db"]), Path(ab["db"]), sid)
+        ab["versus_same_gpus"] = row_check(Path(widest["db"]), Path(ab["db"]), sid)
+        result["runs"].append(ab)
+        save()
+        c = ab["versus_same_gpus"]
+        print(f"{ab['gpus']} GPU(s) with {_env(ab)}: {ab['jobs']} jobs in {ab['wall_s']:.1f} s (without: "
+              f"{widest['wall_s']:.1f} s), keys only left/right {c['only_a']}/{c['only_b']}, statuses differ "
+              f"{c['status_differs']}, errors {ab['errors'][:2]}", flush=True)
     if args.kill_after_s:
         kill = one_run(project, build, args.out / "killed.db", widest["devices"], args.kill_after_s, plan_threads,
                        args.prestart)

@@ -147,6 +147,30 @@ def test_the_next_shard_is_the_longest_expected_and_an_unknown_executable_goes_f
     assert [cluster.next_shard(shards, {}).name for _ in range(len(order))] == order
 
 
+def test_a_worker_takes_the_shards_of_its_own_executables_first() -> None:
+    """Each executable a worker meets costs a process start (0.48 s on an H200), its kernels' loads and its
+    handles: met as they came, 4 GPUs started 47 processes for 16 executables (docs/RESULTS.md §11). A worker
+    takes, of the executables it serves already, the longest shard; another executable's only when none of
+    its own is left; and of those, one another worker is still learning the cost of last."""
+    def backlog() -> collections.deque:
+        return collections.deque(cluster.make_shards(
+            {"pool": [runner.ScheduledJob("pool", i, None) for i in range(40)],
+             "graph": [runner.ScheduledJob("graph", i, None) for i in range(12)],
+             "new": [runner.ScheduledJob("new", i, None) for i in range(2)]}, 16, drain=True))
+
+    job_ms = {"pool": (40.0, 20), "graph": (3000.0, 6)}  # 2 ms and 500 ms per job
+    shards = backlog()
+    taken = [cluster.next_shard(shards, job_ms, served={"pool"}).name for _ in range(len(shards))]
+    assert taken == ["pool:0-15", "pool:16-27", "pool:28-33", "pool:34-39", "new:0-1", "graph:0-5", "graph:6-11"]
+    # nothing finished yet: a worker serving "pool" keeps to it; one serving nothing starts what no worker has
+    shards = backlog()
+    assert cluster.next_shard(shards, {}, served={"pool"}, given={"pool"}).name == "pool:0-15"
+    assert cluster.next_shard(shards, {}, served=set(), given={"pool"}).name == "graph:0-5"
+    assert cluster.next_shard(shards, {}, served=set(), given={"pool", "graph"}).name == "new:0-1"
+    # every executable taken by others, none finished: make_shards' order among them
+    assert cluster.next_shard(shards, {}, served=set(), given={"pool", "graph", "new"}).name == "pool:16-27"
+
+
 def test_workers_sharing_a_hosts_cpus_split_them_for_plan_threads() -> None:
     """Issue 35: each benchmark process starts its CPUs - 1 plan threads unless told; workers that share
     CPUs get their share of them - 1 (at least 1), a worker alone keeps the harness's default."""
@@ -319,6 +343,26 @@ def test_without_prestart_a_worker_starts_the_process_of_an_executable_when_it_m
                                    timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2, progress=look)
     assert summary.errors == [] and set(at_first_job) == set(summary.workers)
     assert all(live == [exe] for exe, live in at_first_job.values()), at_first_job
+
+
+def test_workers_of_a_system_keep_to_their_executables_and_start_fewer_processes(
+        fake_build: Path, home: Path, client: distributed.Client) -> None:
+    """System A's two workers begin with different executables and each keeps to its own while it has
+    shards left: one process per executable on A, plus at most one where a worker that ran out took over
+    the other's last shards (met as they came, both workers started both: 4)."""
+    plans = {"bench_fake": ["ok"] * 12, "bench_other": ["ok"] * 12}
+    project = fresh_project(home, plans)
+    first: dict[str, str] = {}  # worker -> its first job's executable
+
+    def look(outcome: runner.JobOutcome, report: cluster.WorkerReport) -> None:
+        first.setdefault(report.name, outcome.job.executable)
+
+    summary = cluster.run_campaign(project, DatabaseSink(perfdb.open_db(home / "affinity.db")), client,
+                                   timeout_s=TIMEOUT_S, build_dir=fake_build, shard_jobs=2, progress=look)
+    assert summary.errors == [] and summary.duplicates == 0
+    assert first["a1"] != first["a2"], first
+    assert summary.workers["a1"].summary.processes + summary.workers["a2"].summary.processes <= 3
+    assert summary.workers["b1"].summary.processes == 2
 
 
 def test_workers_killed_mid_shard_lose_only_their_running_job(

@@ -28,7 +28,7 @@ H100_L2 = 50 * MIB
 # (ring copies), "p PHASE MS" (adds to a job's phase clock), "e WALL 0" (prints the job's end
 # line), "r ESTIMATE BEST" / "f ESTIMATE BEST" (why an unprotected / a protected call is timed
 # coarsely, "-" for not) and "j JOB_MS ESTIMATE" (the same for a call estimated at ESTIMATE x the
-# job's best in a job that ran JOB_MS) lines
+# job's best in a job that ran JOB_MS) and "c BYTES 0" (the block BufferCache keeps BYTES in) lines
 # from stdin; prints the parsed --l2 and one number, end line or reason per line.
 POLICY_MAIN = r"""
 #include <cstdio>
@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
       const char* why = what == 'j' ? bz::coarse_reason(o, false, b, 1.0, a)
                                     : bz::coarse_reason(o, what == 'f', a, b, 0.0);
       std::printf("%s\n", why ? why : "-");
+    } else if (what == 'c') {
+      std::printf("%zu\n", bz::BufferCache::size_class(size_t(a)));
     } else if (what == 'p') {
       clock.add(bz::Phase(int(a)), b);
     } else if (what == 'e') {
@@ -117,18 +119,29 @@ def test_a_jobs_end_line_gives_the_runner_its_phases(policy_tool: Path) -> None:
     """The phase times the harness prints on a job's end line (bench/campaign.py) are what the runner
     reads: setup is the wall time no host phase claims; the GPU time of the timed launches and the host
     time of the job's host work (done ahead of it on another thread: only its wait claims wall) and the GPU
-    time of its inputs and reference are apart."""
-    handles, warmup, timed, timed_gpu, check, _plan_wait, prep_wait, host_prep, inputs_gpu = range(9)
+    time of its inputs and reference are apart; its device allocations (alloc) are no longer setup."""
+    handles, warmup, timed, timed_gpu, check, _plan_wait, prep_wait, host_prep, inputs_gpu, alloc = range(10)
     lines = [f"p {handles} 40", f"p {warmup} 2.5", f"p {timed} 100", f"p {timed_gpu} 90", f"p {check} 1.5",
-             f"p {timed} 20", f"p {prep_wait} 6", f"p {host_prep} 45", f"p {inputs_gpu} 0", "e 200 0"]
+             f"p {timed} 20", f"p {prep_wait} 6", f"p {host_prep} 45", f"p {inputs_gpu} 0", f"p {alloc} 4",
+             "e 200 0"]
     done = subprocess.run([str(policy_tool)], input="\n".join(lines) + "\n", capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     end = json.loads(done.stdout.splitlines()[1])
     assert end["event"] == "end" and end["job"] == 0
     assert runner._phases(end) == {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5,
                                    "plan_wait": 0.0, "prep_wait": 6.0, "host_prep": 45.0, "inputs_gpu": 0.0,
-                                   "setup": 30.0, "wall": 200.0}
+                                   "alloc": 4.0, "setup": 26.0, "wall": 200.0}
     assert runner._phases({"event": "end", "job": 0}) == {}  # an older harness: no phases
+
+
+def test_kept_device_blocks_are_at_most_a_quarter_larger_than_asked(policy_tool: Path) -> None:
+    """BufferCache keeps a job's buffers for the next jobs in blocks of a few sizes (a block is reused for
+    any buffer of its size class): sizes rounded up to a step of a quarter of their power of two, and of
+    256 bytes at least, so a block is less than a quarter (or 256 bytes) larger than asked."""
+    sizes = [1, 256, 257, 1000, 4096, 4097, 5000, 6 * MIB + 1, 100 * MIB]
+    got = [int(x) for x in ask(policy_tool, [], [f"c {n} 0" for n in sizes])[1:]]
+    assert got == [256, 256, 512, 1024, 4096, 5120, 5120, 7 * MIB, 112 * MIB]
+    assert all(n <= c < n + max(256, n / 4) for n, c in zip(sizes, got, strict=True))
 
 
 def test_racing_refines_only_what_can_still_win(policy_tool: Path) -> None:

@@ -44,10 +44,11 @@ def test_a_jobs_phases_from_its_end_line_or_an_older_harnesses_build_notes() -> 
     GPU thread's wait for plans (harness "plan_wait"), or, from a harness that printed none, its results'
     build_ms notes, taken out of its setup; host prep is the wait for the job's host work, not the work."""
     end = {"handles": 40.0, "warmup": 2.5, "timed": 120.0, "timed_gpu": 90.0, "check": 1.5, "plan_wait": 7.0,
-           "prep_wait": 6.0, "host_prep": 45.0, "inputs_gpu": 0.0, "setup": 30.0, "wall": 200.0,
+           "prep_wait": 6.0, "host_prep": 45.0, "inputs_gpu": 0.0, "alloc": 3.0, "setup": 30.0, "wall": 200.0,
            "process_start": 300.0, "db_write": 0.5}
     assert job_phases(end) == {"process_start": 300.0, "handles": 40.0, "plan_build": 7.0, "host_prep": 6.0,
-                               "setup": 30.0, "warmup": 2.5, "timed": 120.0, "check": 1.5, "db_write": 0.5}
+                               "setup": 30.0, "alloc": 3.0, "warmup": 2.5, "timed": 120.0, "check": 1.5,
+                               "db_write": 0.5}
     assert tuple(job_phases(end)) == JOB_PHASES
     built = [Result(layer_key="k", api="cudnn_graph", algorithm=f"e{i}", dtype="fp16", math="default",
                      fusion="none", status="ok", notes={"build_ms": 4.0})

@@ -16,7 +16,8 @@ from benanza.records import Result
 
 # A job's wall time, phase by phase (bench/campaign.py's docstring says what each one is); a campaign's
 # "other" (its wall that no job's phase claims) is the caller's, from its own clock.
-JOB_PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "warmup", "timed", "check", "db_write")
+JOB_PHASES = ("process_start", "handles", "plan_build", "host_prep", "setup", "alloc", "warmup", "timed", "check",
+              "db_write")
 PHASE_LABELS = {"process_start": "process start", "plan_build": "plan build", "host_prep": "host prep",
                 "warmup": "warm-up", "db_write": "db write"}
 
@@ -26,15 +27,16 @@ def job_phases(phases_ms: Mapping[str, float], results: Iterable[Result] = ()) -
     the runner's own clocks). Plan build is the GPU thread's wait for plans built ahead of it (harness
     "plan_wait"); an older harness built every plan on that thread and printed none: the sum of the
     results' ``build_ms`` notes, then taken out of its setup. Host prep is the GPU thread's wait for a
-    job's host work ("prep_wait"); the work's own time ("host_prep") is not wall of this job."""
+    job's host work ("prep_wait"); the work's own time ("host_prep") is not wall of this job. Alloc: the
+    GPU thread's device allocations and frees (a harness before it counted them in setup)."""
     p = phases_ms
     plan_ms = p["plan_wait"] if "plan_wait" in p else sum(
         float(r.notes.get("build_ms", 0) or 0) for r in results if isinstance(r.notes, dict))
     return {"process_start": p.get("process_start", 0.0), "handles": p.get("handles", 0.0),
             "plan_build": plan_ms, "host_prep": p.get("prep_wait", 0.0),
             "setup": max(0.0, p.get("setup", 0.0) - (0.0 if "plan_wait" in p else plan_ms)),
-            "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0), "check": p.get("check", 0.0),
-            "db_write": p.get("db_write", 0.0)}
+            "alloc": p.get("alloc", 0.0), "warmup": p.get("warmup", 0.0), "timed": p.get("timed", 0.0),
+            "check": p.get("check", 0.0), "db_write": p.get("db_write", 0.0)}
 
 
 def sampled_project(project: Path, every: int, offset: int = 0) -> Path:

@@ -25,7 +25,7 @@ import queue
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -406,32 +406,45 @@ def end_children(client: Any) -> None:
         client.run(close_children)
 
 
-def next_shard(shards: deque[Shard], job_ms: Mapping[str, Sequence[float]]) -> Shard:
-    """Take the shard expected to run longest (jobs x its executable's mean job wall so far) out of
-    ``shards``: longest first, so that the campaign ends on short shards (a graph-API shard of 8
-    jobs can take seconds, a pooling one milliseconds). A shard of an executable with no finished job
-    yet comes first, which learns its cost early; ties keep the order ``make_shards`` gave."""
+def next_shard(shards: deque[Shard], job_ms: Mapping[str, Sequence[float]], served: Set[str] = frozenset(),
+               given: Set[str] = frozenset()) -> Shard:
+    """Take the next shard for a worker out of ``shards``: of those whose executable it serves already
+    (``served``: it has that executable's process), else of all, the one expected to run longest (jobs x
+    its executable's mean job wall so far).
+
+    Longest first, so that the campaign ends on short shards (a graph-API shard of 8 jobs can take
+    seconds, a pooling one milliseconds). Its own executables first, so that a process is started for
+    an executable on another worker only once this worker has none of its own left: met as they came,
+    4 GPUs started 47 processes for 16 executables (0.48 s each, docs/RESULTS.md §11), and each new
+    process also loads its kernels and creates its handles again. An executable that no worker has been
+    given yet (``given``) and with no finished job comes first, which learns its cost early; one that
+    another worker is still learning comes last. Ties keep the order ``make_shards`` gave."""
 
     def cost(shard: Shard) -> float:
         total, count = job_ms.get(shard.executable, (0.0, 0))
-        return len(shard.indices) * total / count if count else math.inf
+        if count:
+            return len(shard.indices) * total / count
+        return math.inf if shard.executable in served or shard.executable not in given else 0.0
 
-    best = max(range(len(shards)), key=lambda i: (cost(shards[i]), -i))
+    own = [i for i, shard in enumerate(shards) if shard.executable in served]
+    best = max(own or range(len(shards)), key=lambda i: (cost(shards[i]), -i))
     shard = shards[best]
     del shards[best]
     return shard
 
 
 class _Submitted:
-    """The campaign's shard futures, each restricted to the workers of its system.
+    """The campaign's shard futures, each pinned to one worker of its system.
 
     Shards wait here (``backlog``) and go to Dask ``IN_FLIGHT_PER_WORKER`` per worker at a
     time, the next one as one ends: Dask assigns a task with worker restrictions at once,
     so shards submitted all together were split among the workers up front, and 4 GPUs ran
     380 to 746 of 2 250 jobs each (docs/RESULTS.md §11); now a worker that finishes early
-    takes more. Dask moves a shard to another worker of its system when its worker dies. A
-    system whose every worker died and came back (a nanny restarts a worker under the same
-    name at a new address) gets its unfinished shards submitted again to the new addresses.
+    takes more. The client picks the worker (the one with a free place) and the shard for it
+    (``next_shard``: of its own executables first). A worker that dies (or is restarted by its
+    nanny under the same name at a new address) has its unfinished shards put back in the
+    backlog, for the next worker of the system with a free place; each attempt of a shard
+    skips the jobs an earlier one reported (``done_topic``).
     """
 
     def __init__(self, client: Any, build_dir: str, l2: str, timeout_s: float, max_reps: int | None,
@@ -440,23 +453,28 @@ class _Submitted:
                  plan_threads: Mapping[str, int] | None = None, prestart: int = 0) -> None:
         self.client, self.topic, self.by_index, self.prestart = client, topic, by_index, prestart
         self.args = (build_dir, l2, timeout_s, max_reps, max_engines, topic, dict(plan_threads or {}))
-        self.addresses: dict[str, list[str]] = {}  # system -> the worker addresses its shards may run on
+        self.addresses: dict[str, list[str]] = {}  # system -> the addresses of its live workers
         self.names: dict[str, set[Any]] = {}  # system -> its workers' names (kept across restarts)
-        self.pending: dict[Any, tuple[str, Shard]] = {}  # future -> (system, shard)
+        self.pending: dict[Any, tuple[str, Shard, str]] = {}  # future -> (system, shard, worker address)
         self.backlog: dict[str, deque[Shard]] = {}  # system -> its shards not submitted yet, in order
         self.abandoned: list[tuple[str, Shard]] = []  # backlog of systems lost for good
         self.on_end: Callable[[], None] = lambda: None  # a shard's future ended (from Dask's callback thread)
         self.job_ms: dict[str, list[float]] = {}  # executable -> [sum of its finished jobs' wall ms, count]
         self.executables: dict[str, tuple[str, ...]] = {}  # system -> its executables (a worker prestarts them)
+        self.served: dict[str, set[str]] = defaultdict(set)  # worker address -> the executables it was given
+        self.given: dict[str, set[str]] = defaultdict(set)  # system -> the executables given to any of its workers
 
     def top_up(self) -> None:
-        """Submit each system's next shards (``next_shard``) until it has ``IN_FLIGHT_PER_WORKER`` per
-        worker under way."""
+        """Give each live worker of each system shards (``next_shard``) until it has
+        ``IN_FLIGHT_PER_WORKER`` under way: every worker's first place before any worker's second."""
         for sid, shards in self.backlog.items():
-            running = sum(1 for f, (s, _) in self.pending.items() if s == sid and not f.done())
-            while shards and running < IN_FLIGHT_PER_WORKER * max(1, len(self.addresses[sid])):
-                self.submit(sid, next_shard(shards, self.job_ms))
-                running += 1
+            held = Counter(a for f, (s, _, a) in self.pending.items() if s == sid and not f.done())
+            for place in range(IN_FLIGHT_PER_WORKER):
+                for address in self.addresses[sid]:
+                    if shards and held[address] <= place:
+                        self.submit(sid, next_shard(shards, self.job_ms, self.served[address], self.given[sid]),
+                                    address)
+                        held[address] += 1
 
     def learn(self, msg: Mapping[str, Any]) -> None:
         """A finished job's wall time (the harness's, ms) joins its executable's mean (``next_shard``)."""
@@ -470,37 +488,35 @@ class _Submitted:
         """Whether any shard is under way or not yet submitted."""
         return bool(self.pending) or any(self.backlog.values())
 
-    def submit(self, sid: str, shard: Shard) -> None:
+    def submit(self, sid: str, shard: Shard, address: str) -> None:
         specs = [{"index": i, "key": asdict(self.by_index[shard.executable][i].key)} for i in shard.indices]
         future = self.client.submit(run_shard, shard, specs, *self.args, self.executables.get(sid, ()), self.prestart,
-                                    workers=self.addresses[sid],
+                                    f"{self.topic}:{sid}:{shard.name}", workers=[address],
                                     allow_other_workers=False, pure=False,
                                     key=f"benanza-shard-{sid}-{shard.name}-{uuid.uuid4().hex[:8]}")
-        self.pending[future] = (sid, shard)
+        self.pending[future] = (sid, shard, address)
+        self.served[address].add(shard.executable)
+        self.given[sid].add(shard.executable)
         future.add_done_callback(lambda _: self.on_end())
 
     def follow_restarts(self, lost_since: dict[str, float]) -> None:
-        """Follow workers a nanny restarted (same name, new address): the shards submitted from now on
-        may go to them too (a worker SIGKILLed 15 s into a 45 s campaign on 4 GPUs otherwise left 3 to
-        finish it: +14.3 s); re-target the running shards of systems whose workers all moved; cancel
-        those of systems gone too long."""
+        """Follow the workers that died or that a nanny restarted (same name, new address): the shards
+        of a worker no longer alive go back to its system's backlog (the next worker with a free place
+        takes them; a worker SIGKILLed 15 s into a 45 s campaign on 4 GPUs once left 3 to finish it:
+        +14.3 s); those of a system with no worker alive for ``LOST_AFTER_S`` are cancelled."""
         alive = workers_of(self.client)
         for sid, names in self.names.items():
-            moved = [a for a, w in alive.items() if w.get("name") in names]
-            if any(a in alive for a in self.addresses[sid]):
+            self.addresses[sid] = [a for a, w in alive.items() if w.get("name") in names]
+            orphans = [(f, shard) for f, (s, shard, a) in self.pending.items()
+                       if s == sid and a not in alive and not f.done()]
+            if self.addresses[sid]:
                 lost_since.pop(sid, None)
-                self.addresses[sid] = moved
-                continue
-            stuck = [(f, shard) for f, (s, shard) in self.pending.items() if s == sid and not f.done()]
-            if moved:
-                lost_since.pop(sid, None)
-                self.addresses[sid] = moved
-                for future, shard in stuck:  # the new attempt skips the jobs the old one reported
+                for future, shard in reversed(orphans):  # the new attempt skips the jobs the old one reported
                     del self.pending[future]
                     future.cancel()
-                    self.submit(sid, shard)
+                    self.backlog[sid].appendleft(shard)
             elif time.monotonic() - lost_since.setdefault(sid, time.monotonic()) > LOST_AFTER_S:
-                for future, _ in stuck:
+                for future, _ in orphans:
                     future.cancel()
                 self.abandoned += [(sid, shard) for shard in self.backlog.get(sid, ())]
                 self.backlog[sid] = deque()
@@ -509,7 +525,7 @@ class _Submitted:
 def _finished(submitted: _Submitted, writer: _Writer, summary: CampaignSummary) -> None:
     """Take in the shards that ended: their copies of the jobs they streamed, restarts, errors."""
     for future in [f for f in submitted.pending if f.done()]:
-        sid, shard = submitted.pending.pop(future)
+        sid, shard, _ = submitted.pending.pop(future)
         if future.status == "finished":
             done = future.result()
             for msg in done["messages"]:  # normally all streamed already: written once

@@ -140,7 +140,7 @@ def prestart(shard_runner: runner.Runner, executables: Sequence[str], campaign: 
 def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str, timeout_s: float,
               max_reps: int | None, max_engines: int | None, topic: str,
               plan_threads: Mapping[str, int] | None = None, executables: Sequence[str] = (),
-              prestart_at_once: int = 0) -> dict[str, Any]:
+              prestart_at_once: int = 0, done_topic: str = "") -> dict[str, Any]:
     """Run on a worker: one shard through the runner; every finished job goes out at once as an event.
 
     ``plan_threads``: worker name -> the harness's ``--plan-threads`` (``cluster.plan_threads_split``:
@@ -152,16 +152,16 @@ def run_shard(shard: Shard, jobs: list[dict[str, Any]], build_dir: str, l2: str,
     ``processes`` in the answer: those this shard's runner started, and those the worker's pool started
     since its last shard answered.
 
-    A retry (Dask re-queued the shard after a worker died) skips the jobs an earlier attempt
-    reported: each attempt of this task (one Dask key) lists them on the scheduler, in the
-    topic named after the key. Returns every job message this attempt
-    sent, so that the client misses none even if an event were late.
+    A retry (the client put the shard back after its worker died) skips the jobs an earlier attempt
+    reported: each attempt lists them on the scheduler, in ``done_topic`` (the client names it after
+    the system and the shard; by default, after this task's Dask key). Returns every job message this
+    attempt sent, so that the client misses none even if an event were late.
     """
     from distributed import get_client, get_worker
 
     worker = get_worker()
     who = _worker_identity()
-    done_topic = f"{topic}:{worker.get_current_task()}"
+    done_topic = done_topic or f"{topic}:{worker.get_current_task()}"
     reported = {int(msg["index"]) for _, msg in get_client().get_events(done_topic)}
     todo = [runner.ScheduledJob(shard.executable, int(j["index"]), JobKey(**j["key"])) for j in jobs
             if int(j["index"]) not in reported]

@@ -3,7 +3,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -11,23 +17,138 @@
 
 namespace bz {
 
-// A device allocation; a failing cudaMalloc throws Error(OutOfMemory).
+// Milliseconds this thread spent in Buffer's cudaMalloc and cudaFree calls since the last take: the
+// job's "alloc" phase (bz::run_jobs takes it on the GPU thread; other threads' are never read).
+inline double& thread_alloc_ms() {
+  thread_local double ms = 0;
+  return ms;
+}
+inline double take_alloc_ms() { return std::exchange(thread_alloc_ms(), 0.0); }
+
+// Device memory a process keeps between its jobs (Buffer takes and gives back here). A job's buffers
+// were a cudaMalloc and a synchronizing cudaFree each; with 4 GPUs' processes on one host a job's setup
+// took 18 % longer than with one (docs/RESULTS.md §11), and calls into the driver they share are a
+// suspect. Off unless bz::run_jobs enables it (BENANZA_BUFFER_CACHE=0 keeps it off, for an A/B); other
+// programs built on these headers (replay) allocate as before.
+//
+// A block given back is reusable only after settle(), which bz::run_jobs calls after each job: by then
+// the job's work on every stream is done (settle synchronizes the device when blocks are waiting), so no
+// kernel of a finished job still touches memory a new job's buffers get. Blocks are exact sizes rounded
+// up to a quarter of their power of two (at most 25 % more); one over kMaxBlockBytes is allocated and
+// freed as it is. At most kMaxKeptBytes stay kept; a failed cudaMalloc frees the kept blocks and tries
+// once more; release() frees them all (a --serve process between job lists, so that an idle process
+// holds no memory the others on its GPU may need).
+class BufferCache {
+ public:
+  static constexpr size_t kMaxKeptBytes = size_t(1) << 30;
+  static constexpr size_t kMaxBlockBytes = size_t(256) << 20;
+
+  static BufferCache& instance() {
+    static BufferCache* cache = new BufferCache;  // never destroyed: process exit frees device memory
+    return *cache;
+  }
+  // A block of `bytes` rounded up to its class (returned in `rounded`); throws Error(OutOfMemory).
+  void* take(size_t bytes, size_t& rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool cached = enabled_ && bytes <= kMaxBlockBytes;
+    rounded = cached ? size_class(bytes) : bytes;
+    if (cached) {
+      auto it = free_.find(rounded);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        kept_bytes_ -= rounded;
+        return p;
+      }
+    }
+    void* p = nullptr;
+    if (cudaMalloc(&p, rounded) != cudaSuccess) {
+      cudaGetLastError();  // clear the failed allocation's error before trying again
+      free_blocks();
+      BZ_CHECK_CUDA(cudaMalloc(&p, rounded));
+    }
+    return p;
+  }
+  void give(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!enabled_ || rounded > kMaxBlockBytes || kept_bytes_ + rounded > kMaxKeptBytes) {
+      cudaFree(p);
+      return;
+    }
+    retired_.emplace_back(p, rounded);
+    kept_bytes_ += rounded;
+  }
+  // After a job: the blocks its buffers gave back become reusable (the device synchronized first).
+  void settle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (retired_.empty()) return;
+    cudaDeviceSynchronize();
+    for (auto& [p, rounded] : retired_) free_[rounded].push_back(p);
+    retired_.clear();
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_blocks();
+  }
+  // On, unless BENANZA_BUFFER_CACHE is "0"; returns whether it is on.
+  bool enable_from_env() {
+    const char* v = std::getenv("BENANZA_BUFFER_CACHE");
+    std::lock_guard<std::mutex> lock(mu_);
+    enabled_ = !(v && std::strcmp(v, "0") == 0);
+    return enabled_;
+  }
+
+  static size_t size_class(size_t bytes) {
+    size_t top = 1;
+    while (top <= bytes / 2) top *= 2;  // the largest power of two <= bytes
+    const size_t step = std::max<size_t>(256, top / 4);
+    return (bytes + step - 1) / step * step;
+  }
+
+ private:
+  void free_blocks() {  // mu_ held
+    if (free_.empty() && retired_.empty()) return;
+    cudaDeviceSynchronize();
+    for (auto& [rounded, blocks] : free_)
+      for (void* p : blocks) cudaFree(p);
+    for (auto& [p, rounded] : retired_) cudaFree(p);
+    free_.clear();
+    retired_.clear();
+    kept_bytes_ = 0;
+  }
+  std::mutex mu_;
+  bool enabled_ = false;
+  std::map<size_t, std::vector<void*>> free_;           // class -> reusable blocks
+  std::vector<std::pair<void*, size_t>> retired_;       // given back during the current job
+  size_t kept_bytes_ = 0;                               // free_ and retired_ together
+};
+
+// A device allocation; a failing cudaMalloc throws Error(OutOfMemory). From the process's
+// BufferCache while bz::run_jobs runs jobs, else a cudaMalloc and cudaFree of its own.
 class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t bytes) : bytes_(bytes) {
-    if (bytes) BZ_CHECK_CUDA(cudaMalloc(&ptr_, bytes));
+    if (!bytes) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    ptr_ = BufferCache::instance().take(bytes, rounded_);
+    thread_alloc_ms() += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  Buffer(Buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Buffer(Buffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), rounded_(std::exchange(o.rounded_, 0)) {}
   Buffer& operator=(Buffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
+    std::swap(rounded_, o.rounded_);
     return *this;
   }
   ~Buffer() {
-    if (ptr_) cudaFree(ptr_);
+    if (!ptr_) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    BufferCache::instance().give(ptr_, rounded_);
+    thread_alloc_ms() += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   void* get() const { return ptr_; }
   template <class T> T* as() const { return static_cast<T*>(ptr_); }
@@ -35,7 +156,8 @@ class Buffer {
 
  private:
   void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+  size_t bytes_ = 0;    // asked for
+  size_t rounded_ = 0;  // allocated (BufferCache::size_class when cached)
 };
 
 // Workspaces up to this size stay allocated between algorithms (Context::workspace).

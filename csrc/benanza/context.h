@@ -92,17 +92,18 @@ inline int calls_per_launch(const Options& o, double want, int copies) {
 }
 
 // Where one job's wall time went (bench/campaign.py): the runner reads these from the job's
-// "end" line ("phases_ms"); what no phase claims (descriptors, allocations, the fp32
-// reference, heuristics/find) is the job's "setup". PlanWait: the graph API's GPU thread waiting
+// "end" line ("phases_ms"); what no phase claims (descriptors, the fp32 reference,
+// heuristics/find) is the job's "setup". Alloc: the GPU thread's device allocations and frees
+// (Buffer, BufferCache; the job's buffers made reusable at its end). PlanWait: the graph API's GPU thread waiting
 // for an execution plan (built on host threads ahead of it, PlanBuilder in cudnn_graph.h).
 // PrepWait: the GPU thread's time on the job's host-only work (Bench::prepare): waiting for it
 // when a host thread did it during the job before (Prefetcher), doing it itself otherwise.
 // HostPrep: that work's own host time, wherever it ran; like TimedGpu it claims none of the job's
 // wall time (HostPrep less PrepWait is what ran hidden behind the job before). InputsGpu: the GPU
 // time of the job's input fills and fp32 reference (GpuSpan), beside the wall time too.
-enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, PrepWait, HostPrep, InputsGpu, kCount };
-inline const char* const kPhaseNames[] = {"handles", "warmup", "timed", "timed_gpu", "check", "plan_wait",
-                                          "prep_wait", "host_prep", "inputs_gpu"};  // in Phase order
+enum class Phase { Handles, Warmup, Timed, TimedGpu, Check, PlanWait, PrepWait, HostPrep, InputsGpu, Alloc, kCount };
+inline const char* const kPhaseNames[] = {"handles", "warmup",    "timed",     "timed_gpu",  "check",
+                                          "plan_wait", "prep_wait", "host_prep", "inputs_gpu", "alloc"};  // in Phase order
 
 // Whether a phase is a part of the job's wall time on the GPU thread (the others are measured beside it).
 inline bool claims_wall(Phase p) { return p != Phase::TimedGpu && p != Phase::HostPrep && p != Phase::InputsGpu; }

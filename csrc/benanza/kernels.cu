@@ -510,9 +510,30 @@ float take_reference_max_abs() {
   return m;
 }
 
+namespace {
+// The two words a check folds its maxima into, on the device and in pinned host memory: allocated on a
+// thread's first check and kept for the process's life. An allocation per check (cudaMallocAsync, whose
+// default pool hands the memory back to the driver at each synchronize) and a copy into pageable memory
+// made driver calls per checked algorithm; the checks took 55 % longer per job with 4 GPUs' processes
+// on one host than with one (docs/RESULTS.md §11), and calls into the driver shared by them are a suspect.
+struct CheckWords {
+  unsigned* device = nullptr;
+  unsigned* host = nullptr;
+};
+
+CheckWords& check_words() {
+  thread_local CheckWords words;
+  if (!words.device) {
+    BZ_CHECK_CUDA(cudaMalloc(&words.device, 2 * sizeof(unsigned)));
+    BZ_CHECK_CUDA(cudaMallocHost(&words.host, 2 * sizeof(unsigned)));
+  }
+  return words;
+}
+}  // namespace
+
 double max_rel_error(const void* out, DType dtype, const std::vector<CheckedSpan>& spans, cudaStream_t stream) {
-  unsigned* d = nullptr;
-  BZ_CHECK_CUDA(cudaMallocAsync(&d, 2 * sizeof(unsigned), stream));
+  const CheckWords& words = check_words();
+  unsigned* d = words.device;
   BZ_CHECK_CUDA(cudaMemsetAsync(d, 0, 2 * sizeof(unsigned), stream));
   dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -522,13 +543,11 @@ double max_rel_error(const void* out, DType dtype, const std::vector<CheckedSpan
                                                                            span.ref, span.count, d);
   });
   check_launch();
-  unsigned h[2];
-  BZ_CHECK_CUDA(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, stream));
-  BZ_CHECK_CUDA(cudaFreeAsync(d, stream));
+  BZ_CHECK_CUDA(cudaMemcpyAsync(words.host, d, 2 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
   BZ_CHECK_CUDA(cudaStreamSynchronize(stream));
   float diff, mag;
-  std::memcpy(&diff, &h[0], sizeof diff);
-  std::memcpy(&mag, &h[1], sizeof mag);
+  std::memcpy(&diff, &words.host[0], sizeof diff);
+  std::memcpy(&mag, &words.host[1], sizeof mag);
   reference_max_abs = std::max(reference_max_abs, mag);
   if (!std::isfinite(diff)) return INFINITY;
   return mag > 0.f ? double(diff) / mag : (diff > 0.f ? INFINITY : 0.0);

@@ -117,6 +117,7 @@ inline bool run_jobs(Context& ctx, const Bench& bench, const std::vector<int>& j
     const int job = jobs[k];
     emit(Json().add("event", "start").add("job", job));
     ctx.start_job();
+    take_alloc_ms();  // the job's "alloc" phase starts afresh
     const auto t0 = std::chrono::steady_clock::now();
     try {
       if (ahead && !prefetch) {  // the first job: its handles, then the worker
@@ -146,6 +147,10 @@ inline bool run_jobs(Context& ctx, const Bench& bench, const std::vector<int>& j
       prefetch.reset();  // its worker joined before the process goes
       return false;
     }
+    const auto settle_t0 = std::chrono::steady_clock::now();
+    BufferCache::instance().settle();  // the job's buffers reusable by the next job
+    thread_alloc_ms() += ms_since(settle_t0);
+    ctx.phases.add(Phase::Alloc, take_alloc_ms());
     Json end;
     end.add("event", "end").add("job", job);
     ctx.phases.to_json(end, ms_since(t0));
@@ -182,6 +187,7 @@ inline int main(int argc, char** argv, const Bench& bench) {
   try {
     BZ_CHECK_CUDA(cudaSetDevice(opt.device));
     ignore_other_threads_captures();
+    BufferCache::instance().enable_from_env();
     ctx.init();
     emit_system(ctx);
   } catch (const Error& e) {
@@ -209,6 +215,7 @@ inline int main(int argc, char** argv, const Bench& bench) {
       std::exit(3);
     }
     ctx.release_workspace();  // an idle process keeps no scratch the other processes on its GPU may need
+    BufferCache::instance().release();  // nor buffers kept for its next job
     emit(Json().add("event", "ready"));
   }
   return 0;
