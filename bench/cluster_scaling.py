@@ -25,7 +25,8 @@ background, plus one per crash; a killed worker's are not counted) and how many 
 
 ``--plan-threads``: ``split`` (the default, ``cluster.plan_threads_split``), ``default`` (every worker the
 harness's own default: its CPUs - 1) or N (every worker N); ``cluster.plan_threads_policy``. Measured so far,
-4 H200s, sample 3: split (15 per worker) 49.6 s, default (63 per worker) 53.4 s.
+4 H200s, sample 3: split (15 per worker) 49.6 s, default (63 per worker) 53.4 s; one H200, the whole project
+(session 26): 15 threads 336.8 s, the default (63) 374.4 s.
 
 ``--prestart N``: each worker's first shard starts every executable's process in the background, N at a
 time (``cluster.run_campaign``'s ``prestart``; 0, the default: each when met). A count written ``4p1`` in
@@ -35,14 +36,14 @@ Measured so far, 4 H200s, sample 3: all 16 at once (``4p16``) 48.3 s, first jobs
 ``--ab-env VAR=VALUE``: one more run on the largest G with VAR=VALUE in the workers' environment (their
 benchmark processes inherit it): an A/B of a harness switch beside that G's run, its keys and statuses
 against it. ``BENANZA_BUFFER_CACHE=0`` runs the harness without its BufferCache (every buffer a cudaMalloc
-and a cudaFree of its own, as before session 26).
+and a cudaFree of its own, as before session 26): on 4 H200s, the whole project, 88.8 s against 85.9 s with it.
 
 ``--warm-up``: one unreported run on the largest G first. The first campaign on a machine pays the
 runtime-compiled kernels into the disk caches; run first, the largest G paid them alone (its plan
 builds took 75 GPU-s against 39 for the counts after it, docs/RESULTS.md §11).
 
 ``--kill-after-s S``: the largest G again, one worker process SIGKILLed S seconds in (its nanny
-starts it again; Dask re-queues its shard, whose new attempt skips the jobs already reported):
+starts it again; the client puts its shards back, whose new attempts skip the jobs already reported):
 its rows against that G's run, the jobs written twice (none may be), ``PRAGMA integrity_check``
 and the wall it cost. ``--scheduler-file``: ``dask scheduler`` and ``dask cuda worker`` as separate
 processes (all GPUs), and ``benanza run --scheduler-file`` as the client with

@@ -7,14 +7,15 @@ this module only cuts the work and keeps the database:
   "system" line gives its system id, exactly as the single-process runner computes it;
   workers are grouped by system, and every system measures the jobs the database
   lacks for it (heterogeneous GPUs land as separate systems, resume skips per system);
-- the work unit is a shard, (executable, job indices), restricted to the workers of
-  its system; a worker runs it with the runner's own crash/hang-isolating ``Runner``
-  (its database a private in-memory scratch) and streams every finished job back as a
-  Dask event;
+- the work unit is a shard, (executable, job indices), pinned to one worker of its
+  system that the client picks (of its own executables first, ``next_shard``); the
+  worker runs it with the runner's own crash/hang-isolating ``Runner`` (its database a
+  private in-memory scratch) and streams every finished job back as a Dask event;
 - ONE writer, the client, commits each job as its event arrives (SQLite is not shared
-  across hosts). A worker that dies loses its in-flight job only: Dask reschedules the
-  shard, and the new attempt skips the jobs its per-shard "done" topic on the
-  scheduler lists. A job reported twice (a retry racing an event) is written once.
+  across hosts). A worker that dies loses its in-flight job only: the client puts its
+  shards back in the backlog, and the new attempt skips the jobs the shard's "done"
+  topic on the scheduler lists. A job reported twice (a retry racing an event) is
+  written once.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def require_dask(local: bool = False) -> None:
 
 def shard_size(pending: int, workers: int, shard_jobs: int | None = None) -> int:
     """Jobs per shard: ``SHARDS_PER_WORKER`` shards per worker (every GPU busy until the end), at most
-    ``MAX_SHARD_JOBS`` (a shard is the unit Dask re-queues), or ``shard_jobs`` when given."""
+    ``MAX_SHARD_JOBS`` (a shard is the unit put back when its worker dies), or ``shard_jobs`` when given."""
     if shard_jobs:
         return max(1, shard_jobs)
     return max(1, min(MAX_SHARD_JOBS, math.ceil(pending / max(1, workers * SHARDS_PER_WORKER))))

@@ -25,17 +25,17 @@ inline double& thread_alloc_ms() {
 }
 inline double take_alloc_ms() { return std::exchange(thread_alloc_ms(), 0.0); }
 
-// Device memory a process keeps between its jobs (Buffer takes and gives back here). A job's buffers
-// were a cudaMalloc and a synchronizing cudaFree each; with 4 GPUs' processes on one host a job's setup
-// took 18 % longer than with one (docs/RESULTS.md §11), and calls into the driver they share are a
-// suspect. Off unless bz::run_jobs enables it (BENANZA_BUFFER_CACHE=0 keeps it off, for an A/B); other
-// programs built on these headers (replay) allocate as before.
+// Device memory a process keeps between its jobs (Buffer takes and gives back here), instead of a
+// cudaMalloc and a synchronizing cudaFree per buffer: on 4 H200s the whole torchvision batch-1 campaign
+// took 85.9 s with it and 88.8 s without, its allocations 2.1 against 3.7 GPU-s (docs/RESULTS.md §11).
+// Off unless bz::main turns it on (BENANZA_BUFFER_CACHE=0 keeps it off, for an A/B); other programs
+// built on these headers (replay) allocate as before.
 //
 // A block given back is reusable only after settle(), which bz::run_jobs calls after each job: by then
 // the job's work on every stream is done (settle synchronizes the device when blocks are waiting), so no
-// kernel of a finished job still touches memory a new job's buffers get. Blocks are exact sizes rounded
-// up to a quarter of their power of two (at most 25 % more); one over kMaxBlockBytes is allocated and
-// freed as it is. At most kMaxKeptBytes stay kept; a failed cudaMalloc frees the kept blocks and tries
+// kernel of a finished job still touches memory a new job's buffers get. Sizes are rounded up to a step
+// of a quarter of their power of two, 256 bytes at least (size_class); one over kMaxBlockBytes is
+// allocated and freed as it is. At most kMaxKeptBytes stay kept; a failed cudaMalloc frees the kept blocks and tries
 // once more; release() frees them all (a --serve process between job lists, so that an idle process
 // holds no memory the others on its GPU may need).
 class BufferCache {

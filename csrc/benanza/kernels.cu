@@ -512,10 +512,10 @@ float take_reference_max_abs() {
 
 namespace {
 // The two words a check folds its maxima into, on the device and in pinned host memory: allocated on a
-// thread's first check and kept for the process's life. An allocation per check (cudaMallocAsync, whose
-// default pool hands the memory back to the driver at each synchronize) and a copy into pageable memory
-// made driver calls per checked algorithm; the checks took 55 % longer per job with 4 GPUs' processes
-// on one host than with one (docs/RESULTS.md §11), and calls into the driver shared by them are a suspect.
+// thread's first check and kept for the process's life. With an allocation per check (cudaMallocAsync,
+// whose default pool hands the memory back to the driver at each synchronize) and a copy into pageable
+// memory, the whole torchvision batch-1 campaign's checks took 23.4 GPU-s on one H200 and 36.3 on four;
+// with these words 1.9 on one, two and four (docs/RESULTS.md §11, sessions 23 and 26).
 struct CheckWords {
   unsigned* device = nullptr;
   unsigned* host = nullptr;
