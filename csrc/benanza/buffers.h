@@ -25,6 +25,18 @@ inline double& thread_alloc_ms() {
 }
 inline double take_alloc_ms() { return std::exchange(thread_alloc_ms(), 0.0); }
 
+// Adds the time of its scope to this thread's alloc phase (thread_alloc_ms).
+class AllocClock {
+ public:
+  AllocClock() = default;
+  AllocClock(const AllocClock&) = delete;
+  AllocClock& operator=(const AllocClock&) = delete;
+  ~AllocClock() { thread_alloc_ms() += ms_since(t0_); }
+
+ private:
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
 // Device memory a process keeps between its jobs (Buffer takes and gives back here), instead of a
 // cudaMalloc and a synchronizing cudaFree per buffer: on 4 H200s the whole torchvision batch-1 campaign
 // took 85.9 s with it and 88.8 s without, its allocations 2.1 against 3.7 GPU-s (docs/RESULTS.md §11).
@@ -78,8 +90,10 @@ class BufferCache {
     retired_.emplace_back(p, rounded);
     kept_bytes_ += rounded;
   }
-  // After a job: the blocks its buffers gave back become reusable (the device synchronized first).
+  // After a job: the blocks its buffers gave back become reusable (the device synchronized first; the
+  // wait is the job's alloc phase).
   void settle() {
+    AllocClock clock;
     std::lock_guard<std::mutex> lock(mu_);
     if (retired_.empty()) return;
     cudaDeviceSynchronize();
@@ -90,12 +104,11 @@ class BufferCache {
     std::lock_guard<std::mutex> lock(mu_);
     free_blocks();
   }
-  // On, unless BENANZA_BUFFER_CACHE is "0"; returns whether it is on.
-  bool enable_from_env() {
+  // On, unless BENANZA_BUFFER_CACHE is "0".
+  void enable_from_env() {
     const char* v = std::getenv("BENANZA_BUFFER_CACHE");
     std::lock_guard<std::mutex> lock(mu_);
     enabled_ = !(v && std::strcmp(v, "0") == 0);
-    return enabled_;
   }
 
   static size_t size_class(size_t bytes) {
@@ -130,9 +143,8 @@ class Buffer {
   Buffer() = default;
   explicit Buffer(size_t bytes) : bytes_(bytes) {
     if (!bytes) return;
-    const auto t0 = std::chrono::steady_clock::now();
+    AllocClock clock;
     ptr_ = BufferCache::instance().take(bytes, rounded_);
-    thread_alloc_ms() += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -146,9 +158,8 @@ class Buffer {
   }
   ~Buffer() {
     if (!ptr_) return;
-    const auto t0 = std::chrono::steady_clock::now();
+    AllocClock clock;
     BufferCache::instance().give(ptr_, rounded_);
-    thread_alloc_ms() += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   void* get() const { return ptr_; }
   template <class T> T* as() const { return static_cast<T*>(ptr_); }

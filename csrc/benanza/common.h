@@ -12,11 +12,17 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace bz {
+
+// Milliseconds since `t0` on the host's steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 enum class Status { Ok, NotSupported, OutOfMemory, CheckFailed, Failed };
 

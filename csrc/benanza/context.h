@@ -129,11 +129,6 @@ class PhaseClock {
   double ms_[int(Phase::kCount)] = {};
 };
 
-// Milliseconds since `t0` on the host's steady clock.
-inline double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // What a job's host-only work (Bench::prepare) may use, on whichever thread it runs: the options
 // and a cuDNN handle, bound to the benchmark stream, that no other thread uses meanwhile.
 struct HostContext {

@@ -147,9 +147,7 @@ inline bool run_jobs(Context& ctx, const Bench& bench, const std::vector<int>& j
       prefetch.reset();  // its worker joined before the process goes
       return false;
     }
-    const auto settle_t0 = std::chrono::steady_clock::now();
     BufferCache::instance().settle();  // the job's buffers reusable by the next job
-    thread_alloc_ms() += ms_since(settle_t0);
     ctx.phases.add(Phase::Alloc, take_alloc_ms());
     Json end;
     end.add("event", "end").add("job", job);
