@@ -655,25 +655,23 @@ class ChildPool:
             deadline = time.monotonic() + batch[0][1][1]
             reading: list[Future[tuple[dict[str, Any], str]]] = []
             for argv, (cwd, _, _) in batch:
-                try:
-                    child = _Child(list(argv), cwd, serve=True)
-                except OSError as exc:
-                    with self._lock:
-                        self._queued.pop(argv, None)
-                    self.failed.append(f"{Path(argv[0]).name}: cannot start ({exc.strerror})")
-                    continue
                 line: Future[tuple[dict[str, Any], str]] = Future()
-                with self._lock:  # the pool may have closed, or the runner that met it started its own
-                    wanted = generation == self._generation and self._queued.pop(argv, None) is not None
-                    if wanted:
-                        self._starting[argv] = _Starting(child, line)
-                        self._spawned += 1
-                if wanted:  # each line read on a thread of its own: a job waits for its own process alone
-                    threading.Thread(target=_read_first_line, args=(child, deadline, line), name="benanza-start",
-                                     daemon=True).start()
-                    reading.append(line)
-                else:  # nobody will take this one
-                    child.close()
+                # spawned and registered under one lock: a close() either finds it (and ends it) or comes
+                # first, and then it never starts; so does one whose runner met it and started its own
+                with self._lock:
+                    if generation != self._generation or self._queued.pop(argv, None) is None:
+                        continue
+                    try:
+                        child = _Child(list(argv), cwd, serve=True)
+                    except OSError as exc:
+                        self.failed.append(f"{Path(argv[0]).name}: cannot start ({exc.strerror})")
+                        continue
+                    self._starting[argv] = _Starting(child, line)
+                    self._spawned += 1
+                # each line read on a thread of its own: a job waits for its own process alone
+                threading.Thread(target=_read_first_line, args=(child, deadline, line), name="benanza-start",
+                                 daemon=True).start()
+                reading.append(line)
             wait(reading)  # the batch's system lines (each by its deadline) before the next batch starts
 
     @property
