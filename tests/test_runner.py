@@ -521,7 +521,7 @@ def test_prestarted_processes_serve_the_first_lists_and_a_job_waits_for_its_own_
     assert job_statuses(db) == {**{f"bench_fake-layer{i:03d}": "ok" for i in range(3)},
                                 **{f"bench_other-layer{i:03d}": "ok" for i in range(2)}}
     assert db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0] == 3 * 2 + 2 * 2
-    assert getattr(pool, "failed", None) == [] and pool.close() == 2
+    assert pool.failed == [] and pool.close() == 2
 
 
 def test_a_prestarted_process_that_fails_is_not_served_and_its_list_reports_the_failure(

@@ -580,7 +580,7 @@ class ChildPool:
         self._starting: dict[tuple[str, ...], _Starting] = {}  # prestarted, not yet taken
         # to prestart, in order: argv -> (its working directory, seconds to its system line, how many at once)
         self._queued: dict[tuple[str, ...], tuple[Path, float, int]] = {}
-        self._generation = 0  # close() moves it on: what the starter spawned for an earlier one is closed
+        self._generation = 0  # close() moves it on: the starter starts nothing of a batch it took before
         self._spawned = 0  # processes the pool started itself, not yet counted (spawned_since)
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)  # the starter waits on it for queued processes
