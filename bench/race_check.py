@@ -54,6 +54,17 @@ def statuses(lines: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
     return out
 
 
+def summary(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How the compared jobs agree: within AGREE, read faster or slower raced, and slower raced with another
+    algorithm (racing's choice cost more than AGREE; a slower one with the same algorithm is timing noise)."""
+    out = {"jobs": len(rows), "agree": 0, "faster": 0, "slower": 0, "slower_by_choice": 0}
+    for r in rows:
+        key = "agree" if abs(r["ratio"] - 1) <= AGREE else "faster" if r["ratio"] < 1 else "slower"
+        out[key] += 1
+        out["slower_by_choice"] += key == "slower" and r["raced_algorithm"] != r["exhaustive_algorithm"]
+    return out
+
+
 def run(exe: Path, jobs: list[int], extra: list[str], timeout_s: float) -> tuple[list[dict[str, Any]], float]:
     t0 = time.perf_counter()
     done = subprocess.run([str(exe), "--jobs", ",".join(map(str, jobs)), *extra], capture_output=True, text=True,
@@ -110,10 +121,12 @@ def main() -> int:
             rows.append({"executable": exe, "job": job, "exhaustive_ms": a[job][0], "exhaustive_algorithm": a[job][1],
                          "raced_ms": b[job][0], "raced_algorithm": b[job][1], "ratio": b[job][0] / a[job][0]})
         print(f"{exe}: {len(jobs)} jobs, exhaustive {w_full:.1f} s, raced {w_raced:.1f} s", flush=True)
-    agree = [r for r in rows if abs(r["ratio"] - 1) <= AGREE]
+    counts = summary(rows)
     same = [r for r in rows if r["exhaustive_algorithm"] == r["raced_algorithm"]]
-    print(f"jobs compared: {len(rows)}; fastest medians within {AGREE:.0%}: {len(agree)} "
-          f"({len(agree) / max(1, len(rows)):.1%}); same fastest algorithm: {len(same)}")
+    print(f"jobs compared: {len(rows)}; fastest medians within {AGREE:.0%}: {counts['agree']} "
+          f"({counts['agree'] / max(1, len(rows)):.1%}); same fastest algorithm: {len(same)}")
+    print(f"outside {AGREE:.0%}: {counts['faster']} faster raced, {counts['slower']} slower, "
+          f"{counts['slower_by_choice']} of them with another algorithm (racing's choice)")
     print(f"wall: exhaustive {walls['exhaustive']:.1f} s, raced {walls['raced']:.1f} s; coarse results: {coarse}")
     print(f"jobs whose results differ in algorithms or statuses: {len(differ)}")
     for d in differ[:5]:
@@ -128,7 +141,7 @@ def main() -> int:
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "walls_s": walls, "coarse_results": coarse, "differ": differ},
                                        indent=1) + "\n")
-    return 0 if rows and len(agree) == len(rows) else 1
+    return 0 if rows and counts["agree"] == len(rows) else 1
 
 
 if __name__ == "__main__":

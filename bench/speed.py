@@ -22,6 +22,13 @@ every part's rows together and writes OUT/speed.json. A row is one figure: the w
     # two disjoint 1/N samples; their spread is the sampling error
     python bench/speed.py campaign --out OUT --sample 40 --offsets 0,20
 
+    # nothing measured gets worse: racing vs exhaustive timing on 40 jobs of each multi-algorithm
+    # executable of the campaign's zoo project (bench/race_check.py; after `campaign`)
+    python bench/speed.py race --out OUT
+    # and the campaign's sample databases against the shipped one: the per-layer minima the bound's
+    # validation cells are computed from (bench/db_agreement.py; no GPU needed)
+    python bench/speed.py agreement --out OUT
+
     # build once (no GPU needed): a project built cold, the same project again, then ten
     # `generate --from-profile` projects of the shipped bundles built in turn into one cache
     python bench/speed.py build --out OUT
@@ -35,7 +42,8 @@ Floors:
              its build cache is $BENANZA_BUILD_CACHE_DIR, else OUT/build-cache, its plan cache the harness's
              ($BENANZA_PLAN_CACHE_DIR, else ~/.cache/benanza/plans); the row says what each held;
   campaign   the timed repetitions + each executable's process start and library handles (once each);
-  build      none (the target is the wall of a build whose executables were built before).
+  build      none (the target is the wall of a build whose executables were built before);
+  race, agreement: none (their targets are shares, not seconds: wall is the raced run's, or none).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 TARGETS = {"profile": 15.0, "pipeline": 120.0, "build": 5.0, "campaign": 600.0}
 EFFICIENCY_TARGET = 0.60
+RACE_TARGET = 0.97  # of jobs whose raced fastest median is within 3 % of the exhaustive one
 PROFILE_CELLS = {
     "module": ["--torch-module", "natives:resnet50"],
     "onnx2torch": ["{zoo}/resnet50.onnx", "--framework", "torch"],
@@ -83,10 +92,11 @@ def _benanza(*args: str, log: Path, env: dict[str, str] | None = None,
     return time.perf_counter() - t0, done
 
 
-def _row(figure: str, wall: float, floor: float | None, target: float | None, **extra: Any) -> dict[str, Any]:
-    return {"figure": figure, "wall_s": round(wall, 2), "floor_s": None if floor is None else round(floor, 2),
-            "wall_over_floor": None if not floor else round(wall / floor, 2), "target_s": target,
-            "met": None if target is None or "error" in extra else wall <= target, **extra}
+def _row(figure: str, wall: float | None, floor: float | None, target: float | None, **extra: Any) -> dict[str, Any]:
+    return {"figure": figure, "wall_s": None if wall is None else round(wall, 2),
+            "floor_s": None if floor is None else round(floor, 2),
+            "wall_over_floor": None if not floor or wall is None else round(wall / floor, 2), "target_s": target,
+            "met": None if target is None or wall is None or "error" in extra else wall <= target, **extra}
 
 
 def _sum(phases: dict[str, Any], prefixes: tuple[str, ...]) -> float:
@@ -123,6 +133,11 @@ def _export(name: str, path: Path, batch: int) -> None:
     subprocess.run([sys.executable, "-c", code, f"natives:{name}", str(path), str(batch)], check=True, env=_env())
 
 
+def _cached(cache: Path) -> int:
+    """Executables the build cache holds (each compiled executable is kept there)."""
+    return sum(1 for _ in cache.glob("??/*.exe")) if cache.is_dir() else 0
+
+
 def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
     from benanza.measure import plan_cache
 
@@ -132,7 +147,7 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
     env = {**_env(), "BENANZA_BUILD_CACHE_DIR": str(cache)}
     rows = []
     for name in args.models.split(","):
-        cached = sum(1 for _ in cache.glob("??/*.exe")) if cache.is_dir() else 0
+        cached = _cached(cache)
         plans = plan_cache.usage()[0] if plan_cache.root() is not None else None
         model = out / f"{name}_b{args.batch}.onnx"
         if not model.exists():
@@ -162,8 +177,11 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
         rows.append(_row(f"  its campaign ({', '.join(measured)})", spent, gpu, None,
                          efficiency=round(gpu / spent, 3) if spent else None, efficiency_target=EFFICIENCY_TARGET,
                          phases_s=steps.get("job_phases_s", {})))
-        build = steps["steps_s"].get("build", 0.0)
-        rows.append(_row(f"  its build ({held})", build, None, TARGETS["build"] if cached else None))
+        build, compiled = steps["steps_s"].get("build", 0.0), _cached(cache) - cached
+        # the target is a build whose executables were all built before: a run that compiled some (its build or
+        # the profile's calls') has none
+        rows.append(_row(f"  its build ({compiled} compiled; {held})", build, None,
+                         None if compiled else TARGETS["build"], compiled=compiled))
     return rows
 
 
@@ -207,6 +225,52 @@ def part_campaign(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def part_race(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Racing must not change the answer: bench/race_check.py on the campaign part's zoo project."""
+    from race_check import summary
+
+    project, out = Path(args.out) / "campaign" / "zoo", Path(args.out) / "race"
+    figure = f"race check: raced within 3 % of exhaustive ({args.race_jobs} jobs per executable)"
+    if not (project / "manifest.json").is_file():
+        return [_row(figure, None, None, None, error=f"{project}: no project; run the campaign part first")]
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / "race_check.json"
+    report.unlink(missing_ok=True)
+    subprocess.run([sys.executable, str(BENCH / "race_check.py"), str(project), "--jobs-per-exe",
+                    str(args.race_jobs), "--out", str(report)], env=_env())  # exit 1: not every job agrees
+    if not report.is_file():
+        return [_row(figure, None, None, None, error="bench/race_check.py wrote no report")]
+    data = json.loads(report.read_text())
+    counts = summary(data["rows"])
+    share = counts["agree"] / counts["jobs"] if counts["jobs"] else 0.0
+    row = _row(figure, data["walls_s"]["raced"], None, None, exhaustive_s=round(data["walls_s"]["exhaustive"], 1),
+               agree=f"{counts['agree']}/{counts['jobs']}", share=round(share, 3), share_target=RACE_TARGET,
+               faster=counts["faster"], slower=counts["slower"], slower_by_choice=counts["slower_by_choice"],
+               differ=len(data["differ"]))
+    row["met"] = share >= RACE_TARGET and not data["differ"]
+    return [row]
+
+
+def part_agreement(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The campaign part's sample databases against the reference (the shipped database by default)."""
+    from db_agreement import agreement
+
+    from benanza.store.shipped import readable_db, shipped_db
+
+    reference = readable_db(Path(args.reference)) if args.reference else shipped_db()
+    rows = []
+    for db in sorted((Path(args.out) / "campaign").glob("s*.db")):
+        data = agreement(db, reference)
+        q = data["ratio_new_over_reference"]
+        rows.append(_row(f"{db.name} vs {Path(args.reference or 'the shipped database').name}: fastest median per "
+                         "layer group, new / reference", None, None, None, groups=data["groups"],
+                         median_ratio=q.get("median"), p10=q.get("p10"), p90=q.get("p90"),
+                         within_5pct=data["within_5pct"], status_changed=data["status_changed"],
+                         rows_both=data["rows_both"]))
+    return rows or [_row("agreement with the reference database", None, None, None,
+                         error=f"{Path(args.out) / 'campaign'}: no sample database; run the campaign part first")]
+
+
 def part_build(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Build once: bench/build_cache.py's pair (a project built cold into an empty cache, the same project
     again) and ten ``--from-profile`` projects of the shipped bundles built in turn into one cache."""
@@ -232,7 +296,7 @@ def part_build(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def part_table(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    for part in ("profile", "pipeline", "campaign", "build"):
+    for part in ("profile", "pipeline", "campaign", "race", "agreement", "build"):
         path = Path(args.out) / f"{part}.json"
         if path.is_file():
             rows += json.loads(path.read_text())
@@ -240,20 +304,25 @@ def part_table(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+EXTRAS = ("efficiency", "sampling_error", "timed_gpu_s", "cold_s", "compiled", "agree", "share", "share_target",
+          "slower_by_choice", "differ", "groups", "median_ratio", "p10", "p90", "within_5pct", "status_changed",
+          "error")  # the keys a row's "extra" column shows
+
+
 def print_rows(rows: list[dict[str, Any]]) -> None:
     print(f"{'figure':<72} {'wall s':>8} {'floor s':>8} {'ratio':>6} {'target':>7} {'met':>4}  extra")
     for r in rows:
-        extra = ", ".join(f"{k} {r[k]}" for k in ("efficiency", "sampling_error", "timed_gpu_s", "cold_s", "compiled",
-                                                     "error") if k in r)
+        extra = ", ".join(f"{k} {r[k]}" for k in EXTRAS if k in r)
+        wall = "-" if r["wall_s"] is None else f"{r['wall_s']:.1f}"
         floor = "-" if r["floor_s"] is None else f"{r['floor_s']:.1f}"
         ratio = "-" if r["wall_over_floor"] is None else f"{r['wall_over_floor']:.2f}"
         target = "-" if r["target_s"] is None else f"{r['target_s']:g}"
         met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
-        print(f"{r['figure']:<72} {r['wall_s']:>8.1f} {floor:>8} {ratio:>6} {target:>7} {met:>4}  {extra}")
+        print(f"{r['figure']:<72} {wall:>8} {floor:>8} {ratio:>6} {target:>7} {met:>4}  {extra}")
 
 
-PARTS = {"profile": part_profile, "pipeline": part_pipeline, "campaign": part_campaign, "build": part_build,
-         "table": part_table}
+PARTS = {"profile": part_profile, "pipeline": part_pipeline, "campaign": part_campaign, "race": part_race,
+         "agreement": part_agreement, "build": part_build, "table": part_table}
 
 
 def main() -> int:
@@ -268,6 +337,8 @@ def main() -> int:
     p.add_argument("--framework", default="torch", help="pipeline: --profile-with")
     p.add_argument("--sample", type=int, default=40, help="campaign: every N-th job")
     p.add_argument("--offsets", default="0,20", help="campaign: one sample per offset")
+    p.add_argument("--race-jobs", type=int, default=40, help="race: jobs per multi-algorithm executable")
+    p.add_argument("--reference", help="agreement: the reference database (default: the shipped one)")
     p.add_argument("--timeout", type=float, default=480, help="pipeline: seconds per model before it is stopped")
     p.add_argument("--max-engines", type=int, default=None,
                    help="pipeline: a first answer over the heuristics' first N graph-API engine configs per job")
