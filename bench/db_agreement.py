@@ -39,6 +39,11 @@ def _one_system(path: Path) -> None:
         raise BenanzaError(f"{path}: holds {len(systems)} systems; compare databases of one system each")
 
 
+def _read_only(path: Path) -> str:
+    """A read-only SQLite URI of ``path`` (escaped: a name with '?' or '#' stays one file)."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
 def _quantile(values: list[float], q: float) -> float:
     return values[round(q * (len(values) - 1))]
 
@@ -47,9 +52,9 @@ def agreement(new: Path, reference: Path) -> dict[str, Any]:
     """The comparison of ``new`` against ``reference`` (plain SQLite files), as printed by :func:`main`."""
     for path in (new, reference):
         _one_system(path)
-    conn = sqlite3.connect(f"file:{new}?mode=ro", uri=True)
+    conn = sqlite3.connect(_read_only(new), uri=True)
     try:
-        conn.execute("ATTACH DATABASE ? AS ref", (f"file:{reference}?mode=ro",))
+        conn.execute("ATTACH DATABASE ? AS ref", (_read_only(reference),))
         on = " AND ".join(f"n.{k} = r.{k}" for k in KEY)
         rows = conn.execute(f"SELECT {', '.join('n.' + k for k in GROUP)}, n.status, r.status, n.median_ms, "
                             f"r.median_ms FROM benchmarks n JOIN ref.benchmarks r ON {on}").fetchall()
