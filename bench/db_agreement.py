@@ -17,6 +17,7 @@ No GPU needed. Results: docs/RESULTS.md §7.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import sys
@@ -34,7 +35,8 @@ WITHIN = 0.05
 
 def _one_system(path: Path) -> None:
     """Refuse a file that is no benanza database, or one of several systems, in one line."""
-    systems = perfdb.systems(perfdb.open_db(path, readonly=True))
+    with contextlib.closing(perfdb.open_db(path, readonly=True)) as db:
+        systems = perfdb.systems(db)
     if len(systems) != 1:
         raise BenanzaError(f"{path}: holds {len(systems)} systems; compare databases of one system each")
 

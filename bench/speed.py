@@ -133,21 +133,19 @@ def _export(name: str, path: Path, batch: int) -> None:
     subprocess.run([sys.executable, "-c", code, f"natives:{name}", str(path), str(batch)], check=True, env=_env())
 
 
-def _cached(cache: Path) -> int:
-    """Executables the build cache holds (each compiled executable is kept there)."""
-    return sum(1 for _ in cache.glob("??/*.exe")) if cache.is_dir() else 0
-
-
 def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from benanza.measure import plan_cache
+    from benanza.measure import build_cache, plan_cache
 
     out = Path(args.out) / "pipeline"
     out.mkdir(parents=True, exist_ok=True)
-    cache = Path(os.environ.get("BENANZA_BUILD_CACHE_DIR") or Path(args.out) / "build-cache")
-    env = {**_env(), "BENANZA_BUILD_CACHE_DIR": str(cache)}
+    # this process reads the build cache the pipelines fill (its entries before and after each), as it reads
+    # the plan cache: both through their own modules
+    os.environ["BENANZA_BUILD_CACHE_DIR"] = os.environ.get("BENANZA_BUILD_CACHE_DIR") or str(
+        Path(args.out) / "build-cache")
+    env = _env()
     rows = []
     for name in args.models.split(","):
-        cached = _cached(cache)
+        cached = len(build_cache.entries())  # each executable a pipeline compiles is kept there
         plans = plan_cache.usage()[0] if plan_cache.root() is not None else None
         model = out / f"{name}_b{args.batch}.onnx"
         if not model.exists():
@@ -177,7 +175,7 @@ def part_pipeline(args: argparse.Namespace) -> list[dict[str, Any]]:
         rows.append(_row(f"  its campaign ({', '.join(measured)})", spent, gpu, None,
                          efficiency=round(gpu / spent, 3) if spent else None, efficiency_target=EFFICIENCY_TARGET,
                          phases_s=steps.get("job_phases_s", {})))
-        build, compiled = steps["steps_s"].get("build", 0.0), _cached(cache) - cached
+        build, compiled = steps["steps_s"].get("build", 0.0), len(build_cache.entries()) - cached
         # the target is a build whose executables were all built before: a run that compiled some (its build or
         # the profile's calls') has none
         rows.append(_row(f"  its build ({compiled} compiled; {held})", build, None,
